@@ -1,0 +1,34 @@
+// tessera/core/thread_pool.h - one persistent pool of worker threads.
+//
+// parallel_for statically partitions a range over the pool: worker t (the caller is worker 0) gets the
+// contiguous chunk [t*n/T, (t+1)*n/T). Kernels must produce the same bits for every T, so nothing may
+// depend on how the range was split except which thread computes which independent outputs.
+// Workers spin briefly after a job before they sleep, so back-to-back small jobs (decode) do not pay
+// a wake-up each time. Nested calls run inline on the calling thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace tessera {
+
+// Number of threads used by parallel_for (default: the logical CPUs available to the process,
+// or TESSERA_NUM_THREADS).
+int num_threads();
+// n <= 0 resets to the default. Safe between parallel calls, not during one.
+void set_num_threads(int n);
+
+// Runs fn(thread_index, num_threads) once on each of the pool's threads (SPMD style).
+void parallel_run(const std::function<void(int, int)>& fn, int max_threads = 0);
+
+// fn(begin, end) over a static partition of [0, n) into at most num_threads() chunks.
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+// fn(i0, i1) for every cell of an n0 x n1 tile space, cells handed out in row-major order in static
+// contiguous chunks (consecutive cells of one thread share i0 when possible).
+void parallel_for_2d(int64_t n0, int64_t n1, const std::function<void(int64_t, int64_t)>& fn);
+
+// True inside a worker of a parallel region (nested parallel calls then run inline).
+bool in_parallel_region();
+
+}  // namespace tessera

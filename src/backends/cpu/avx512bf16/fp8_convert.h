@@ -1,0 +1,64 @@
+// fp8/bf16 conversion helpers for the avx512bf16 kernel files. Header-only by necessity (inlined into
+// the kernels) but private to this folder: every function is static, so no copy escapes the ISA flags.
+#pragma once
+
+#include <immintrin.h>
+#include <stdint.h>
+
+namespace tessera::cpu::avx512bf16 {
+
+// bf16 bit pattern of an e4m3fn magnitude code c (0..127; sign handled separately).
+static inline uint16_t e4m3_magnitude_to_bf16_bits(int c) {
+  const int e = c >> 3, m = c & 7;
+  if (c == 0x7F) return 0x7FC0;  // NaN
+  if (e > 0) return uint16_t(((e + 120) << 7) | (m << 4));
+  if (m == 0) return 0;
+  // Subnormal m * 2^-9: normalise the 3-bit mantissa.
+  int shift = 0;
+  while (!(m << shift & 4)) ++shift;
+  const int exp = 127 - 7 - shift;        // m<<shift in [4,8): value (m<<shift)/4 * 2^(-7-shift)
+  const int frac = ((m << shift) & 3) << 5;
+  return uint16_t((exp << 7) | frac);
+}
+
+// The four 64-byte tables: high and low bytes of the bf16 pattern for codes 0..127.
+struct E4m3Tables {
+  __m512i hi0, hi1, lo0, lo1;
+  __m512i interleave_lo, interleave_hi;  // byte indices that zip (lo[i], hi[i]) into bf16 words
+};
+
+static inline E4m3Tables make_e4m3_tables() {
+  alignas(64) uint8_t hi[128], lo[128], il[64], ih[64];
+  for (int c = 0; c < 128; ++c) {
+    const uint16_t b = e4m3_magnitude_to_bf16_bits(c);
+    hi[c] = uint8_t(b >> 8);
+    lo[c] = uint8_t(b & 0xFF);
+  }
+  for (int i = 0; i < 32; ++i) {
+    il[2 * i] = uint8_t(i);            // lo byte of word i from the first source
+    il[2 * i + 1] = uint8_t(64 + i);   // hi byte from the second source
+    ih[2 * i] = uint8_t(32 + i);
+    ih[2 * i + 1] = uint8_t(96 + i);
+  }
+  E4m3Tables t;
+  t.hi0 = _mm512_load_si512(hi);
+  t.hi1 = _mm512_load_si512(hi + 64);
+  t.lo0 = _mm512_load_si512(lo);
+  t.lo1 = _mm512_load_si512(lo + 64);
+  t.interleave_lo = _mm512_load_si512(il);
+  t.interleave_hi = _mm512_load_si512(ih);
+  return t;
+}
+
+// 64 e4m3 bytes -> 64 bf16 in natural order: out0 = elements 0..31, out1 = 32..63.
+// vpermi2b looks up 7-bit magnitudes (the index's bit 7 is ignored), the sign is merged with one
+// ternary-logic op, and vpermt2b zips low and high bytes into words.
+static inline void e4m3x64_to_bf16(const E4m3Tables& t, __m512i x, __m512i* out0, __m512i* out1) {
+  const __m512i lo = _mm512_permutex2var_epi8(t.lo0, x, t.lo1);
+  __m512i hi = _mm512_permutex2var_epi8(t.hi0, x, t.hi1);
+  hi = _mm512_ternarylogic_epi32(hi, x, _mm512_set1_epi8(char(0x80)), 0xF8);  // hi | (x & 0x80)
+  *out0 = _mm512_permutex2var_epi8(lo, t.interleave_lo, hi);
+  *out1 = _mm512_permutex2var_epi8(lo, t.interleave_hi, hi);
+}
+
+}  // namespace tessera::cpu::avx512bf16

@@ -1,0 +1,216 @@
+// Packing for the avx512bf16 kernel set: a-panel blocks (rows of bf16 K-values) and b-panels
+// (48 columns of bf16 K-pairs). fp8 sources are converted to bf16 here, exactly (every e4m3 value is a
+// bf16 value), with the vpermi2b lookup of fp8_convert.h.
+#include <immintrin.h>
+#include <string.h>
+
+#include "backends/cpu/avx512bf16/fp8_convert.h"
+#include "backends/cpu/gemm_kernel_set.h"
+
+namespace tessera::cpu {
+namespace {
+
+using avx512bf16::E4m3Tables;
+
+constexpr int kNr = 48;
+
+const E4m3Tables& tables() {
+  static const E4m3Tables t = avx512bf16::make_e4m3_tables();
+  return t;
+}
+
+uint16_t scalar_to_bf16(const GemmSrc& s, int64_t r, int64_t k) {
+  const int64_t off = r * s.stride_r + k * s.stride_k;
+  if (s.type == GemmSrcType::kBF16) return static_cast<const uint16_t*>(s.data)[off];
+  const uint8_t b = static_cast<const uint8_t*>(s.data)[off];
+  return uint16_t(avx512bf16::e4m3_magnitude_to_bf16_bits(b & 0x7F) | ((b & 0x80) << 8));
+}
+
+__mmask32 k_mask32(int64_t valid) {
+  if (valid <= 0) return 0;
+  if (valid >= 32) return 0xFFFFFFFFu;
+  return (__mmask32(1) << valid) - 1;
+}
+__mmask16 k_mask16(int64_t valid) {
+  if (valid <= 0) return 0;
+  if (valid >= 16) return 0xFFFF;
+  return __mmask16((1u << valid) - 1);
+}
+
+// Loads 32 K-values of one row as bf16 (zeros where the mask is off).
+inline __m512i load_row32(const GemmSrc& s, const void* p, __mmask32 m) {
+  if (s.type == GemmSrcType::kBF16) return _mm512_maskz_loadu_epi16(m, p);
+  const __m512i bytes = _mm512_zextsi256_si512(_mm256_maskz_loadu_epi8(m, p));
+  __m512i lo, hi;
+  avx512bf16::e4m3x64_to_bf16(tables(), bytes, &lo, &hi);
+  return lo;
+}
+
+// In-register transpose of a 16 x 16 matrix of dwords (here: bf16 K-pairs).
+inline void transpose16x16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  // u[4i+j] lane L holds column 4L+j of row block i; gather lanes into r[4L+j].
+  for (int j = 0; j < 4; ++j) {
+    const __m512i s0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
+    const __m512i s1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+    const __m512i s2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512i s3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+    r[0 + j] = _mm512_shuffle_i32x4(s0, s2, 0x88);
+    r[4 + j] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
+    r[8 + j] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+    r[12 + j] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
+  }
+}
+
+// b-panels from a K-contiguous source: 16 rows x 32 K at a time, transposed into 16 pair-rows.
+void pack_b_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc,
+                    int64_t k_total, uint16_t* dst) {
+  const int es = s.type == GemmSrcType::kBF16 ? 2 : 1;
+  const int panels = (rows + kNr - 1) / kNr;
+  for (int p = 0; p < panels; ++p) {
+    uint16_t* panel = dst + int64_t(p) * kc * kNr;
+    for (int grp = 0; grp < kNr / 16; ++grp) {
+      const int64_t rbase = r0 + p * kNr + grp * 16;
+      for (int kk = 0; kk < kc; kk += 32) {
+        const __mmask32 km = k_mask32(k_total - (k0 + kk));
+        __m512i r[16];
+        for (int i = 0; i < 16; ++i) {
+          const int64_t row = rbase + i;
+          const bool valid = row < r0 + rows && row < r_total;
+          const char* src = static_cast<const char*>(s.data) + (row * s.stride_r + k0 + kk) * es;
+          r[i] = valid ? load_row32(s, src, km) : _mm512_setzero_si512();
+        }
+        transpose16x16(r);
+        const int pairs = (kc - kk) / 2 < 16 ? (kc - kk) / 2 : 16;
+        for (int j = 0; j < pairs; ++j)
+          _mm512_storeu_si512(panel + (kk / 2 + j) * (2 * kNr) + grp * 32, r[j]);
+      }
+    }
+  }
+}
+
+// b-panels from a row-contiguous (MN-major) source: interleave K rows k and k+1, 16 columns at a time.
+void pack_b_rcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc,
+                    int64_t k_total, uint16_t* dst) {
+  alignas(64) static const uint16_t kZip[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                                8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i zip = _mm512_load_si512(kZip);
+  const int es = s.type == GemmSrcType::kBF16 ? 2 : 1;
+  const int64_t r_end = r0 + rows < r_total ? r0 + rows : r_total;
+  const int panels = (rows + kNr - 1) / kNr;
+  for (int p = 0; p < panels; ++p) {
+    uint16_t* panel = dst + int64_t(p) * kc * kNr;
+    for (int grp = 0; grp < kNr / 16; ++grp) {
+      const int64_t rbase = r0 + p * kNr + grp * 16;
+      const __mmask16 rm = k_mask16(r_end - rbase);
+      for (int kp = 0; kp < kc / 2; ++kp) {
+        const int64_t k = k0 + 2 * kp;
+        const __mmask16 m0 = k < k_total ? rm : 0, m1 = k + 1 < k_total ? rm : 0;
+        const char* base = static_cast<const char*>(s.data);
+        const char* p0 = base + (rbase + k * s.stride_k) * es;
+        const char* p1 = p0 + s.stride_k * es;
+        __m512i x;
+        if (s.type == GemmSrcType::kBF16) {
+          x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi16(m0, p0)),
+                                 _mm256_maskz_loadu_epi16(m1, p1), 1);
+        } else {
+          const __m128i b0 = _mm_maskz_loadu_epi8(m0, p0), b1 = _mm_maskz_loadu_epi8(m1, p1);
+          const __m512i bytes = _mm512_zextsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1));
+          __m512i hi;
+          avx512bf16::e4m3x64_to_bf16(tables(), bytes, &x, &hi);
+        }
+        _mm512_storeu_si512(panel + kp * (2 * kNr) + grp * 32, _mm512_permutexvar_epi16(zip, x));
+      }
+    }
+  }
+}
+
+void pack_b_generic(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc,
+                    int64_t k_total, uint16_t* dst) {
+  const int panels = (rows + kNr - 1) / kNr;
+  for (int p = 0; p < panels; ++p)
+    for (int kp = 0; kp < kc / 2; ++kp)
+      for (int c = 0; c < kNr; ++c)
+        for (int h = 0; h < 2; ++h) {
+          const int64_t r = r0 + p * kNr + c, k = k0 + 2 * kp + h;
+          const bool valid = r < r0 + rows && r < r_total && k < k_total;
+          dst[int64_t(p) * kc * kNr + kp * 2 * kNr + 2 * c + h] = valid ? scalar_to_bf16(s, r, k) : 0;
+        }
+}
+
+void pack_b(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
+            void* dst) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  if (s.stride_k == 1) return pack_b_kcontig(s, r0, rows, r_total, k0, kc, k_total, d);
+  if (s.stride_r == 1) return pack_b_rcontig(s, r0, rows, r_total, k0, kc, k_total, d);
+  pack_b_generic(s, r0, rows, r_total, k0, kc, k_total, d);
+}
+
+// Copies/converts rows x kc K-values into buf (row stride kc), zero beyond k_total.
+void copy_a_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, uint16_t* buf) {
+  const int es = s.type == GemmSrcType::kBF16 ? 2 : 1;
+  for (int r = 0; r < rows; ++r) {
+    const char* src = static_cast<const char*>(s.data) + ((r0 + r) * s.stride_r + k0) * es;
+    uint16_t* out = buf + int64_t(r) * kc;
+    for (int kk = 0; kk < kc; kk += 32) {
+      const __mmask32 km = k_mask32(k_total - (k0 + kk));
+      const __m512i v = load_row32(s, src + kk * es, km);
+      _mm512_mask_storeu_epi16(out + kk, k_mask32(kc - kk), v);
+    }
+  }
+}
+
+// MN-major source: element (r, k) at r + k*stride_k. Transposes 16 x 16 blocks through a small tile.
+void copy_a_rcontig(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, uint16_t* buf) {
+  for (int rb = 0; rb < rows; rb += 16)
+    for (int kb = 0; kb < kc; kb += 16) {
+      const int rn = rows - rb < 16 ? rows - rb : 16, kn = kc - kb < 16 ? kc - kb : 16;
+      for (int k = 0; k < kn; ++k) {
+        const int64_t kk = k0 + kb + k;
+        for (int r = 0; r < rn; ++r)
+          buf[int64_t(rb + r) * kc + kb + k] = kk < k_total ? scalar_to_bf16(s, r0 + rb + r, kk) : 0;
+      }
+    }
+}
+
+const void* prepare_a(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, void* buf,
+                      int64_t* lda) {
+  if (s.type == GemmSrcType::kBF16 && s.stride_k == 1 && k0 + kc <= k_total) {
+    *lda = s.stride_r;
+    return static_cast<const uint16_t*>(s.data) + r0 * s.stride_r + k0;
+  }
+  uint16_t* b = static_cast<uint16_t*>(buf);
+  *lda = kc;
+  if (s.stride_k == 1) {
+    copy_a_kcontig(s, r0, rows, k0, kc, k_total, b);
+  } else {
+    copy_a_rcontig(s, r0, rows, k0, kc, k_total, b);
+  }
+  return b;
+}
+
+bool accepts(GemmSrcType t) { return t == GemmSrcType::kBF16 || t == GemmSrcType::kE4M3; }
+
+}  // namespace
+
+void gemm_ukr_avx512bf16_8x48(const UkrArgs& p);
+
+const GemmKernelSet* gemm_kernels_avx512bf16() {
+  static const GemmKernelSet set = {
+      "avx512bf16_8x48", 8, kNr, /*k_align=*/2, /*elem_bytes=*/2, /*kc=*/256, accepts, prepare_a, pack_b,
+      gemm_ukr_avx512bf16_8x48,
+  };
+  return &set;
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,105 @@
+// Plain interface between the GEMM driver (src/gemm) and the per-ISA kernel sets (src/backends/cpu/<isa>).
+// No inline functions or templates here: ISA translation units include this file (see README.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera::cpu {
+
+// Element type of an operand in memory.
+enum class GemmSrcType : int {
+  kBF16 = 0,
+  kF32 = 1,
+  kE4M3 = 2,   // float8_e4m3fn
+  kE2M1 = 3,   // float4 e2m1, two per byte along K (low nibble = even k)
+};
+
+// An operand as the driver sees it: element (r, k) of an R x K matrix, r = row of the output it feeds
+// (m for A, n for B). Strides count elements of the stored type (bytes for kE2M1, which must then be
+// K-contiguous: stride_k == 1 meaning one byte = two k).
+struct GemmSrc {
+  const void* data;
+  GemmSrcType type;
+  int64_t stride_r;
+  int64_t stride_k;
+};
+
+// Scales of one operand, expanded to fp32: scale of row r in K-group g at scale[g * group_stride + r].
+// scale == nullptr means "no scales" (factor 1).
+struct GemmScales {
+  const float* scale;
+  int64_t group_stride;
+};
+
+struct UkrArgs {
+  const void* a;        // a-panel: mr rows (rows beyond m_valid are not read), row stride lda elements
+  int64_t lda;
+  const void* b;        // packed b-panel (nr columns, interleaved layout)
+  int kc;               // K values in this call (multiple of the kernel's k_align; padding is zero)
+  int group;            // K values per scale group (a multiple of k_align); == kc when unscaled
+  float* c;             // fp32 tile, row stride ldc floats; mr x nr values are written
+  int64_t ldc;
+  int accumulate;       // 0: the first group overwrites c; 1: every group adds to c
+  int m_valid;          // rows of the a-panel that exist (1..mr); c rows at or beyond it are untouched
+  const float* row_scale;  // row_scale[g * row_scale_stride + r] for r < mr, or nullptr
+  int64_t row_scale_stride;
+  const float* col_scale;  // col_scale[g * col_scale_stride + c] for c < nr, or nullptr
+  int64_t col_scale_stride;
+};
+
+struct GemmKernelSet {
+  const char* name;     // e.g. "avx512bf16_8x48"
+  int mr, nr;           // register tile
+  int k_align;          // K granularity of packed data (2 for bf16 pairs, 1 for fp32)
+  int elem_bytes;       // bytes per packed element (2 or 4)
+  int kc;               // default K block
+  // Which source types prepare_a / pack_b accept. Others are converted by the driver... never: the
+  // driver refuses the kernel set for them (registry reason printed with TESSERA_VERBOSE_DISPATCH=1).
+  bool (*accepts)(GemmSrcType type);
+
+  // Makes rows [r0, r0+rows) x K [k0, k0+kc) available as an a-panel block. kc is a multiple of
+  // k_align; K values at or beyond k_total read as zero. Returns the block and its row stride in *lda;
+  // buf (rows * kc elements) is used when a copy is needed.
+  const void* (*prepare_a)(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total,
+                           void* buf, int64_t* lda);
+  // Packs rows [r0, r0+rows) x K [k0, k0+kc) into ceil(rows/nr) b-panels of kc x nr each (panel p
+  // at dst + p*kc*nr elements). Rows >= r_total and K >= k_total are zero.
+  void (*pack_b)(const GemmSrc& src, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc,
+                 int64_t k_total, void* dst);
+  void (*ukr)(const UkrArgs& args);
+};
+
+// Accessors; each returns nullptr when the library was built without that level.
+const GemmKernelSet* gemm_kernels_avx512bf16();
+const GemmKernelSet* gemm_kernels_avx512();
+const GemmKernelSet* gemm_kernels_avx2();
+
+// ---- decode GEMV (M <= 8): D rows streamed over K-contiguous weights ----
+// out[m * ldo + n] (fp32) = sum_g (sum_{k in g} a[m][k] * w[n][k]) * a_scale[g*ass + m] * w_scale(g, n)
+// for n in [n0, n1). a is bf16, K-contiguous rows (lda) holding K rounded up to a multiple of 64
+// values, zero beyond K; w rows are K-contiguous with row stride ldw elements of type w_type (bf16 or
+// e4m3) and are never read beyond K. group is a multiple of 64.
+// w_scale(g, n) = w_scale[g * wss + n / w_scale_rows] (w_scale_rows = 1 per channel, 128 per block).
+struct GemvArgs {
+  const uint16_t* a;
+  int64_t lda;
+  int m;
+  const void* w;
+  GemmSrcType w_type;
+  int64_t ldw;
+  int64_t k;            // real K (values beyond are not read from w)
+  int group;            // K values per scale group (multiple of 64) or == k_pad when unscaled
+  const float* a_scale;
+  int64_t a_scale_stride;
+  const float* w_scale;
+  int64_t w_scale_stride;
+  int w_scale_rows;
+  float* out;
+  int64_t ldo;
+  int64_t n0, n1;
+};
+using GemvFn = void (*)(const GemvArgs& args);
+GemvFn gemv_kernel_avx512bf16();
+
+}  // namespace tessera::cpu

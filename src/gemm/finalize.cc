@@ -1,0 +1,68 @@
+// D = round(C + acc): the one rounding of every GEMM path.
+#include <algorithm>
+
+#include "gemm/gemm_problem.h"
+
+namespace tessera::gemm {
+namespace {
+
+inline float load_c(const GemmProblem& p, int64_t r, int64_t c) {
+  if (!p.c) return 0.0f;
+  if (p.c_type == DType::kF32) return static_cast<const float*>(p.c)[r * p.ldc + c];
+  return bf16_to_f32(static_cast<const uint16_t*>(p.c)[r * p.ldc + c]);
+}
+
+template <bool kTransposed>
+void finalize_impl(const GemmProblem& p, const float* tile, int64_t ldt, int64_t r0, int64_t rows, int64_t c0,
+                   int64_t cols) {
+  // Transposed tiles are walked in 16 x 16 blocks so both the tile and D are read along cache lines.
+  constexpr int64_t kB = kTransposed ? 16 : 1 << 30;
+  for (int64_t ib = 0; ib < rows; ib += kB)
+    for (int64_t jb = 0; jb < cols; jb += kB) {
+      const int64_t ie = std::min(rows, ib + kB), je = std::min(cols, jb + kB);
+      for (int64_t i = ib; i < ie; ++i) {
+        const int64_t r = r0 + i;
+        if (p.d_type == DType::kF32) {
+          float* d = static_cast<float*>(p.d) + r * p.ldd + c0;
+          for (int64_t j = jb; j < je; ++j)
+            d[j] = load_c(p, r, c0 + j) + (kTransposed ? tile[j * ldt + i] : tile[i * ldt + j]);
+        } else {
+          uint16_t* d = static_cast<uint16_t*>(p.d) + r * p.ldd + c0;
+          for (int64_t j = jb; j < je; ++j)
+            d[j] = f32_to_bf16(load_c(p, r, c0 + j) + (kTransposed ? tile[j * ldt + i] : tile[i * ldt + j]));
+        }
+      }
+    }
+}
+
+}  // namespace
+
+void finalize_tile(const GemmProblem& p, const float* tile, int64_t ldt, bool transposed, int64_t r0,
+                   int64_t rows, int64_t c0, int64_t cols) {
+  if (transposed) {
+    finalize_impl<true>(p, tile, ldt, r0, rows, c0, cols);
+  } else {
+    finalize_impl<false>(p, tile, ldt, r0, rows, c0, cols);
+  }
+}
+
+void expand_scales(const ScaleTable& t, int64_t g0, int64_t ng, int64_t r0, int64_t nr, float* out,
+                   int64_t out_stride) {
+  for (int64_t g = 0; g < ng; ++g) {
+    float* o = out + g * out_stride;
+    const float* src = t.data + ((g0 + g) / t.g_div) * t.stride_g;
+    if (t.r_div == 1) {
+      std::copy(src + r0, src + r0 + nr, o);
+    } else {
+      for (int64_t r = 0; r < nr; ++r) o[r] = src[(r0 + r) / t.r_div];
+    }
+    std::fill(o + nr, o + out_stride, 0.0f);
+  }
+}
+
+int64_t scale_groups(const GemmProblem& p) {
+  if (p.group <= 0) return 1;
+  return (p.k + p.group - 1) / p.group;
+}
+
+}  // namespace tessera::gemm

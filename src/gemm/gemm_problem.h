@@ -1,0 +1,62 @@
+// The canonical GEMM every public gemm function reduces to (after validation):
+//   D[m, n] = C[m, n] + sum_g (sum_{k in group g} A[m, k] * B[n, k]) * sa[g][m] * sb[g][n]
+// accumulated in fp32 and rounded once to D's dtype. A and B are seen as [M, K] and [N, K] through
+// strides (either may be K- or MN-contiguous); scales are already expanded to one fp32 per row and
+// K-group (see scales.h).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/gemm_kernel_set.h"
+#include "tessera/core/dtype.h"
+
+namespace tessera::gemm {
+
+// Compact fp32 scales of one operand: value(g, r) = data[(g / g_div) * stride_g + r / r_div] for the
+// common K-group g (group K-values wide) and operand row r. g_div = the operand's gran_k / group,
+// r_div = its gran_mn (1 per row/channel, 128 per block).
+struct ScaleTable {
+  const float* data = nullptr;
+  int64_t stride_g = 0;
+  int g_div = 1;
+  int r_div = 1;
+  float at(int64_t g, int64_t r) const { return data[(g / g_div) * stride_g + r / r_div]; }
+};
+
+// out[(g - g0) * out_stride + (r - r0)] = value(g, r) for g in [g0, g0+ng), r in [r0, r0+nr);
+// entries r in [nr, out_stride) are set to 0 so vector loads past the last row read finite values.
+void expand_scales(const ScaleTable& t, int64_t g0, int64_t ng, int64_t r0, int64_t nr, float* out,
+                   int64_t out_stride);
+
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  cpu::GemmSrc a{}, b{};
+  // K values per scale group; 0 = unscaled (sa, sb unused).
+  int group = 0;
+  ScaleTable sa, sb;
+  // Output and optional addend (c == d allowed: accumulate in place).
+  void* d = nullptr;
+  DType d_type = DType::kBF16;
+  int64_t ldd = 0;
+  const void* c = nullptr;
+  DType c_type = DType::kBF16;
+  int64_t ldc = 0;
+  const char* fn = "gemm";  // public name, for messages and TESSERA_PRINT_PLAN
+};
+
+int64_t scale_groups(const GemmProblem& p);
+
+// Runs the problem with the best implementation for this machine (TESSERA_ISA / TESSERA_FORCE_REFERENCE
+// cap the choice; TESSERA_VERBOSE_DISPATCH=1 prints why faster ones were refused).
+void run_gemm(const GemmProblem& p);
+
+// The scalar reference implementation: fp32 arithmetic in k order, parallel over rows. The golden model
+// the fast paths are tested against.
+void run_gemm_reference(const GemmProblem& p);
+
+// Writes D (rows [r0, r0+rows), cols [c0, c0+cols)) from an fp32 tile plus C:
+// transposed == false: tile[i * ldt + j] is D[r0+i, c0+j]; true: tile[j * ldt + i] is D[r0+i, c0+j].
+void finalize_tile(const GemmProblem& p, const float* tile, int64_t ldt, bool transposed, int64_t r0,
+                   int64_t rows, int64_t c0, int64_t cols);
+
+}  // namespace tessera::gemm

@@ -1,0 +1,15 @@
+#pragma once
+
+#include "backends/cpu/gemm_kernel_set.h"
+#include "gemm/gemm_problem.h"
+
+namespace tessera::gemm {
+
+constexpr int64_t kGemvMaxM = 8;
+
+// nullptr if the decode GEMV applies to p, else the reason it does not.
+const char* gemv_refusal(const GemmProblem& p);
+// ks supplies the activation conversion (prepare_a); gemv the streaming kernel.
+void run_gemv(const GemmProblem& p, const cpu::GemmKernelSet& ks, cpu::GemvFn gemv);
+
+}  // namespace tessera::gemm

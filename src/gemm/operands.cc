@@ -1,0 +1,136 @@
+#include "gemm/operands.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tessera::gemm {
+
+TensorView transpose_last2(const TensorView& t) {
+  TensorView r = t;
+  if (t.ndim >= 2) {
+    std::swap(r.shape[t.ndim - 1], r.shape[t.ndim - 2]);
+    std::swap(r.strides[t.ndim - 1], r.strides[t.ndim - 2]);
+  }
+  return r;
+}
+
+bool is_packed_fp4(DType t) { return t == DType::kF4E2M1 || t == DType::kI8 || t == DType::kU8; }
+
+static cpu::GemmSrcType src_type(DType t) {
+  switch (t) {
+    case DType::kBF16: return cpu::GemmSrcType::kBF16;
+    case DType::kF32: return cpu::GemmSrcType::kF32;
+    case DType::kF8E4M3: return cpu::GemmSrcType::kE4M3;
+    default: return cpu::GemmSrcType::kE2M1;
+  }
+}
+
+OperandInfo check_operand(const char* fn, const char* arg, const TensorView& t, bool rows_first,
+                          std::initializer_list<DType> allowed) {
+  check_ndim(fn, arg, t, {2});
+  check_dtype(fn, arg, t, allowed);
+  check_defined(fn, arg, t);
+  const bool last_contig = last_dim_contiguous(t), second_contig = second_last_dim_contiguous(t);
+  TESSERA_CHECK(last_contig || second_contig, fn, ": argument '", arg,
+                "' must have stride(-1) == 1 or stride(-2) == 1 (K-major or MN-major), got shape ", t.shape_str(),
+                " strides ", t.strides_str());
+  // Canonical [rows, K] view.
+  const TensorView v = rows_first ? t : transpose_last2(t);
+  OperandInfo info;
+  info.fp4 = is_packed_fp4(t.dtype);
+  info.src.data = t.data;
+  info.src.type = src_type(t.dtype);
+  info.src.stride_r = v.strides[0];
+  info.src.stride_k = v.strides[1];
+  info.rows = v.shape[0];
+  info.k = v.shape[1];
+  if (info.fp4) {
+    // Two values per byte along K: only K-contiguous packed FP4 is supported here.
+    if (!(v.strides[1] == 1 || v.shape[1] <= 1))
+      TESSERA_NOT_IMPLEMENTED(fn, ": argument '", arg, "' is packed FP4 packed along M/N (MN-major); "
+                              "pack it along K (see transpose_packed_fp4)");
+    info.k = v.shape[1] * 2;
+  }
+  return info;
+}
+
+void check_output(const char* fn, const TensorView& d, const TensorView* c, int64_t m, int64_t n,
+                  std::initializer_list<const std::pair<const char*, const TensorView*>> inputs, GemmProblem* p) {
+  check_ndim(fn, "d", d, {2});
+  check_dtype(fn, "d", d, {DType::kBF16, DType::kF32});
+  check_defined(fn, "d", d);
+  TESSERA_CHECK(d.shape[0] == m && d.shape[1] == n, fn, ": argument 'd' must have shape [M, N] = [", m, ", ", n,
+                "], got ", d.shape_str());
+  check_row_major(fn, "d", d);
+  for (const auto& in : inputs) check_no_overlap(fn, "d", d, in.first, *in.second);
+  p->d = d.data;
+  p->d_type = d.dtype;
+  p->ldd = d.shape[0] > 1 ? d.strides[0] : n;
+  p->c = nullptr;
+  if (c && c->data != nullptr) {
+    check_ndim(fn, "c", *c, {2});
+    TESSERA_CHECK(c->dtype == d.dtype, fn, ": argument 'c' must have the dtype of 'd' (", dtype_name(d.dtype),
+                  "), got ", dtype_name(c->dtype));
+    check_same_shape(fn, "c", *c, "d", d);
+    check_row_major(fn, "c", *c);
+    if (c->data == d.data) {
+      TESSERA_CHECK(c->shape[0] <= 1 || c->strides[0] == d.strides[0], fn,
+                    ": when 'c' is 'd' it must have the same strides, got ", c->strides_str(), " and ",
+                    d.strides_str());
+    } else {
+      check_no_overlap(fn, "d", d, "c", *c);
+    }
+    p->c = c->data;
+    p->c_type = c->dtype;
+    p->ldc = c->shape[0] > 1 ? c->strides[0] : n;
+  }
+}
+
+bool handle_empty_k(const GemmProblem& p) {
+  if (p.k != 0) return false;
+  std::vector<float> zeros(size_t(p.n), 0.0f);
+  for (int64_t r = 0; r < p.m; ++r) finalize_tile(p, zeros.data(), 0, false, r, 1, 0, p.n);
+  return true;
+}
+
+ScaleTable make_scale_table(const char* fn, const ScaleInput& in, int group, AlignedPtr<float>* storage) {
+  const TensorView& sf = in.sf;
+  const int64_t sf_rows = (in.rows + in.gran_mn - 1) / in.gran_mn;
+  const int64_t sf_k = (in.k + in.gran_k - 1) / in.gran_k;
+  check_ndim(fn, in.arg, sf, {2});
+  check_dtype(fn, in.arg, sf, {DType::kF32, DType::kI32});
+  check_defined(fn, in.arg, sf);
+  const bool packed = sf.dtype == DType::kI32;
+  const int64_t want_cols = packed ? (sf_k + 3) / 4 : sf_k;
+  TESSERA_CHECK(sf.shape[0] == sf_rows && sf.shape[1] == want_cols, fn, ": argument '", in.arg, "' must have shape [",
+                sf_rows, ", ", want_cols, "] (", packed ? "packed UE8M0 int32 for " : "float32 for ", in.rows,
+                " rows with gran_mn ", in.gran_mn, ", K ", in.k, " with gran_k ", in.gran_k, "), got ",
+                sf.shape_str());
+
+  ScaleTable t;
+  t.stride_g = sf_rows;
+  t.g_div = in.gran_k / group;
+  t.r_div = in.gran_mn;
+  if (!packed && (sf.strides[0] == 1 || sf_rows == 1) && (sf_k == 1 || sf.strides[1] >= sf_rows)) {
+    t.data = sf.ptr<const float>();  // already MN-major: use in place
+    t.stride_g = sf_k > 1 ? sf.strides[1] : sf_rows;
+    return t;
+  }
+  *storage = aligned_array<float>(size_t(sf_k * sf_rows));
+  float* out = storage->get();
+  for (int64_t r = 0; r < sf_rows; ++r)
+    for (int64_t g = 0; g < sf_k; ++g) {
+      float v;
+      if (packed) {
+        const int32_t word = sf.ptr<const int32_t>()[r * sf.strides[0] + (g / 4) * sf.strides[1]];
+        v = ue8m0_to_f32(uint8_t(uint32_t(word) >> (8 * (g % 4))));
+      } else {
+        v = sf.ptr<const float>()[r * sf.strides[0] + g * sf.strides[1]];
+      }
+      out[g * sf_rows + r] = v;
+    }
+  t.data = out;
+  return t;
+}
+
+}  // namespace tessera::gemm
