@@ -43,7 +43,7 @@ void run_gemm(const GemmProblem& p) {
   if (int(active_isa()) >= int(Isa::kAvx512Bf16)) {
     const char* why = gemv_refusal(p);
     note(p, "gemv_avx512bf16", why);
-    if (!why) return run_gemv(p, *cpu::gemm_kernels_avx512bf16(), cpu::gemv_kernel_avx512bf16());
+    if (!why) return run_gemv(p, cpu::gemv_kernel_avx512bf16());
   }
   struct Candidate { const char* name; const cpu::GemmKernelSet* (*get)(); Isa need; };
   static constexpr Candidate kCandidates[] = {

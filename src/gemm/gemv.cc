@@ -1,5 +1,5 @@
 // Decode path (M <= 8, K-contiguous weights): the weights are streamed once at memory speed by the
-// kernel set's GEMV; threads split N. The activations are converted to bf16 rows once up front.
+// kernel set's GEMV; threads split N (each converts the few activation rows for itself).
 #include "gemm/gemv.h"
 
 #include <algorithm>
@@ -13,17 +13,14 @@ const char* gemv_refusal(const GemmProblem& p) {
   if (p.m > kGemvMaxM) return "M > 8";
   if (p.b.stride_k != 1) return "weights (B) are not K-contiguous";
   if (p.b.type != cpu::GemmSrcType::kBF16 && p.b.type != cpu::GemmSrcType::kE4M3) return "weights are not bf16/e4m3";
-  if (p.a.type != cpu::GemmSrcType::kBF16 && p.a.type != cpu::GemmSrcType::kE4M3) return "activations are not bf16/e4m3";
+  if (p.a.type != p.b.type) return "activations and weights differ in type";
+  if (p.a.stride_k != 1 && p.m > 1) return "activations (A) are not K-contiguous";
   if (p.group > 0 && p.group % 64 != 0) return "scale group is not a multiple of 64";
   return nullptr;
 }
 
-void run_gemv(const GemmProblem& p, const cpu::GemmKernelSet& ks, cpu::GemvFn gemv) {
+void run_gemv(const GemmProblem& p, cpu::GemvFn gemv) {
   const int64_t k_pad = (p.k + 63) / 64 * 64;
-  auto abuf = aligned_array<uint16_t>(size_t(p.m) * k_pad);
-  int64_t lda = 0;
-  const uint16_t* a =
-      static_cast<const uint16_t*>(ks.prepare_a(p.a, 0, int(p.m), 0, int(k_pad), p.k, abuf.get(), &lda));
   auto out = aligned_array<float>(size_t(p.m) * p.n);
 
   // Scales: the activations' expanded to [groups][m]; the weights' used in place when their K
@@ -47,8 +44,8 @@ void run_gemv(const GemmProblem& p, const cpu::GemmKernelSet& ks, cpu::GemvFn ge
   const int64_t chunks = (p.n + 15) / 16;
   parallel_for(chunks, [&](int64_t c0, int64_t c1) {
     cpu::GemvArgs g{};
-    g.a = a;
-    g.lda = lda;
+    g.a = p.a.data;
+    g.a_stride = p.m > 1 ? p.a.stride_r : 0;
     g.m = int(p.m);
     g.w = p.b.data;
     g.w_type = p.b.type;
@@ -64,6 +61,7 @@ void run_gemv(const GemmProblem& p, const cpu::GemmKernelSet& ks, cpu::GemvFn ge
     g.ldo = p.n;
     g.n0 = c0 * 16;
     g.n1 = std::min(p.n, c1 * 16);
+    g.scratch = thread_scratch(5, size_t(p.m) * k_pad * 2);
     gemv(g);
     finalize_tile(p, out.get() + g.n0, p.n, false, 0, p.m, g.n0, g.n1 - g.n0);
   });

@@ -9,7 +9,6 @@ constexpr int64_t kGemvMaxM = 8;
 
 // nullptr if the decode GEMV applies to p, else the reason it does not.
 const char* gemv_refusal(const GemmProblem& p);
-// ks supplies the activation conversion (prepare_a); gemv the streaming kernel.
-void run_gemv(const GemmProblem& p, const cpu::GemmKernelSet& ks, cpu::GemvFn gemv);
+void run_gemv(const GemmProblem& p, cpu::GemvFn gemv);
 
 }  // namespace tessera::gemm

@@ -7,63 +7,122 @@
 namespace tessera::gemm {
 namespace {
 
-int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+int64_t round_up(int64_t v, int64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : fallback;
 }
 
-// Which operand becomes the b-side (packed into interleaved column panels, the costlier packing when
-// the source is K-contiguous). Rules, in order:
-//  1. An MN-contiguous operand packs cheaply as a b-side (rows k and k+1 interleave); a K-contiguous
-//     operand is read in place (bf16) or converted row by row as an a-side.
-//  2. Both alike: the smaller operand is the b-side (it is packed once and reused across the other).
-bool choose_swap(const GemmProblem& p) {
-  const bool a_kcontig = p.a.stride_k == 1, b_kcontig = p.b.stride_k == 1;
-  if (a_kcontig != b_kcontig) return a_kcontig ? false : true;
-  return p.m < p.n;
+// Costs in units of one lane multiply-add of the micro-kernel (~65 per cycle per core on Zen 5), so
+// padding waste, packing and conversions compare on one scale. Measured per element, cache-resident
+// (bench: /tmp pack microbenchmarks, avx512bf16 set): b-side pair-transpose from a K-contiguous source
+// 0.34 cycle (~22 units), row interleave from an MN-contiguous source 0.24 (~16); a-side fp8 -> bf16
+// conversion ~0.1 (~7); bf16 K-contiguous a-side is read in place (0); MN-contiguous a-side (transpose)
+// ~3 cycles (~200).
+double b_pack_units(const cpu::GemmSrc& s) {
+  return s.stride_k == 1 ? 22.0 : 16.0;
+}
+double a_prep_units(const cpu::GemmSrc& s) {
+  if (s.stride_k != 1) return 200.0;
+  return s.type == cpu::GemmSrcType::kBF16 ? 0.0 : 7.0;
+}
+
+struct Choice {
+  double cost;
+  bool swap;
+  int tile;
+};
+
+int src_bytes(const cpu::GemmSrc& s) {
+  return s.type == cpu::GemmSrcType::kBF16 ? 2 : s.type == cpu::GemmSrcType::kF32 ? 4 : 1;
+}
+
+// Reading one byte costs ~4 units from L3 and ~12 from DRAM (Zen 5: ~50 GB/s from L3, ~15 GB/s from DRAM
+// per core against 65 lane-FMAs per cycle at ~4.4 GHz); an operand larger than half the L3 is assumed
+// to come from DRAM every time it is read.
+double read_units(double bytes) {
+  return bytes > double(16 << 20) ? 12.0 : 4.0;
+}
+
+double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, int64_t x, int64_t y, int64_t k,
+                   const cpu::GemmTile& t, int64_t nc) {
+  const double padded = double(round_up(x, t.mr)) * double(round_up(y, t.nr)) * double(k);
+  const double y_elems = double(y) * double(k), x_elems = double(x) * double(k);
+  const double y_bytes = y_elems * src_bytes(ys), x_bytes = x_elems * src_bytes(xs);
+  // The b-side is read and packed once; the a-side is read (and prepared) once per b-block.
+  const double b_side = y_elems * b_pack_units(ys) + y_bytes * read_units(y_bytes);
+  const double a_side = (x_elems * a_prep_units(xs) + x_bytes * read_units(x_bytes)) * double((y + nc - 1) / nc);
+  return padded + b_side + a_side;
 }
 
 }  // namespace
 
 PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads) {
   PackedPlan plan;
-  plan.swap = choose_swap(p);
+  // fp8 x fp8 packs in "lane order" (cheaper conversion, see GemmSrc::lane_order) when scale groups are
+  // whole 64-blocks; K is then padded to 64 so every chunk is whole blocks.
+  plan.lane_order =
+      p.a.type == cpu::GemmSrcType::kE4M3 && p.b.type == cpu::GemmSrcType::kE4M3 && (p.group == 0 || p.group % 64 == 0);
+  plan.k_pad = round_up(p.k, plan.lane_order ? 64 : ks.k_align);
+  plan.threads = threads;
+
+  // NC: the b-side block packed for the whole K and reused by every a-side block: ~2 MiB (L3-resident).
+  const int64_t nc_budget = (2 << 20) / (plan.k_pad * ks.elem_bytes);
+
+  Choice best{-1.0, false, 0};
+  for (int swap = 0; swap < 2; ++swap)
+    for (int t = 0; t < ks.num_tiles; ++t) {
+      const cpu::GemmTile& tile = ks.tiles[t];
+      const int64_t nc = std::max<int64_t>(tile.nr, nc_budget / tile.nr * tile.nr);
+      const double cost =
+          swap ? choice_cost(p.b, p.a, p.n, p.m, p.k, tile, nc) : choice_cost(p.a, p.b, p.m, p.n, p.k, tile, nc);
+      if (best.cost < 0 || cost < best.cost) best = {cost, swap != 0, t};
+    }
+  plan.swap = env_int("TESSERA_GEMM_SWAP", best.swap ? 1 : 0) != 0;
+  plan.tile = ks.tiles[std::clamp(env_int("TESSERA_GEMM_TILE", best.tile), 0, ks.num_tiles - 1)];
   plan.x = plan.swap ? p.n : p.m;
   plan.y = plan.swap ? p.m : p.n;
-  plan.k_pad = round_up(p.k, ks.k_align);
-  plan.threads = threads;
+  const cpu::GemmSrc& xs = plan.swap ? p.b : p.a;
+  const cpu::GemmSrc& ys = plan.swap ? p.a : p.b;
+  const int mr = plan.tile.mr, nr = plan.tile.nr;
 
   // KC: the b-panel chunk (kc x nr) stays in L1; scale groups never straddle a chunk.
   int kc = env_int("TESSERA_GEMM_KC", ks.kc);
   if (p.group > 0) kc = int(std::max<int64_t>(p.group, kc / p.group * p.group));
-  kc = int(round_up(kc, ks.k_align));
-  plan.kc = int(std::min<int64_t>(kc, round_up(plan.k_pad, ks.k_align)));
+  kc = int(round_up(kc, plan.lane_order ? 64 : ks.k_align));
+  plan.kc = int(std::min<int64_t>(kc, plan.k_pad));
 
-  // NC: the b-side block packed for the whole K (reused by all a-side blocks of a thread): ~2 MiB.
-  const int64_t b_budget = 2 << 20;
-  int64_t nc = b_budget / (plan.k_pad * ks.elem_bytes) / ks.nr * ks.nr;
-  nc = std::clamp<int64_t>(nc, ks.nr, round_up(plan.y, ks.nr));
-  nc = env_int("TESSERA_GEMM_NC", int(nc));
-  plan.nc = int(round_up(nc, ks.nr));
+  // Split the side whose duplicated work is cheaper: splitting y makes every thread prepare (or read)
+  // the whole a-side, splitting x makes every thread pack the whole b-side. A side needs >= threads panels.
+  const int64_t x_panels = (plan.x + mr - 1) / mr, y_panels = (plan.y + nr - 1) / nr;
+  const double dup_if_split_y = double(plan.x) * std::max(2.0, a_prep_units(xs));
+  const double dup_if_split_x = double(plan.y) * b_pack_units(ys);
+  if (y_panels < threads) {
+    plan.split_y = false;
+  } else if (x_panels < threads) {
+    plan.split_y = true;
+  } else {
+    plan.split_y = dup_if_split_y <= dup_if_split_x;
+  }
 
-  // MC: the a-side chunk (mc x kc) stays in L2 while every b-panel of the block passes over it.
-  int64_t mc = std::min<int64_t>(512, round_up(plan.x, ks.mr));
-  plan.tiles_y = (plan.y + plan.nc - 1) / plan.nc;
-  // Enough tiles for every thread: shrink MC until each thread has >= 4 tiles or MC is small.
-  while (mc > 4 * ks.mr && plan.tiles_y * ((plan.x + mc - 1) / mc) < 4 * threads) mc = round_up(mc / 2, ks.mr);
-  mc = env_int("TESSERA_GEMM_MC", int(mc));
-  plan.mc = int(round_up(mc, ks.mr));
-  plan.tiles_x = (plan.x + plan.mc - 1) / plan.mc;
+  const int64_t nc = std::clamp<int64_t>(nc_budget / nr * nr, nr, round_up(plan.y, nr));
+  plan.nc = int(round_up(env_int("TESSERA_GEMM_NC", int(nc)), nr));
+  plan.panel_outer = a_prep_units(xs) > 0 && int64_t(plan.nc) * plan.kc * ks.elem_bytes <= (512 << 10);
+  if (const char* v = std::getenv("TESSERA_GEMM_PANEL_OUTER")) plan.panel_outer = *v == '1';
+  // MC: the a-side chunk (mc x kc) stays in L2 while the block's b-panels pass over it.
+  plan.mc = int(round_up(env_int("TESSERA_GEMM_MC", 256), mr));
   return plan;
 }
 
 std::string PackedPlan::describe() const {
   std::ostringstream os;
   os << "packed plan: " << (swap ? "swap (a-side=B, b-side=A)" : "direct (a-side=A, b-side=B)") << " x=" << x
-     << " y=" << y << " k_pad=" << k_pad << " mc=" << mc << " nc=" << nc << " kc=" << kc << " tiles=" << tiles_x
-     << "x" << tiles_y << " threads=" << threads;
+     << " y=" << y << " k_pad=" << k_pad << " tile=" << tile.mr << "x" << tile.nr << " mc=" << mc << " nc=" << nc
+     << " kc=" << kc << " split=" << (split_y ? "y" : "x") << (panel_outer ? " panel-outer" : "")
+     << (lane_order ? " lane-order" : "") << " threads=" << threads;
   return os.str();
 }
 

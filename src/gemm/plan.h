@@ -1,6 +1,6 @@
 // The blocking plan of the packed GEMM driver: a pure function of (shape, operand layouts, kernel set,
-// thread count). TESSERA_PRINT_PLAN=1 prints every plan; TESSERA_GEMM_{MC,NC,KC} override the blocks
-// (for tuning experiments; the results stay bit-identical only if KC is kept).
+// thread count). TESSERA_PRINT_PLAN=1 prints every plan; TESSERA_GEMM_{MC,NC,KC,SWAP} override choices
+// for tuning experiments (KC changes the fp32 summation order; nothing else does).
 #pragma once
 
 #include <cstdint>
@@ -15,14 +15,28 @@ struct PackedPlan {
   // swap == false: the a-side (broadcast rows) is A and the b-side (vector columns) is B.
   // swap == true: the a-side is B and the b-side is A; the kernel then computes D^T tiles.
   bool swap = false;
-  int64_t x = 0, y = 0;  // a-side rows, b-side columns
-  int64_t k_pad = 0;     // K rounded up to the kernel's k_align
+  int64_t x = 0, y = 0;    // a-side rows, b-side columns
+  int64_t k_pad = 0;       // K rounded up to the kernel's k_align (to 64 with lane_order)
+  bool lane_order = false; // fp8 x fp8: both sides converted in lane order (GemmSrc::lane_order)
+  cpu::GemmTile tile{};    // register tile (mr x nr) and its micro-kernel
   int mc = 0, nc = 0, kc = 0;
-  int64_t tiles_x = 0, tiles_y = 0;
+  // Loop order inside a tile: panel_outer converts one a-panel at a time into L1 and runs it against
+  // every b-panel of the K chunk (chosen when the a-side needs converting and the b chunk fits L2);
+  // otherwise BLIS order (a-block in L2, b-panel in L1).
+  bool panel_outer = false;
+  // Threads split one side into contiguous, equal ranges of register panels (mr rows or nr columns),
+  // so every thread does the same work; split_y also keeps each b-panel packed by exactly one thread.
+  bool split_y = false;
   int threads = 1;
   std::string describe() const;
 };
 
 PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads);
+
+// The half-open range of panels [begin, end) of `panels` that thread t of nt works on.
+inline void thread_panel_range(int64_t panels, int t, int nt, int64_t* begin, int64_t* end) {
+  *begin = panels * t / nt;
+  *end = panels * (t + 1) / nt;
+}
 
 }  // namespace tessera::gemm

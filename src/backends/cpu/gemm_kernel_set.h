@@ -23,6 +23,10 @@ struct GemmSrc {
   GemmSrcType type;
   int64_t stride_r;
   int64_t stride_k;
+  // Packing hint set by the driver for kernel sets that convert fp8 in "lane order" (avx512bf16): K is
+  // then permuted within aligned 64-value blocks identically on both sides (which leaves dot products
+  // unchanged); k0 and kc passed to prepare_a/pack_b are multiples of 64. Ignored by other sets.
+  bool lane_order = false;
 };
 
 // Scales of one operand, expanded to fp32: scale of row r in K-group g at scale[g * group_stride + r].
@@ -48,14 +52,23 @@ struct UkrArgs {
   int64_t col_scale_stride;
 };
 
+using UkrFn = void (*)(const UkrArgs& args);
+
+// One register tile of a kernel set: mr a-panel rows x nr b-panel columns.
+struct GemmTile {
+  int mr, nr;
+  UkrFn ukr;
+};
+
 struct GemmKernelSet {
-  const char* name;     // e.g. "avx512bf16_8x48"
-  int mr, nr;           // register tile
+  const char* name;     // e.g. "avx512bf16"
   int k_align;          // K granularity of packed data (2 for bf16 pairs, 1 for fp32)
   int elem_bytes;       // bytes per packed element (2 or 4)
   int kc;               // default K block
-  // Which source types prepare_a / pack_b accept. Others are converted by the driver... never: the
-  // driver refuses the kernel set for them (registry reason printed with TESSERA_VERBOSE_DISPATCH=1).
+  // Register tiles offered (the plan picks the one that wastes least on padding), num_tiles <= 4.
+  GemmTile tiles[4];
+  int num_tiles;
+  // Which source types prepare_a / pack_b accept; the dispatcher refuses the set for others.
   bool (*accepts)(GemmSrcType type);
 
   // Makes rows [r0, r0+rows) x K [k0, k0+kc) available as an a-panel block. kc is a multiple of
@@ -64,10 +77,10 @@ struct GemmKernelSet {
   const void* (*prepare_a)(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total,
                            void* buf, int64_t* lda);
   // Packs rows [r0, r0+rows) x K [k0, k0+kc) into ceil(rows/nr) b-panels of kc x nr each (panel p
-  // at dst + p*kc*nr elements). Rows >= r_total and K >= k_total are zero.
+  // at dst + p*kc*nr elements). Rows >= r0+rows or >= r_total and K >= k_total are zero. nr is the
+  // nr of one of the set's tiles.
   void (*pack_b)(const GemmSrc& src, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc,
-                 int64_t k_total, void* dst);
-  void (*ukr)(const UkrArgs& args);
+                 int64_t k_total, int nr, void* dst);
 };
 
 // Accessors; each returns nullptr when the library was built without that level.
@@ -77,19 +90,19 @@ const GemmKernelSet* gemm_kernels_avx2();
 
 // ---- decode GEMV (M <= 8): D rows streamed over K-contiguous weights ----
 // out[m * ldo + n] (fp32) = sum_g (sum_{k in g} a[m][k] * w[n][k]) * a_scale[g*ass + m] * w_scale(g, n)
-// for n in [n0, n1). a is bf16, K-contiguous rows (lda) holding K rounded up to a multiple of 64
-// values, zero beyond K; w rows are K-contiguous with row stride ldw elements of type w_type (bf16 or
-// e4m3) and are never read beyond K. group is a multiple of 64.
-// w_scale(g, n) = w_scale[g * wss + n / w_scale_rows] (w_scale_rows = 1 per channel, 128 per block).
+// for n in [n0, n1). a (m rows, K-contiguous, row stride a_stride) and w (K-contiguous rows, row stride
+// ldw) have the same type, bf16 or e4m3; neither is read beyond K. group is a multiple of 64 (or >= K
+// when unscaled, a_scale == nullptr). w_scale(g, n) = w_scale[g * wss + n / w_scale_rows].
+// scratch: at least m * round_up(K, 64) * 2 bytes, 64-byte aligned, private to the calling thread.
 struct GemvArgs {
-  const uint16_t* a;
-  int64_t lda;
+  const void* a;
+  int64_t a_stride;
   int m;
   const void* w;
   GemmSrcType w_type;
   int64_t ldw;
-  int64_t k;            // real K (values beyond are not read from w)
-  int group;            // K values per scale group (multiple of 64) or == k_pad when unscaled
+  int64_t k;
+  int group;
   const float* a_scale;
   int64_t a_scale_stride;
   const float* w_scale;
@@ -98,6 +111,7 @@ struct GemvArgs {
   float* out;
   int64_t ldo;
   int64_t n0, n1;
+  void* scratch;
 };
 using GemvFn = void (*)(const GemvArgs& args);
 GemvFn gemv_kernel_avx512bf16();

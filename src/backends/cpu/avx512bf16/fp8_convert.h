@@ -61,4 +61,21 @@ static inline void e4m3x64_to_bf16(const E4m3Tables& t, __m512i x, __m512i* out0
   *out1 = _mm512_permutex2var_epi8(lo, t.interleave_hi, hi);
 }
 
+// 64 e4m3 bytes -> 64 bf16 in "lane order": out0 holds bytes {0-7, 16-23, 32-39, 48-55}, out1 bytes
+// {8-15, 24-31, 40-47, 56-63} (in that order), because the final zip uses the in-lane vpunpck{l,h}bw
+// instead of two cross-lane byte permutes. Consecutive pairs stay consecutive pairs, so a dot product
+// is unchanged when both operands are converted (or arranged) the same way. About 2x cheaper than
+// e4m3x64_to_bf16 (2 lookups + 3 cheap ops instead of 4 permutes + 1).
+static inline void e4m3x64_to_bf16_lanes(const E4m3Tables& t, __m512i x, __m512i* out0, __m512i* out1) {
+  const __m512i lo = _mm512_permutex2var_epi8(t.lo0, x, t.lo1);
+  __m512i hi = _mm512_permutex2var_epi8(t.hi0, x, t.hi1);
+  hi = _mm512_ternarylogic_epi32(hi, x, _mm512_set1_epi8(char(0x80)), 0xF8);  // hi | (x & 0x80)
+  *out0 = _mm512_unpacklo_epi8(lo, hi);
+  *out1 = _mm512_unpackhi_epi8(lo, hi);
+}
+
+// Natural K offset (within its 64-block) of lane-order position i, and the inverse.
+static inline int lane_order_to_natural(int i) { return 16 * ((i % 32) / 8) + 8 * (i / 32) + i % 8; }
+static inline int natural_to_lane_order(int n) { return 32 * ((n % 16) / 8) + 8 * (n / 16) + n % 8; }
+
 }  // namespace tessera::cpu::avx512bf16

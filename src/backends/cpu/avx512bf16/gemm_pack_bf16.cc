@@ -1,6 +1,7 @@
-// Packing for the avx512bf16 kernel set: a-panel blocks (rows of bf16 K-values) and b-panels
-// (48 columns of bf16 K-pairs). fp8 sources are converted to bf16 here, exactly (every e4m3 value is a
-// bf16 value), with the vpermi2b lookup of fp8_convert.h.
+// Packing for the avx512bf16 kernel set: a-panel blocks (rows of bf16 K-values) and b-panels (nr
+// columns of bf16 K-pairs, nr a multiple of 16). fp8 sources are converted to bf16 here, exactly (every
+// e4m3 value is a bf16 value), with the lookups of fp8_convert.h: in "lane order" when the driver asks
+// for it (src.lane_order; both operands then use it), else in natural order.
 #include <immintrin.h>
 #include <string.h>
 
@@ -12,11 +13,17 @@ namespace {
 
 using avx512bf16::E4m3Tables;
 
-constexpr int kNr = 48;
-
 const E4m3Tables& tables() {
   static const E4m3Tables t = avx512bf16::make_e4m3_tables();
   return t;
+}
+
+bool is_fp8(const GemmSrc& s) { return s.type == GemmSrcType::kE4M3; }
+bool permuted(const GemmSrc& s) { return is_fp8(s) && s.lane_order; }
+
+// Natural K index of packed position k (k counted from a 64-aligned origin when permuted).
+int64_t natural_k(const GemmSrc& s, int64_t k) {
+  return permuted(s) ? (k & ~int64_t(63)) + avx512bf16::lane_order_to_natural(int(k & 63)) : k;
 }
 
 uint16_t scalar_to_bf16(const GemmSrc& s, int64_t r, int64_t k) {
@@ -26,24 +33,36 @@ uint16_t scalar_to_bf16(const GemmSrc& s, int64_t r, int64_t k) {
   return uint16_t(avx512bf16::e4m3_magnitude_to_bf16_bits(b & 0x7F) | ((b & 0x80) << 8));
 }
 
-__mmask32 k_mask32(int64_t valid) {
+__mmask32 word_mask(int64_t valid) {
   if (valid <= 0) return 0;
   if (valid >= 32) return 0xFFFFFFFFu;
   return (__mmask32(1) << valid) - 1;
 }
-__mmask16 k_mask16(int64_t valid) {
+__mmask64 byte_mask(int64_t valid) {
+  if (valid <= 0) return 0;
+  if (valid >= 64) return ~__mmask64(0);
+  return (__mmask64(1) << valid) - 1;
+}
+__mmask16 half_mask(int64_t valid) {
   if (valid <= 0) return 0;
   if (valid >= 16) return 0xFFFF;
   return __mmask16((1u << valid) - 1);
 }
 
-// Loads 32 K-values of one row as bf16 (zeros where the mask is off).
-inline __m512i load_row32(const GemmSrc& s, const void* p, __mmask32 m) {
-  if (s.type == GemmSrcType::kBF16) return _mm512_maskz_loadu_epi16(m, p);
-  const __m512i bytes = _mm512_zextsi256_si512(_mm256_maskz_loadu_epi8(m, p));
-  __m512i lo, hi;
-  avx512bf16::e4m3x64_to_bf16(tables(), bytes, &lo, &hi);
-  return lo;
+// Loads 64 K-values of one K-contiguous row (`valid` of them, zeros beyond) as two bf16 vectors:
+// v0 = packed positions 0..31, v1 = 32..63.
+inline void load_k64(const GemmSrc& s, const char* p, int64_t valid, __m512i* v0, __m512i* v1) {
+  if (s.type == GemmSrcType::kBF16) {
+    *v0 = _mm512_maskz_loadu_epi16(word_mask(valid), p);
+    *v1 = _mm512_maskz_loadu_epi16(word_mask(valid - 32), p + 64);
+    return;
+  }
+  const __m512i bytes = valid >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(byte_mask(valid), p);
+  if (s.lane_order) {
+    avx512bf16::e4m3x64_to_bf16_lanes(tables(), bytes, v0, v1);
+  } else {
+    avx512bf16::e4m3x64_to_bf16(tables(), bytes, v0, v1);
+  }
 }
 
 // In-register transpose of a 16 x 16 matrix of dwords (here: bf16 K-pairs).
@@ -72,52 +91,56 @@ inline void transpose16x16(__m512i r[16]) {
   }
 }
 
-// b-panels from a K-contiguous source: 16 rows x 32 K at a time, transposed into 16 pair-rows.
-void pack_b_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc,
-                    int64_t k_total, uint16_t* dst) {
-  const int es = s.type == GemmSrcType::kBF16 ? 2 : 1;
-  const int panels = (rows + kNr - 1) / kNr;
+// b-panels from a K-contiguous source: 16 rows x 64 K at a time, transposed into 32 pair-rows.
+void pack_b_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
+                    int nr, uint16_t* dst) {
+  const int es = is_fp8(s) ? 1 : 2;
+  const int panels = (rows + nr - 1) / nr;
   for (int p = 0; p < panels; ++p) {
-    uint16_t* panel = dst + int64_t(p) * kc * kNr;
-    for (int grp = 0; grp < kNr / 16; ++grp) {
-      const int64_t rbase = r0 + p * kNr + grp * 16;
-      for (int kk = 0; kk < kc; kk += 32) {
-        const __mmask32 km = k_mask32(k_total - (k0 + kk));
-        __m512i r[16];
+    uint16_t* panel = dst + int64_t(p) * kc * nr;
+    for (int grp = 0; grp < nr / 16; ++grp) {
+      const int64_t rbase = r0 + p * nr + grp * 16;
+      for (int kk = 0; kk < kc; kk += 64) {
+        __m512i lo[16], hi[16];
         for (int i = 0; i < 16; ++i) {
           const int64_t row = rbase + i;
-          const bool valid = row < r0 + rows && row < r_total;
-          const char* src = static_cast<const char*>(s.data) + (row * s.stride_r + k0 + kk) * es;
-          r[i] = valid ? load_row32(s, src, km) : _mm512_setzero_si512();
+          if (row < r0 + rows && row < r_total) {
+            const char* src = static_cast<const char*>(s.data) + (row * s.stride_r + k0 + kk) * es;
+            load_k64(s, src, k_total - (k0 + kk), &lo[i], &hi[i]);
+          } else {
+            lo[i] = hi[i] = _mm512_setzero_si512();
+          }
         }
-        transpose16x16(r);
-        const int pairs = (kc - kk) / 2 < 16 ? (kc - kk) / 2 : 16;
-        for (int j = 0; j < pairs; ++j)
-          _mm512_storeu_si512(panel + (kk / 2 + j) * (2 * kNr) + grp * 32, r[j]);
+        transpose16x16(lo);
+        transpose16x16(hi);
+        const int pairs = (kc - kk) / 2;
+        for (int j = 0; j < 16 && j < pairs; ++j) _mm512_storeu_si512(panel + (kk / 2 + j) * (2 * nr) + grp * 32, lo[j]);
+        for (int j = 0; j < 16 && j + 16 < pairs; ++j)
+          _mm512_storeu_si512(panel + (kk / 2 + 16 + j) * (2 * nr) + grp * 32, hi[j]);
       }
     }
   }
 }
 
-// b-panels from a row-contiguous (MN-major) source: interleave K rows k and k+1, 16 columns at a time.
-void pack_b_rcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc,
-                    int64_t k_total, uint16_t* dst) {
+// b-panels from a row-contiguous (MN-major) source: interleave the two K rows of each pair, 16 columns
+// at a time.
+void pack_b_rcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
+                    int nr, uint16_t* dst) {
   alignas(64) static const uint16_t kZip[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
                                                 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i zip = _mm512_load_si512(kZip);
-  const int es = s.type == GemmSrcType::kBF16 ? 2 : 1;
+  const int es = is_fp8(s) ? 1 : 2;
   const int64_t r_end = r0 + rows < r_total ? r0 + rows : r_total;
-  const int panels = (rows + kNr - 1) / kNr;
+  const int panels = (rows + nr - 1) / nr;
   for (int p = 0; p < panels; ++p) {
-    uint16_t* panel = dst + int64_t(p) * kc * kNr;
-    for (int grp = 0; grp < kNr / 16; ++grp) {
-      const int64_t rbase = r0 + p * kNr + grp * 16;
-      const __mmask16 rm = k_mask16(r_end - rbase);
+    uint16_t* panel = dst + int64_t(p) * kc * nr;
+    for (int grp = 0; grp < nr / 16; ++grp) {
+      const int64_t rbase = r0 + p * nr + grp * 16;
+      const __mmask16 rm = half_mask(r_end - rbase);
       for (int kp = 0; kp < kc / 2; ++kp) {
-        const int64_t k = k0 + 2 * kp;
+        const int64_t k = k0 + natural_k(s, 2 * kp);  // the pair's first K; its partner is k + 1
         const __mmask16 m0 = k < k_total ? rm : 0, m1 = k + 1 < k_total ? rm : 0;
-        const char* base = static_cast<const char*>(s.data);
-        const char* p0 = base + (rbase + k * s.stride_k) * es;
+        const char* p0 = static_cast<const char*>(s.data) + (rbase + k * s.stride_k) * es;
         const char* p1 = p0 + s.stride_k * es;
         __m512i x;
         if (s.type == GemmSrcType::kBF16) {
@@ -125,62 +148,61 @@ void pack_b_rcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int
                                  _mm256_maskz_loadu_epi16(m1, p1), 1);
         } else {
           const __m128i b0 = _mm_maskz_loadu_epi8(m0, p0), b1 = _mm_maskz_loadu_epi8(m1, p1);
-          const __m512i bytes = _mm512_zextsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1));
-          __m512i hi;
-          avx512bf16::e4m3x64_to_bf16(tables(), bytes, &x, &hi);
+          const __m512i bytes =
+              _mm512_zextsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1));
+          __m512i unused;
+          avx512bf16::e4m3x64_to_bf16(tables(), bytes, &x, &unused);
         }
-        _mm512_storeu_si512(panel + kp * (2 * kNr) + grp * 32, _mm512_permutexvar_epi16(zip, x));
+        _mm512_storeu_si512(panel + kp * (2 * nr) + grp * 32, _mm512_permutexvar_epi16(zip, x));
       }
     }
   }
 }
 
-void pack_b_generic(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc,
-                    int64_t k_total, uint16_t* dst) {
-  const int panels = (rows + kNr - 1) / kNr;
+void pack_b_generic(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
+                    int nr, uint16_t* dst) {
+  const int panels = (rows + nr - 1) / nr;
   for (int p = 0; p < panels; ++p)
     for (int kp = 0; kp < kc / 2; ++kp)
-      for (int c = 0; c < kNr; ++c)
+      for (int c = 0; c < nr; ++c)
         for (int h = 0; h < 2; ++h) {
-          const int64_t r = r0 + p * kNr + c, k = k0 + 2 * kp + h;
+          const int64_t r = r0 + p * nr + c, k = k0 + natural_k(s, 2 * kp + h);
           const bool valid = r < r0 + rows && r < r_total && k < k_total;
-          dst[int64_t(p) * kc * kNr + kp * 2 * kNr + 2 * c + h] = valid ? scalar_to_bf16(s, r, k) : 0;
+          dst[int64_t(p) * kc * nr + kp * 2 * nr + 2 * c + h] = valid ? scalar_to_bf16(s, r, k) : 0;
         }
 }
 
-void pack_b(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
+void pack_b(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total, int nr,
             void* dst) {
   uint16_t* d = static_cast<uint16_t*>(dst);
-  if (s.stride_k == 1) return pack_b_kcontig(s, r0, rows, r_total, k0, kc, k_total, d);
-  if (s.stride_r == 1) return pack_b_rcontig(s, r0, rows, r_total, k0, kc, k_total, d);
-  pack_b_generic(s, r0, rows, r_total, k0, kc, k_total, d);
+  if (s.stride_k == 1) return pack_b_kcontig(s, r0, rows, r_total, k0, kc, k_total, nr, d);
+  if (s.stride_r == 1) return pack_b_rcontig(s, r0, rows, r_total, k0, kc, k_total, nr, d);
+  pack_b_generic(s, r0, rows, r_total, k0, kc, k_total, nr, d);
 }
 
-// Copies/converts rows x kc K-values into buf (row stride kc), zero beyond k_total.
+// Copies/converts rows x kc K-values into buf (row stride kc), zero beyond k_total: 64 values per step.
 void copy_a_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, uint16_t* buf) {
-  const int es = s.type == GemmSrcType::kBF16 ? 2 : 1;
+  const int es = is_fp8(s) ? 1 : 2;
   for (int r = 0; r < rows; ++r) {
     const char* src = static_cast<const char*>(s.data) + ((r0 + r) * s.stride_r + k0) * es;
     uint16_t* out = buf + int64_t(r) * kc;
-    for (int kk = 0; kk < kc; kk += 32) {
-      const __mmask32 km = k_mask32(k_total - (k0 + kk));
-      const __m512i v = load_row32(s, src + kk * es, km);
-      _mm512_mask_storeu_epi16(out + kk, k_mask32(kc - kk), v);
+    for (int kk = 0; kk < kc; kk += 64) {
+      __m512i lo, hi;
+      load_k64(s, src + kk * es, k_total - (k0 + kk), &lo, &hi);
+      _mm512_mask_storeu_epi16(out + kk, word_mask(kc - kk), lo);
+      _mm512_mask_storeu_epi16(out + kk + 32, word_mask(kc - kk - 32), hi);
     }
   }
 }
 
-// MN-major source: element (r, k) at r + k*stride_k. Transposes 16 x 16 blocks through a small tile.
-void copy_a_rcontig(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, uint16_t* buf) {
-  for (int rb = 0; rb < rows; rb += 16)
-    for (int kb = 0; kb < kc; kb += 16) {
-      const int rn = rows - rb < 16 ? rows - rb : 16, kn = kc - kb < 16 ? kc - kb : 16;
-      for (int k = 0; k < kn; ++k) {
-        const int64_t kk = k0 + kb + k;
-        for (int r = 0; r < rn; ++r)
-          buf[int64_t(rb + r) * kc + kb + k] = kk < k_total ? scalar_to_bf16(s, r0 + rb + r, kk) : 0;
+// MN-major source: element (r, k) at r*stride_r + k*stride_k with stride_r == 1 (or generic strides).
+void copy_a_strided(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, uint16_t* buf) {
+  for (int kb = 0; kb < kc; kb += 16)
+    for (int r = 0; r < rows; ++r)
+      for (int k = kb; k < kb + 16 && k < kc; ++k) {
+        const int64_t kk = k0 + natural_k(s, k);
+        buf[int64_t(r) * kc + k] = kk < k_total ? scalar_to_bf16(s, r0 + r, kk) : 0;
       }
-    }
 }
 
 const void* prepare_a(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, void* buf,
@@ -194,7 +216,7 @@ const void* prepare_a(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc
   if (s.stride_k == 1) {
     copy_a_kcontig(s, r0, rows, k0, kc, k_total, b);
   } else {
-    copy_a_rcontig(s, r0, rows, k0, kc, k_total, b);
+    copy_a_strided(s, r0, rows, k0, kc, k_total, b);
   }
   return b;
 }
@@ -204,11 +226,19 @@ bool accepts(GemmSrcType t) { return t == GemmSrcType::kBF16 || t == GemmSrcType
 }  // namespace
 
 void gemm_ukr_avx512bf16_8x48(const UkrArgs& p);
+void gemm_ukr_avx512bf16_14x32(const UkrArgs& p);
 
 const GemmKernelSet* gemm_kernels_avx512bf16() {
   static const GemmKernelSet set = {
-      "avx512bf16_8x48", 8, kNr, /*k_align=*/2, /*elem_bytes=*/2, /*kc=*/256, accepts, prepare_a, pack_b,
-      gemm_ukr_avx512bf16_8x48,
+      "avx512bf16",
+      /*k_align=*/2,
+      /*elem_bytes=*/2,
+      /*kc=*/256,
+      {{8, 48, gemm_ukr_avx512bf16_8x48}, {14, 32, gemm_ukr_avx512bf16_14x32}},
+      /*num_tiles=*/2,
+      accepts,
+      prepare_a,
+      pack_b,
   };
   return &set;
 }

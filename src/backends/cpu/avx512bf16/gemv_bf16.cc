@@ -1,7 +1,12 @@
 // Decode GEMV for the avx512bf16 kernel set: out[m, n] over K-contiguous weight rows (bf16 or e4m3)
-// for M <= 8 activation rows. The weights are streamed exactly once; each 64-value chunk of a weight
-// row is converted to bf16 in registers and multiplied into every activation row with vdpbf16ps.
-// NB weight rows are processed together so NB independent streams and accumulator chains are in flight.
+// for M <= 8 activation rows. The weights are streamed exactly once at memory speed:
+//  - each 64-value chunk of a weight row is converted to bf16 in registers (fp8: two byte lookups and
+//    an in-lane zip, "lane order"; the activations are converted the same way so pairs line up) and
+//    multiplied into every activation row with vdpbf16ps;
+//  - NB weight rows are processed together (NB independent streams and accumulator chains), with
+//    software prefetch ahead within the rows: rows are only a few KiB, too short for the hardware
+//    prefetcher to ramp up (measured: 12 -> 20 GB/s on 2 cores for M=1, N=K=7168 fp8);
+//  - the main loop has no masks; a K tail is one masked chunk.
 #include <immintrin.h>
 
 #include "backends/cpu/avx512bf16/fp8_convert.h"
@@ -10,8 +15,13 @@
 namespace tessera::cpu {
 namespace {
 
-const avx512bf16::E4m3Tables& tables() {
-  static const avx512bf16::E4m3Tables t = avx512bf16::make_e4m3_tables();
+using avx512bf16::E4m3Tables;
+
+constexpr int kPrefetchBytes = 2048;
+constexpr int kMaxM = 8;
+
+const E4m3Tables& tables() {
+  static const E4m3Tables t = avx512bf16::make_e4m3_tables();
   return t;
 }
 
@@ -26,93 +36,146 @@ inline __mmask32 word_mask(int64_t valid) {
   return (__mmask32(1) << valid) - 1;
 }
 
-template <int M, int NB, bool kFp8, bool kScaled>
-void gemv_block(const GemvArgs& p, int64_t n) {
-  const avx512bf16::E4m3Tables& t = tables();
-  const char* w_rows[NB];
-  const int es = kFp8 ? 1 : 2;
-  for (int j = 0; j < NB; ++j) w_rows[j] = static_cast<const char*>(p.w) + (n + j) * p.ldw * es;
-  const int64_t k_pad = (p.k + 63) / 64 * 64;
-  const int64_t groups = (k_pad + p.group - 1) / p.group;
+// Loads one 64-value chunk of K as two bf16 vectors (lane order for fp8). kMasked reads only `valid`
+// values (zeros beyond).
+template <bool kFp8, bool kMasked>
+inline void load_chunk(const E4m3Tables& t, const char* src, int64_t valid, __m512i* v0, __m512i* v1) {
+  if (kFp8) {
+    const __m512i bytes = kMasked ? _mm512_maskz_loadu_epi8(byte_mask(valid), src) : _mm512_loadu_si512(src);
+    avx512bf16::e4m3x64_to_bf16_lanes(t, bytes, v0, v1);
+  } else {
+    *v0 = kMasked ? _mm512_maskz_loadu_epi16(word_mask(valid), src) : _mm512_loadu_si512(src);
+    *v1 = kMasked ? _mm512_maskz_loadu_epi16(word_mask(valid - 32), src + 64) : _mm512_loadu_si512(src + 64);
+  }
+}
 
-  __m512 tot[M][NB];
-  for (int m = 0; m < M; ++m)
-    for (int j = 0; j < NB; ++j) tot[m][j] = _mm512_setzero_ps();
+template <int M, int NB, bool kFp8>
+struct Block {
+  const char* w[NB];
+  __m512 acc[M][NB];
 
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t kb = g * p.group, ke = kb + p.group < k_pad ? kb + p.group : k_pad;
-    __m512 acc[M][NB];
-    for (int m = 0; m < M; ++m)
-      for (int j = 0; j < NB; ++j) acc[m][j] = _mm512_setzero_ps();
-    for (int64_t k = kb; k < ke; k += 64) {
-      __m512i w0[NB], w1[NB];
-      const bool full = k + 64 <= p.k;
+  template <bool kMasked>
+  inline void chunk(const E4m3Tables& t, const uint16_t* a, int64_t lda, int64_t k, int64_t valid) {
+    constexpr int es = kFp8 ? 1 : 2;
+    __m512i w0[NB], w1[NB];
+#pragma GCC unroll 4
+    for (int j = 0; j < NB; ++j) {
+      _mm_prefetch(w[j] + k * es + kPrefetchBytes, _MM_HINT_T0);
+      load_chunk<kFp8, kMasked>(t, w[j] + k * es, valid, &w0[j], &w1[j]);
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      const __m512bh a0 = (__m512bh)_mm512_loadu_si512(a + m * lda + k);
+      const __m512bh a1 = (__m512bh)_mm512_loadu_si512(a + m * lda + k + 32);
+#pragma GCC unroll 4
       for (int j = 0; j < NB; ++j) {
-        const char* src = w_rows[j] + k * es;
-        if (kFp8) {
-          const __m512i bytes = full ? _mm512_loadu_si512(src) : _mm512_maskz_loadu_epi8(byte_mask(p.k - k), src);
-          avx512bf16::e4m3x64_to_bf16(t, bytes, &w0[j], &w1[j]);
-        } else if (full) {
-          w0[j] = _mm512_loadu_si512(src);
-          w1[j] = _mm512_loadu_si512(src + 64);
-        } else {
-          w0[j] = _mm512_maskz_loadu_epi16(word_mask(p.k - k), src);
-          w1[j] = _mm512_maskz_loadu_epi16(word_mask(p.k - k - 32), src + 64);
-        }
-      }
-      for (int m = 0; m < M; ++m) {
-        const uint16_t* a = p.a + m * p.lda + k;
-        const __m512bh a0 = (__m512bh)_mm512_loadu_si512(a), a1 = (__m512bh)_mm512_loadu_si512(a + 32);
-        for (int j = 0; j < NB; ++j) {
-          acc[m][j] = _mm512_dpbf16_ps(acc[m][j], a0, (__m512bh)w0[j]);
-          acc[m][j] = _mm512_dpbf16_ps(acc[m][j], a1, (__m512bh)w1[j]);
-        }
+        acc[m][j] = _mm512_dpbf16_ps(acc[m][j], a0, (__m512bh)w0[j]);
+        acc[m][j] = _mm512_dpbf16_ps(acc[m][j], a1, (__m512bh)w1[j]);
       }
     }
+  }
+};
+
+template <int M, int NB, bool kFp8, bool kScaled>
+void gemv_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n) {
+  const E4m3Tables& t = tables();
+  constexpr int es = kFp8 ? 1 : 2;
+  Block<M, NB, kFp8> blk;
+#pragma GCC unroll 4
+  for (int j = 0; j < NB; ++j) blk.w[j] = static_cast<const char*>(p.w) + (n + j) * p.ldw * es;
+  // Warm the next block's rows.
+  if (n + 2 * NB <= p.n1)
+    for (int j = 0; j < NB; ++j)
+      for (int off = 0; off < kPrefetchBytes; off += 64) _mm_prefetch(blk.w[j] + NB * p.ldw * es + off, _MM_HINT_T0);
+
+  const int64_t k_full = p.k / 64 * 64, k_pad = (p.k + 63) / 64 * 64;
+  const int64_t group = kScaled ? p.group : k_pad;
+  __m512 tot[M][NB];
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+    for (int j = 0; j < NB; ++j) tot[m][j] = _mm512_setzero_ps();
+
+  for (int64_t g = 0, kb = 0; kb < k_pad; ++g, kb += group) {
+    const int64_t ke = kb + group < k_pad ? kb + group : k_pad;
+#pragma GCC unroll 8
     for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+      for (int j = 0; j < NB; ++j) blk.acc[m][j] = _mm512_setzero_ps();
+    const int64_t ke_full = ke < k_full ? ke : k_full;
+    int64_t k = kb;
+    for (; k < ke_full; k += 64) blk.template chunk<false>(t, a, lda, k, 64);
+    if (k < ke) blk.template chunk<true>(t, a, lda, k, p.k - k);
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
       for (int j = 0; j < NB; ++j) {
         if (kScaled) {
-          const float s = p.a_scale[g * p.a_scale_stride + m] *
-                          p.w_scale[g * p.w_scale_stride + (n + j) / p.w_scale_rows];
-          tot[m][j] = _mm512_fmadd_ps(acc[m][j], _mm512_set1_ps(s), tot[m][j]);
+          const float s = p.a_scale[g * p.a_scale_stride + m] * p.w_scale[g * p.w_scale_stride + (n + j) / p.w_scale_rows];
+          tot[m][j] = _mm512_fmadd_ps(blk.acc[m][j], _mm512_set1_ps(s), tot[m][j]);
         } else {
-          tot[m][j] = _mm512_add_ps(tot[m][j], acc[m][j]);
+          tot[m][j] = blk.acc[m][j];
         }
       }
   }
+#pragma GCC unroll 8
   for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
     for (int j = 0; j < NB; ++j) p.out[m * p.ldo + n + j] = _mm512_reduce_add_ps(tot[m][j]);
 }
 
+// Activation rows as bf16, K padded with zeros to a multiple of 64, in the weights' order (lane order
+// when the weights are fp8). Same source type as the weights (the GEMM APIs never mix them).
+void prepare_activations(const GemvArgs& p, uint16_t* dst, int64_t k_pad) {
+  const E4m3Tables& t = tables();
+  const bool fp8 = p.w_type == GemmSrcType::kE4M3;
+  for (int m = 0; m < p.m; ++m) {
+    const char* row = static_cast<const char*>(p.a) + m * p.a_stride * (fp8 ? 1 : 2);
+    for (int64_t k = 0; k < k_pad; k += 64) {
+      __m512i v0, v1;
+      if (fp8) {
+        load_chunk<true, true>(t, row + k, p.k - k, &v0, &v1);
+      } else {
+        load_chunk<false, true>(t, row + 2 * k, p.k - k, &v0, &v1);
+      }
+      _mm512_storeu_si512(dst + m * k_pad + k, v0);
+      _mm512_storeu_si512(dst + m * k_pad + k + 32, v1);
+    }
+  }
+}
+
 template <int M, bool kFp8, bool kScaled>
-void gemv_rows(const GemvArgs& p) {
+void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
   constexpr int kNb = M <= 2 ? 4 : M <= 4 ? 2 : 1;
   int64_t n = p.n0;
-  for (; n + kNb <= p.n1; n += kNb) gemv_block<M, kNb, kFp8, kScaled>(p, n);
-  for (; n < p.n1; ++n) gemv_block<M, 1, kFp8, kScaled>(p, n);
+  for (; n + kNb <= p.n1; n += kNb) gemv_block<M, kNb, kFp8, kScaled>(p, a, lda, n);
+  for (; n < p.n1; ++n) gemv_block<M, 1, kFp8, kScaled>(p, a, lda, n);
 }
 
 template <bool kFp8, bool kScaled>
-void gemv_dispatch(const GemvArgs& p) {
+void gemv_dispatch(const GemvArgs& p, const uint16_t* a, int64_t lda) {
   switch (p.m) {
-    case 1: return gemv_rows<1, kFp8, kScaled>(p);
-    case 2: return gemv_rows<2, kFp8, kScaled>(p);
-    case 3: return gemv_rows<3, kFp8, kScaled>(p);
-    case 4: return gemv_rows<4, kFp8, kScaled>(p);
-    case 5: return gemv_rows<5, kFp8, kScaled>(p);
-    case 6: return gemv_rows<6, kFp8, kScaled>(p);
-    case 7: return gemv_rows<7, kFp8, kScaled>(p);
-    default: return gemv_rows<8, kFp8, kScaled>(p);
+    case 1: return gemv_rows<1, kFp8, kScaled>(p, a, lda);
+    case 2: return gemv_rows<2, kFp8, kScaled>(p, a, lda);
+    case 3: return gemv_rows<3, kFp8, kScaled>(p, a, lda);
+    case 4: return gemv_rows<4, kFp8, kScaled>(p, a, lda);
+    case 5: return gemv_rows<5, kFp8, kScaled>(p, a, lda);
+    case 6: return gemv_rows<6, kFp8, kScaled>(p, a, lda);
+    case 7: return gemv_rows<7, kFp8, kScaled>(p, a, lda);
+    default: return gemv_rows<8, kFp8, kScaled>(p, a, lda);
   }
 }
 
 void gemv(const GemvArgs& p) {
+  const int64_t k_pad = (p.k + 63) / 64 * 64;
+  uint16_t* a = static_cast<uint16_t*>(p.scratch);
+  prepare_activations(p, a, k_pad);
   const bool fp8 = p.w_type == GemmSrcType::kE4M3;
   const bool scaled = p.a_scale != nullptr;
   if (fp8) {
-    if (scaled) gemv_dispatch<true, true>(p); else gemv_dispatch<true, false>(p);
+    if (scaled) gemv_dispatch<true, true>(p, a, k_pad); else gemv_dispatch<true, false>(p, a, k_pad);
   } else {
-    if (scaled) gemv_dispatch<false, true>(p); else gemv_dispatch<false, false>(p);
+    if (scaled) gemv_dispatch<false, true>(p, a, k_pad); else gemv_dispatch<false, false>(p, a, k_pad);
   }
 }
 

@@ -1,0 +1,99 @@
+// The avx512bf16 GEMM micro-kernels: an M x (16*NV) fp32 tile in zmm accumulators updated with
+// vdpbf16ps. Two tiles are offered: 8 x 48 (24 accumulators) and 14 x 32 (28 accumulators); the plan
+// picks the one whose padding wastes least (8 rows divide the M of DeepSeek's shapes, 48 columns divide
+// 576/2112/24576; 32 columns divide every M that is a multiple of 32, 14 rows divide 7168).
+//
+// Per K pair: NV zmm loads of the packed b-panel, M dword broadcasts of a-panel pairs (one per row),
+// M*NV vdpbf16ps. >= 24 independent accumulators cover the instruction's latency (measured on Zen 5:
+// 8 accumulators reach 67% of peak, 16 reach 100%). Measured in L1 (1 thread): 8x48 536 GFLOP/s = 94%
+// of the 570 GFLOP/s single-core vdpbf16ps peak; with fp32 scales every 128 K: 521 GFLOP/s.
+#include <immintrin.h>
+
+#include "backends/cpu/gemm_kernel_set.h"
+
+namespace tessera::cpu {
+namespace {
+
+template <int M, int NV, bool kScaled>
+void ukr_rows(const UkrArgs& p) {
+  const char* a_rows[M];
+#pragma GCC unroll 16
+  for (int r = 0; r < M; ++r) a_rows[r] = static_cast<const char*>(p.a) + r * p.lda * 2;
+  const __m512bh* b = static_cast<const __m512bh*>(p.b);
+  const int groups = (p.kc + p.group - 1) / p.group;
+
+  for (int g = 0; g < groups; ++g) {
+    const int k_begin = g * p.group;
+    const int k_end = k_begin + p.group < p.kc ? k_begin + p.group : p.kc;
+    __m512 acc[M][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < M; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+
+    const __m512bh* bp = b + (k_begin / 2) * NV;
+    for (int kp = k_begin / 2; kp < k_end / 2; ++kp, bp += NV) {
+      __m512bh bv[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) bv[v] = bp[v];
+#pragma GCC unroll 16
+      for (int r = 0; r < M; ++r) {
+        int32_t pair;
+        __builtin_memcpy(&pair, a_rows[r] + kp * 4, 4);
+        const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+      }
+    }
+
+    const bool overwrite = g == 0 && !p.accumulate;
+    __m512 col_scale[NV];
+    if (kScaled)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) col_scale[v] = _mm512_loadu_ps(p.col_scale + g * p.col_scale_stride + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < M; ++r) {
+      float* c = p.c + r * p.ldc;
+      __m512 rs;
+      if (kScaled) rs = _mm512_set1_ps(p.row_scale[g * p.row_scale_stride + r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        if (kScaled) {
+          const __m512 s = _mm512_mul_ps(rs, col_scale[v]);
+          const __m512 prev = overwrite ? _mm512_setzero_ps() : _mm512_loadu_ps(c + 16 * v);
+          _mm512_storeu_ps(c + 16 * v, _mm512_fmadd_ps(acc[r][v], s, prev));
+        } else {
+          _mm512_storeu_ps(c + 16 * v,
+                           overwrite ? acc[r][v] : _mm512_add_ps(_mm512_loadu_ps(c + 16 * v), acc[r][v]));
+        }
+      }
+    }
+  }
+}
+
+// Dispatch on the number of valid rows (1..MR) so edge tiles run the same code with fewer rows.
+template <int MR, int NV, bool kScaled, int M = MR>
+void ukr_dispatch(const UkrArgs& p) {
+  if constexpr (M == 1) {
+    ukr_rows<1, NV, kScaled>(p);
+  } else {
+    if (p.m_valid >= M) return ukr_rows<M, NV, kScaled>(p);
+    ukr_dispatch<MR, NV, kScaled, M - 1>(p);
+  }
+}
+
+template <int MR, int NV>
+void ukr(const UkrArgs& p) {
+  if (p.row_scale) {
+    ukr_dispatch<MR, NV, true>(p);
+  } else {
+    ukr_dispatch<MR, NV, false>(p);
+  }
+}
+
+}  // namespace
+
+void gemm_ukr_avx512bf16_8x48(const UkrArgs& p) { ukr<8, 3>(p); }
+void gemm_ukr_avx512bf16_14x32(const UkrArgs& p) { ukr<14, 2>(p); }
+
+}  // namespace tessera::cpu
