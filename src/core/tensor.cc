@@ -109,10 +109,13 @@ void check_same_shape(const char* fn, const char* arg, const TensorView& t, cons
 void check_row_major(const char* fn, const char* arg, const TensorView& t) {
   TESSERA_CHECK(t.ndim >= 1 && (t.stride(-1) == 1 || t.size(-1) <= 1), fn, ": argument '", arg,
                 "' must be row-major (stride(-1) == 1), got strides ", t.strides_str());
-  for (int d = 0; d + 1 < t.ndim; ++d)
-    TESSERA_CHECK(t.shape[d] <= 1 || t.strides[d] >= t.shape[d + 1] * std::max<int64_t>(t.strides[d + 1], 1),
-                  fn, ": argument '", arg, "' has overlapping rows (shape ", t.shape_str(), ", strides ",
-                  t.strides_str(), ")");
+  // Each outer step must clear the whole extent of the dimensions inside it.
+  int64_t inner_extent = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    TESSERA_CHECK(d == t.ndim - 1 || t.shape[d] <= 1 || t.strides[d] >= inner_extent, fn, ": argument '", arg,
+                  "' has overlapping rows (shape ", t.shape_str(), ", strides ", t.strides_str(), ")");
+    if (t.shape[d] > 1) inner_extent += (t.shape[d] - 1) * (t.strides[d] < 0 ? -t.strides[d] : t.strides[d]);
+  }
 }
 
 void check_contiguous(const char* fn, const char* arg, const TensorView& t) {

@@ -80,6 +80,8 @@ void scaled_gemm(const char* fn, Layout lay, const ScaledTensor& a, const Scaled
 
   ScaleInput sa{"a.scale", lay.a_rows_first ? a.scale : transpose_last2(a.scale), p.m, p.k};
   ScaleInput sb{"b.scale", lay.b_rows_first ? b.scale : transpose_last2(b.scale), p.n, p.k};
+  sa.transposed = !lay.a_rows_first;
+  sb.transposed = !lay.b_rows_first;
   resolve_recipe(fn, recipe, ai.fp4, bi.fp4, b.scale.dtype, &sa, &sb);
   p.group = std::min(sa.gran_k, sb.gran_k);
   AlignedPtr<float> sa_store, sb_store;

@@ -88,8 +88,16 @@ void check_output(const char* fn, const TensorView& d, const TensorView* c, int6
 
 bool handle_empty_k(const GemmProblem& p) {
   if (p.k != 0) return false;
-  std::vector<float> zeros(size_t(p.n), 0.0f);
-  for (int64_t r = 0; r < p.m; ++r) finalize_tile(p, zeros.data(), 0, false, r, 1, 0, p.n);
+  // d = c exactly (bit for bit, -0.0 included), or zeros.
+  const size_t row_bytes = size_t(p.n) * dtype_storage_bytes(p.d_type);
+  for (int64_t r = 0; r < p.m; ++r) {
+    char* d = static_cast<char*>(p.d) + r * p.ldd * dtype_storage_bytes(p.d_type);
+    if (!p.c) {
+      std::memset(d, 0, row_bytes);
+    } else if (p.c != p.d) {
+      std::memcpy(d, static_cast<const char*>(p.c) + r * p.ldc * dtype_storage_bytes(p.c_type), row_bytes);
+    }
+  }
   return true;
 }
 
@@ -102,10 +110,14 @@ ScaleTable make_scale_table(const char* fn, const ScaleInput& in, int group, Ali
   check_defined(fn, in.arg, sf);
   const bool packed = sf.dtype == DType::kI32;
   const int64_t want_cols = packed ? (sf_k + 3) / 4 : sf_k;
-  TESSERA_CHECK(sf.shape[0] == sf_rows && sf.shape[1] == want_cols, fn, ": argument '", in.arg, "' must have shape [",
-                sf_rows, ", ", want_cols, "] (", packed ? "packed UE8M0 int32 for " : "float32 for ", in.rows,
-                " rows with gran_mn ", in.gran_mn, ", K ", in.k, " with gran_k ", in.gran_k, "), got ",
-                sf.shape_str());
+  if (!(sf.shape[0] == sf_rows && sf.shape[1] == want_cols)) {
+    // Report shapes as the caller passed them (the view here may be transposed to [rows, K]).
+    const int64_t e0 = in.transposed ? want_cols : sf_rows, e1 = in.transposed ? sf_rows : want_cols;
+    const TensorView given = in.transposed ? transpose_last2(sf) : sf;
+    fail(ErrorCode::kInvalidArgument, fn, ": argument '", in.arg, "' must have shape [", e0, ", ", e1, "] (",
+         packed ? "packed UE8M0 int32" : "float32", in.transposed ? ", K first" : "", " for ", in.rows,
+         " rows with gran_mn ", in.gran_mn, ", K ", in.k, " with gran_k ", in.gran_k, "), got ", given.shape_str());
+  }
 
   ScaleTable t;
   t.stride_g = sf_rows;

@@ -44,6 +44,7 @@ struct ScaleInput {
   TensorView sf;         // in canonical orientation
   int64_t rows = 0, k = 0;
   int gran_mn = 1, gran_k = 128;
+  bool transposed = false;  // the caller passed the SF K-first (nn/tn/tt layouts); for messages
 };
 ScaleTable make_scale_table(const char* fn, const ScaleInput& in, int group, AlignedPtr<float>* storage);
 

@@ -30,6 +30,8 @@ double bf16_dot_loop(int64_t iters, float* sink) {
 
 }  // namespace
 
-ComputePeakFn peak_bf16_dot_avx512bf16() { return bf16_dot_loop; }
+ComputePeakFn peak_bf16_dot_avx512bf16() {
+  return bf16_dot_loop;
+}
 
 }  // namespace tessera::cpu

@@ -1,0 +1,28 @@
+// The GEMM benchmark suite: DeepGEMM's dense (N, K) test shapes (specs/deep_gemm.md section 6) with
+// M in {1, 4, 64, 128, 1024}, for bf16_gemm_nt and fp8_gemm_nt.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::bench {
+
+struct GemmShapeNK {
+  int64_t n, k;
+};
+
+const std::vector<std::string>& gemm_ops();
+const std::vector<GemmShapeNK>& gemm_nk_shapes();
+const std::vector<int64_t>& gemm_ms();
+
+// The quick suite skips cases whose single call would take longer than kQuickMaxCallSeconds at
+// kQuickAssumedGflops: M = 1024 with the three largest (N, K) shapes. `full` keeps every case.
+constexpr double kQuickAssumedGflops = 800.0;
+constexpr double kQuickMaxCallSeconds = 0.05;
+bool gemm_case_selected(int64_t m, int64_t n, int64_t k, bool full);
+
+// Decode rows are judged against DRAM read bandwidth (weight bytes), the others against bf16 peak.
+constexpr int64_t kGemmDecodeMaxM = 4;
+
+}  // namespace tessera::bench

@@ -1,0 +1,89 @@
+// The GEMM summary: geometric means per (op, M band), then the project's three GEMM targets.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gemm/gemm_bench.h"
+#include "gemm/gemm_cases.h"
+
+namespace tessera::bench {
+namespace {
+
+struct Band {
+  const char* name;
+  int64_t lo, hi;  // lo <= M <= hi
+};
+constexpr Band kBands[] = {{"M<=4", 1, kGemmDecodeMaxM}, {"M=64", 5, 127}, {"M>=128", 128, INT64_MAX}};
+
+std::vector<const Row*> select(const std::vector<Row>& rows, const std::string& op, int64_t lo, int64_t hi) {
+  std::vector<const Row*> out;
+  for (const Row& r : rows)
+    if (r.op == op && r.m >= lo && r.m <= hi) out.push_back(&r);
+  return out;
+}
+
+const char* verdict(double pct, double pct_target, double ratio, double ratio_target) {
+  if (!std::isfinite(pct) || !std::isfinite(ratio)) return "[n/a]";
+  return pct >= pct_target && ratio >= ratio_target ? "[met]" : "[not met]";
+}
+
+// Decode: our FP8 time against oneDNN's bf16 time on the same shape (the bf16 row's peer).
+double decode_ratio_vs_onednn_bf16(const std::vector<Row>& rows) {
+  double log_sum = 0;
+  int count = 0;
+  for (const Row* f : select(rows, "fp8_gemm_nt", 1, kGemmDecodeMaxM)) {
+    if (!f->ok()) continue;
+    for (const Row* b : select(rows, "bf16_gemm_nt", f->m, f->m)) {
+      if (b->n == f->n && b->k == f->k && std::isfinite(b->peer_time_ms)) {
+        log_sum += std::log(b->peer_time_ms / f->time_ms);
+        ++count;
+      }
+    }
+  }
+  return count ? std::exp(log_sum / count) : std::nan("");
+}
+
+}  // namespace
+
+void print_gemm_summary(std::FILE* out, const std::vector<Row>& rows) {
+  std::fprintf(out, "\ngeometric means (rows that passed):\n");
+  for (const std::string& op : gemm_ops()) {
+    for (const Band& band : kBands) {
+      const std::vector<const Row*> group = select(rows, op, band.lo, band.hi);
+      if (group.empty()) continue;
+      const GeoMeans g = geo_means(group);
+      const char* limit = band.hi <= kGemmDecodeMaxM ? "of DRAM read (weights)" : "of bf16 peak";
+      std::fprintf(out, "  %-13s %-7s %2d rows: %7s %-22s %7s peer  %7s OpenBLAS\n", op.c_str(), band.name, g.rows,
+                   format_pct(g.pct_of_limit).c_str(), limit, format_ratio(g.peer_ratio).c_str(),
+                   format_ratio(g.openblas_ratio).c_str());
+    }
+  }
+
+  std::fprintf(out, "\ntargets:\n");
+  if (!select(rows, "bf16_gemm_nt", 128, INT64_MAX).empty()) {
+    const GeoMeans g = geo_means(select(rows, "bf16_gemm_nt", 128, INT64_MAX));
+    std::fprintf(out, "  BF16 M>=128: %s of bf16 peak (target 85%%), %s oneDNN (target 1.0x) %s\n",
+                 format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(),
+                 verdict(g.pct_of_limit, 85, g.peer_ratio, 1.0));
+  }
+  if (!select(rows, "fp8_gemm_nt", 128, INT64_MAX).empty()) {
+    const GeoMeans g = geo_means(select(rows, "fp8_gemm_nt", 128, INT64_MAX));
+    std::fprintf(out,
+                 "  FP8 (1,128)x(128,128) M>=128: %s of bf16 peak (target 80%%), %s dequant+oneDNN (target 1.3x) %s\n",
+                 format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(),
+                 verdict(g.pct_of_limit, 80, g.peer_ratio, 1.3));
+  }
+  if (!select(rows, "fp8_gemm_nt", 1, kGemmDecodeMaxM).empty()) {
+    const GeoMeans g = geo_means(select(rows, "fp8_gemm_nt", 1, kGemmDecodeMaxM));
+    const double ratio = decode_ratio_vs_onednn_bf16(rows);
+    std::fprintf(out,
+                 "  Decode M in {1,4}: %s of DRAM read counting FP8 weight bytes (target 80%%), %s oneDNN bf16 GEMV "
+                 "(target 1.6x) %s\n",
+                 format_pct(g.pct_of_limit).c_str(), format_ratio(ratio).c_str(),
+                 verdict(g.pct_of_limit, 80, ratio, 1.6));
+  }
+}
+
+}  // namespace tessera::bench

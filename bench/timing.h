@@ -1,0 +1,23 @@
+// Median timing of one call: warm up, then repeat until the budget is spent and at least min_reps
+// samples exist (slow calls: min_reps samples; fast calls: about budget_s of samples).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace tessera::bench {
+
+struct Timing {
+  double median_ms = 0;
+  int reps = 0;
+};
+
+// call(i) runs the operation once; i counts calls (0 = the warm-up) so a caller can rotate inputs.
+Timing time_median(const std::function<void(int64_t)>& call, double budget_s = 0.3, int min_reps = 5,
+                   int max_reps = 20000);
+
+// Lets spinning worker threads of a library that just ran (OpenMP, OpenBLAS) go to sleep before the
+// next measurement, so they do not steal cores from it.
+void settle_threads();
+
+}  // namespace tessera::bench

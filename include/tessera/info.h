@@ -1,0 +1,82 @@
+// tessera/info.h - this machine's measured limits: the denominators of every "percent of limit" figure.
+//
+// Measured in-process, never assumed: peak fp32 FMA and bf16 dot-product rates (register-only loops on
+// >= 16 independent accumulators, one thread and every pool thread at once), DRAM read and copy
+// bandwidth (a pre-faulted buffer >= 8x the L3 size) and L2-resident copy bandwidth. Each figure is
+// the median of several repetitions; the whole measurement takes a few seconds.
+//
+// Conventions: GFLOP/s and GB/s are 1e9 per second. A copy of B bytes counts 2*B (bytes read + bytes
+// written), like STREAM's copy. DRAM copies use non-temporal stores (as large memcpy implementations
+// do); L2 copies use ordinary stores. "All threads" figures use tessera::num_threads() threads.
+//
+// Results are cached as one JSON file per key (CPU model, logical CPU count, thread count, tessera
+// version) in $XDG_CACHE_HOME/tessera, else ~/.cache/tessera.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct MachineLimits {
+  // ---- the cache key ----
+  std::string cpu_model;
+  int logical_cpus = 0;
+  int threads = 0;  // pool threads the all-thread figures used
+  std::string version;
+
+  // ---- detected facts (not measured) ----
+  int64_t l2_bytes = 0;  // per core
+  int64_t l3_bytes = 0;  // shared (what this process sees; sysfs on Linux)
+
+  // ---- compute peaks, GFLOP/s (an FMA counts 2 flops) ----
+  double fp32_peak_gflops_1t = 0, fp32_peak_gflops = 0;
+  double bf16_peak_gflops_1t = 0, bf16_peak_gflops = 0;
+  bool bf16_native = false;                             // false: no AVX512_BF16, the bf16 figures repeat the fp32 rate
+  std::string fp32_kernel, bf16_kernel, stream_kernel;  // which loops measured them (e.g. "avx512")
+
+  // ---- bandwidths, GB/s ----
+  double dram_read_gbps_1t = 0, dram_read_gbps = 0;
+  double dram_copy_gbps_1t = 0, dram_copy_gbps = 0;  // bytes read + bytes written
+  double l2_copy_gbps_1t = 0, l2_copy_gbps = 0;      // bytes read + bytes written
+  // Process-to-process shared-memory copy bandwidth; 0 = not measured (measured by the ep component
+  // once it exists).
+  double shm_copy_gbps = 0;
+
+  // ---- provenance ----
+  double measure_seconds = 0;  // how long the measurement took
+  int64_t measured_unix_time = 0;
+  bool from_cache = false;  // true when this copy was read from the cache file
+  std::string cache_file;   // where it is (or would be) cached; empty when no cache folder exists
+};
+
+// The limits for the current key (thread count included). The first call loads the cache file or
+// measures and writes it; a cached file whose figures look disturbed (machine_limits_warnings) is
+// measured again; refresh = true always measures and rewrites the cache. The reference stays
+// valid; its contents change when a later call re-measures (refresh, or a different thread count).
+// Thread-safe. Must not be called from inside a parallel region (it runs loops on every pool thread).
+const MachineLimits& machine_limits(bool refresh = false);
+
+// Measures now, without reading or writing the cache.
+MachineLimits measure_machine_limits();
+
+// The cache file for the current key, and the read of it: false when it is missing, unreadable,
+// malformed or written for another key.
+std::string machine_limits_cache_file();
+bool load_cached_machine_limits(MachineLimits* out);
+
+// One flat JSON object holding every field above (the cache file format), and its inverse; the
+// inverse returns false on malformed text or missing fields.
+std::string machine_limits_to_json(const MachineLimits& limits);
+bool machine_limits_from_json(const std::string& text, MachineLimits* out);
+
+// Signs that the measurement was disturbed (other processes using the CPUs): all-thread compute
+// rates well below threads x the 1-thread rate, or all-thread figures below the 1-thread ones. Empty
+// when the figures look consistent; each entry is one sentence.
+std::vector<std::string> machine_limits_warnings(const MachineLimits& limits);
+
+// The version string of this build ("0.1.0").
+const char* tessera_version();
+
+}  // namespace tessera

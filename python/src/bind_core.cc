@@ -1,0 +1,48 @@
+// Version-independent runtime controls: thread count, CPU features, ISA cap.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "bindings.h"
+#include "tessera/core/cpu.h"
+#include "tessera/core/thread_pool.h"
+
+namespace nb = nanobind;
+
+namespace tessera::python {
+namespace {
+
+nb::dict cpu_info() {
+  const CpuFeatures& f = cpu_features();
+  nb::list features;
+  std::istringstream words(cpu_feature_string());
+  for (std::string w; words >> w;) features.append(w);
+  nb::dict info;
+  info["vendor"] = f.vendor;
+  info["model"] = f.model_name;
+  info["logical_cpus"] = f.logical_cpus;
+  info["features"] = features;
+  info["best_isa"] = isa_name(f.best);
+  info["active_isa"] = isa_name(active_isa());
+  return info;
+}
+
+}  // namespace
+
+void bind_core(nb::module_& m) {
+  m.def("num_threads", &num_threads, "Threads used by parallel work (the caller counts as one).");
+  m.def("set_num_threads", &set_num_threads, nb::arg("n"),
+        "Sets the thread count; n <= 0 restores the default (logical CPUs or TESSERA_NUM_THREADS).");
+  m.def("cpu_info", &cpu_info, "Vendor, model, feature flags, best and active ISA of this machine.");
+  m.def("active_isa", [] { return std::string(isa_name(active_isa())); });
+  m.def(
+      "set_isa",
+      [](std::optional<std::string> name) { set_isa_cap(name ? isa_from_name(*name) : Isa::kAvx512Bf16); },
+      nb::arg("name").none(),
+      "Caps the instruction set kernels may use (scalar, avx2, avx512, avx512bf16); None lifts the cap.");
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,52 @@
+"""tessera: DeepSeek-style GEMM (and more) on multi-core CPUs.
+
+``from tessera import deep_gemm`` is call-compatible with DeepGEMM's dense API. The top level holds
+runtime controls shared by every component: threads, CPU features and the instruction-set cap.
+"""
+from . import _C
+from ._errors import (
+    InvalidArgumentError,
+    NotImplementedInTessera,
+    TesseraError,
+    TesseraRuntimeError,
+)
+
+__version__ = _C.__version__
+
+__all__ = [
+    "__version__",
+    "InvalidArgumentError",
+    "NotImplementedInTessera",
+    "TesseraError",
+    "TesseraRuntimeError",
+    "cpu_info",
+    "num_threads",
+    "set_isa",
+    "set_num_threads",
+]
+
+
+def num_threads() -> int:
+    """Number of threads parallel kernels use (the calling thread counts as one)."""
+    return _C.num_threads()
+
+
+def set_num_threads(n: int) -> None:
+    """Sets the thread count for all kernels; ``n <= 0`` restores the default
+    (the logical CPUs available, or ``TESSERA_NUM_THREADS``)."""
+    _C.set_num_threads(int(n))
+
+
+def cpu_info() -> dict:
+    """This machine as tessera sees it: ``vendor``, ``model``, ``logical_cpus``, ``features`` (list),
+    ``best_isa`` (what the hardware supports) and ``active_isa`` (what kernels use now)."""
+    return _C.cpu_info()
+
+
+def set_isa(name) -> None:
+    """Caps the instruction set kernels may use: ``"scalar"`` (the reference path), ``"avx2"``,
+    ``"avx512"`` or ``"avx512bf16"``; ``None`` lifts the cap. For validating fast paths against the
+    reference on one machine; the environment variable ``TESSERA_ISA`` sets the initial cap."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"set_isa: argument 'name' must be a str or None, got {type(name).__name__}")
+    _C.set_isa(name)

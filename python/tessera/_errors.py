@@ -1,0 +1,27 @@
+"""Exception classes raised by tessera (the native module maps ``tessera::Error`` codes onto them).
+
+``InvalidArgumentError`` is both a ``ValueError`` (what Python code expects for a bad argument) and a
+``RuntimeError`` (what DeepGEMM raises for a failed precondition), so code written against either
+convention catches it. Messages name the function, the argument and the violated rule.
+"""
+
+
+class TesseraError(Exception):
+    """Base class of every error tessera raises on purpose."""
+
+
+class InvalidArgumentError(TesseraError, ValueError, RuntimeError):
+    """An argument violates a documented rule (dtype, shape, stride, layout, value range)."""
+
+
+class NotImplementedInTessera(TesseraError, NotImplementedError):
+    """A documented combination that this build of tessera does not provide (yet)."""
+
+
+class TesseraRuntimeError(TesseraError, RuntimeError):
+    """The environment failed (allocation, compiler, timeout, a peer process died)."""
+
+
+def invalid_argument(fn: str, arg: str, rule: str) -> InvalidArgumentError:
+    """Builds the error for argument ``arg`` of ``fn`` in the native layer's message format."""
+    return InvalidArgumentError(f"{fn}: argument '{arg}' {rule}")

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what is missing on a bare Debian 12 machine, builds tessera (C++ library, CLI, tests, Python
+# extension) and installs it into .venv/ at the repository root. Safe to run again: each step is skipped
+# or incremental when already done (ccache keeps rebuilds cheap).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+DEB_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 python3-dev python3-venv
+              libgtest-dev libbenchmark-dev libdnnl-dev libopenblas-dev libopenmpi-dev openmpi-bin)
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  step "apt-get install ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  step "python3 -m venv .venv"
+  python3 -m venv .venv
+fi
+step "pip install build and test requirements"
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -r requirements.txt
+
+step "build and install tessera into .venv (C++ library, CLI, tests, Python extension)"
+mkdir -p build
+# Progress lines go to the terminal, everything to build/setup-pip.log; a failed build fails the script.
+.venv/bin/python -m pip install --no-build-isolation --no-deps -v . \
+  -Cbuild-dir=build/py -Ccmake.define.TESSERA_BUILD_TESTS=ON 2>&1 | tee build/setup-pip.log |
+  { grep -E --line-buffered '^ *\[[0-9]+/[0-9]+\]|error:|Successfully installed'; true; }
+.venv/bin/python -c "import tessera" || { echo "setup: 'import tessera' failed" >&2; exit 1; }
+[ -x .venv/bin/tessera ] || { echo "setup: .venv/bin/tessera was not installed" >&2; exit 1; }
+step "ready: .venv/bin/tessera, .venv/bin/python -c 'import tessera'"

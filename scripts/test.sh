@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs every test: the C++ suites (ctest over the build made by scripts/setup.sh) and the Python suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -d build/py ] || { echo "test: run scripts/setup.sh first (build/py is missing)" >&2; exit 1; }
+start=$(date +%s)
+printf '\n==> C++ tests (ctest)\n'
+ctest --test-dir build/py --output-on-failure -j2 --timeout 600
+printf '\n==> Python tests (pytest)\n'
+.venv/bin/python -m pytest tests/python -q
+printf '\n==> all tests passed in %ss\n' "$(( $(date +%s) - start ))"

@@ -1,0 +1,231 @@
+// measure_machine_limits(): peak compute rates and memory bandwidths, measured on this machine now.
+//
+// Every figure is the median of kReps timed repetitions. A multi-thread repetition starts all threads
+// at a barrier and is timed from the first start to the last end, so stragglers count against it.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "info/peak_loops.h"
+#include "tessera/core/cpu.h"
+#include "tessera/core/memory.h"
+#include "tessera/core/thread_pool.h"
+#include "tessera/core/timer.h"
+#include "tessera/info.h"
+
+namespace tessera {
+namespace {
+
+constexpr int kReps = 7;
+constexpr double kComputeRepSeconds = 0.02;
+constexpr double kBandwidthRepSeconds = 0.01;
+constexpr int64_t kMiB = 1 << 20;
+
+// ---- cache sizes: sysfs describes what this (possibly virtual) machine sees; sysconf can report
+// the host's whole L3 instead (measured on our VM: sysfs 32 MiB, sysconf 384 MiB) ----
+int64_t sysfs_cache_bytes(int level) {
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    int l = 0;
+    std::string type, size;
+    if (!(level_file >> l) || !(type_file >> type) || !(size_file >> size)) continue;
+    if (l != level || type == "Instruction") continue;
+    int64_t value = std::atoll(size.c_str());
+    if (!size.empty() && (size.back() == 'K' || size.back() == 'k')) value *= 1024;
+    if (!size.empty() && size.back() == 'M') value *= kMiB;
+    return value;
+  }
+  return 0;
+}
+
+int64_t cache_bytes(int level, int64_t fallback) {
+  int64_t v = sysfs_cache_bytes(level);
+  if (v <= 0) v = sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
+  return v > 0 ? v : fallback;
+}
+
+// ---- timing ----
+
+struct alignas(64) ThreadSpan {
+  int64_t begin = 0, end = 0;
+  double work = 0;  // flops or bytes this thread did
+};
+
+// Runs body(t, nt) on up to `threads` pool threads at once; returns work per second over the span from
+// the first thread's start to the last thread's end.
+double timed_rate(int threads, const std::function<double(int, int)>& body) {
+  std::vector<ThreadSpan> spans(static_cast<size_t>(threads));
+  std::atomic<int> arrived{0};
+  int used = 1;
+  parallel_run(
+      [&](int t, int nt) {
+        if (t == 0) used = nt;
+        arrived.fetch_add(1);
+        while (arrived.load(std::memory_order_acquire) < nt) {
+        }
+        spans[size_t(t)].begin = now_ns();
+        spans[size_t(t)].work = body(t, nt);
+        spans[size_t(t)].end = now_ns();
+      },
+      threads);
+  int64_t begin = spans[0].begin, end = spans[0].end;
+  double work = 0;
+  for (int t = 0; t < used; ++t) {
+    begin = std::min(begin, spans[size_t(t)].begin);
+    end = std::max(end, spans[size_t(t)].end);
+    work += spans[size_t(t)].work;
+  }
+  return work / (double(std::max<int64_t>(end - begin, 1)) * 1e-9);
+}
+
+double median_rate(int threads, const std::function<double(int, int)>& body) {
+  std::vector<double> rates;
+  for (int r = 0; r < kReps; ++r) rates.push_back(timed_rate(threads, body));
+  return median(rates);
+}
+
+// ---- compute peaks ----
+
+// Iterations of `fn` that take about kComputeRepSeconds on one thread (doubling until a run is long
+// enough to time, which also warms the core up to its sustained clock).
+int64_t calibrate_iters(cpu::ComputePeakFn fn, float* sink) {
+  int64_t iters = 1024;
+  for (;;) {
+    *sink = 1.0f;
+    const int64_t t0 = now_ns();
+    fn(iters, sink);
+    const double seconds = double(now_ns() - t0) * 1e-9;
+    if (seconds > 0.004) return std::max<int64_t>(1, int64_t(double(iters) * kComputeRepSeconds / seconds));
+    iters *= 2;
+  }
+}
+
+void measure_compute(cpu::ComputePeakFn fn, int threads, double* gflops_1t, double* gflops_all) {
+  // One cache line per thread; reset to 1 before each run so the loops' operands never grow.
+  std::vector<float> sinks(static_cast<size_t>(threads) * 16, 1.0f);
+  const int64_t iters = calibrate_iters(fn, sinks.data());
+  auto body = [&](int t, int) {
+    float* sink = &sinks[size_t(t) * 16];
+    *sink = 1.0f;
+    return fn(iters, sink);
+  };
+  *gflops_1t = median_rate(1, body) * 1e-9;
+  *gflops_all = median_rate(threads, body) * 1e-9;
+}
+
+// ---- bandwidth ----
+
+// [begin, end) of thread t's share of n floats, in whole stream blocks.
+void share(int64_t n, int t, int nt, int64_t* begin, int64_t* end) {
+  const int64_t blocks = n / cpu::kStreamBlockFloats;
+  *begin = blocks * t / nt * cpu::kStreamBlockFloats;
+  *end = blocks * (t + 1) / nt * cpu::kStreamBlockFloats;
+}
+
+struct BandwidthBuffers {
+  AlignedPtr<float> dram;  // >= 8x L3, filled (so pre-faulted) with non-zero values
+  int64_t dram_floats = 0;
+  AlignedPtr<float> l2;  // per thread: l2_floats source values, then l2_floats destination values
+  int64_t l2_floats = 0;
+};
+
+BandwidthBuffers make_buffers(int64_t l2_bytes, int64_t l3_bytes, int threads) {
+  BandwidthBuffers b;
+  const int64_t dram_bytes = std::clamp<int64_t>(8 * l3_bytes, 64 * kMiB, 1024 * kMiB);
+  b.dram_floats = dram_bytes / 4 / (2 * cpu::kStreamBlockFloats) * (2 * cpu::kStreamBlockFloats);
+  b.dram = aligned_array<float>(size_t(b.dram_floats));
+  float* dram = b.dram.get();
+  parallel_for(b.dram_floats, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) dram[i] = 1.0f + float(i & 1023) * 1e-3f;
+  });
+  // Source + destination = 256 KiB per thread, or half the L2 on CPUs with small L2 caches.
+  const int64_t pair_bytes = std::min<int64_t>(256 * 1024, l2_bytes / 2);
+  b.l2_floats =
+      std::max<int64_t>(cpu::kStreamBlockFloats, pair_bytes / 8 / cpu::kStreamBlockFloats * cpu::kStreamBlockFloats);
+  b.l2 = aligned_array<float>(size_t(threads) * 2 * b.l2_floats);
+  std::fill_n(b.l2.get(), size_t(threads) * 2 * b.l2_floats, 0.5f);
+  return b;
+}
+
+void measure_bandwidth(const cpu::StreamKernels& k, BandwidthBuffers& b, int threads, MachineLimits* m) {
+  float* dram = b.dram.get();
+  std::vector<float> sinks(static_cast<size_t>(threads) * 16, 0.0f);
+
+  auto read = [&](int t, int nt) {
+    int64_t i0, i1;
+    share(b.dram_floats, t, nt, &i0, &i1);
+    sinks[size_t(t) * 16] += k.read_sum(dram + i0, i1 - i0);
+    return double(i1 - i0) * 4;
+  };
+  m->dram_read_gbps_1t = median_rate(1, read) * 1e-9;
+  m->dram_read_gbps = median_rate(threads, read) * 1e-9;
+
+  // Copy the first half of the buffer into the second half; each half is >= 4x L3.
+  const int64_t half = b.dram_floats / 2;
+  auto dram_copy = [&](int t, int nt) {
+    int64_t i0, i1;
+    share(half, t, nt, &i0, &i1);
+    k.copy(dram + half + i0, dram + i0, i1 - i0, 1);
+    return double(i1 - i0) * 8;  // bytes read + bytes written
+  };
+  m->dram_copy_gbps_1t = median_rate(1, dram_copy) * 1e-9;
+  m->dram_copy_gbps = median_rate(threads, dram_copy) * 1e-9;
+
+  // L2: each thread copies its own source into its own destination, `rounds` times per repetition.
+  const int64_t n = b.l2_floats;
+  int64_t rounds = 16;
+  auto l2_copy = [&](int t, int) {
+    float* src = b.l2.get() + size_t(t) * 2 * n;
+    for (int64_t r = 0; r < rounds; ++r) k.copy(src + n, src, n, 0);
+    return double(rounds) * double(n) * 8;
+  };
+  const double probe = timed_rate(1, l2_copy);  // also brings the buffers into L2
+  rounds = std::max<int64_t>(16, int64_t(probe * kBandwidthRepSeconds / (double(n) * 8)));
+  m->l2_copy_gbps_1t = median_rate(1, l2_copy) * 1e-9;
+  m->l2_copy_gbps = median_rate(threads, l2_copy) * 1e-9;
+}
+
+}  // namespace
+
+MachineLimits measure_machine_limits() {
+  const int64_t t0 = now_ns();
+  const CpuFeatures& f = cpu_features();
+  MachineLimits m;
+  m.cpu_model = f.model_name.empty() ? std::string("unknown") : f.model_name;
+  m.logical_cpus = f.logical_cpus;
+  m.threads = num_threads();
+  m.version = tessera_version();
+  m.l2_bytes = cache_bytes(2, 1 * kMiB);
+  m.l3_bytes = cache_bytes(3, 32 * kMiB);
+
+  const info::PeakLoops loops = info::select_peak_loops();
+  measure_compute(loops.f32_fma, m.threads, &m.fp32_peak_gflops_1t, &m.fp32_peak_gflops);
+  m.fp32_kernel = loops.f32_name;
+  if (loops.bf16_dot) {
+    measure_compute(loops.bf16_dot, m.threads, &m.bf16_peak_gflops_1t, &m.bf16_peak_gflops);
+    m.bf16_native = true;
+    m.bf16_kernel = loops.bf16_name;
+  } else {
+    m.bf16_peak_gflops_1t = m.fp32_peak_gflops_1t;
+    m.bf16_peak_gflops = m.fp32_peak_gflops;
+    m.bf16_kernel = "none (no AVX512_BF16: fp32 FMA rate)";
+  }
+
+  BandwidthBuffers buffers = make_buffers(m.l2_bytes, m.l3_bytes, m.threads);
+  measure_bandwidth(*loops.stream, buffers, m.threads, &m);
+  m.stream_kernel = loops.stream->name;
+
+  m.measure_seconds = double(now_ns() - t0) * 1e-9;
+  m.measured_unix_time = int64_t(std::time(nullptr));
+  return m;
+}
+
+}  // namespace tessera

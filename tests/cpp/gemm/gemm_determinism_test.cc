@@ -1,0 +1,79 @@
+// Bitwise determinism: the same call gives identical D for 1, 2 and 3 threads and on repeated calls
+// (DESIGN.md section 4), on each GEMM path (decode GEMV, packed, reference) and at every ISA level.
+#include <gtest/gtest.h>
+
+#include "gemm/gemm_cases.h"
+
+namespace tessera::test {
+namespace {
+
+// One call per GEMM path. `recipe` names a scale recipe for fp8_fp4_gemm_*, nullptr for plain GEMMs.
+struct DeterminismCase {
+  const char* name;
+  Family family;
+  DType operand_type;
+  const char* recipe;
+  Layout layout;
+  GemmShape shape;
+};
+
+// clang-format off
+const DeterminismCase kCases[] = {
+    {"bf16 decode gemv", Family::kBf16, kBf16, nullptr, Layout::kNT,
+     {4, 200, 576, kKm, kKm, 0, kBf16, CMode::kNone}},
+    {"bf16 packed, MN-major B, f32 d", Family::kBf16, kBf16, nullptr, Layout::kNT,
+     {129, 200, 576, kKm, kMNm, 3, kF32, CMode::kNone}},
+    {"bf16 packed, swapped operands, c is d", Family::kBf16, kBf16, nullptr, Layout::kTN,
+     {97, 129, 640, kMNm, kKm, 0, kF32, CMode::kInPlace}},
+    {"bf16 packed, N over two column blocks", Family::kBf16, kBf16, nullptr, Layout::kNT,
+     {64, 1500, 768, kKm, kMNm, 0, kBf16, CMode::kNone}},
+    {"cublaslt e4m3 packed", Family::kCublasLt, kE4m3, nullptr, Layout::kNN,
+     {129, 97, 256, kKm, kKm, 1, kBf16, CMode::kSeparate}},
+    {"fp8 token x block decode gemv", Family::kFp8Fp4, kE4m3, "fp8 token(1,128) x block(128,128) f32", Layout::kNT,
+     {8, 200, 576, kKm, kKm, 0, kBf16, CMode::kNone}},
+    {"fp8 per-channel ue8m0 packed", Family::kFp8Fp4, kE4m3, "fp8 ue8m0 packed (SM100 defaults)", Layout::kNT,
+     {129, 200, 576, kKm, kKm, 0, kF32, CMode::kNone}},
+    {"fp4 x fp4 ue8m0", Family::kFp8Fp4, kFp4, "fp4 x fp4 ue8m0 packed (defaults)", Layout::kNT,
+     {64, 97, 256, kKm, kKm, 0, kBf16, CMode::kNone}},
+};
+// clang-format on
+
+PreparedGemm prepare(const DeterminismCase& dc, Rng& rng) {
+  if (dc.recipe) return prepare_scaled(scale_recipe(dc.recipe), dc.layout, dc.shape, rng);
+  return prepare_plain(dc.family, dc.operand_type, dc.layout, dc.shape, rng);
+}
+
+class GemmDeterminism : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(GemmDeterminism, SameBitsForAnyThreadCountAndRepeatedCalls) {
+  if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam());
+  IsaCapScope cap(GetParam());
+  Rng rng = Rng::for_current_test();
+  for (const DeterminismCase& dc : kCases) {
+    PreparedGemm g = prepare(dc, rng);
+    const int es = dtype_storage_bytes(g.d.dtype);
+    std::vector<uint8_t> first;
+    for (int threads : {1, 2, 3}) {
+      NumThreadsScope scope(threads);
+      g.run();
+      if (threads == 1) {
+        ASSERT_TRUE(g.check()) << dc.name;
+        first = g.d.storage;
+      } else {
+        EXPECT_TRUE(bitwise_equal(first, g.d.storage, g.d.rows, g.d.cols, g.d.ld, es))
+            << dc.name << ": " << threads << " threads vs 1 thread\n  " << g.what;
+      }
+    }
+    for (int repeat = 0; repeat < 5; ++repeat) {
+      g.run();
+      EXPECT_TRUE(bitwise_equal(first, g.d.storage, g.d.rows, g.d.cols, g.d.ld, es))
+          << dc.name << ": repeat " << repeat << "\n  " << g.what;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, GemmDeterminism, ::testing::ValuesIn(all_isas()),
+                         [](const ::testing::TestParamInfo<Isa>& p) { return std::string(isa_name(p.param)); });
+
+}  // namespace
+}  // namespace tessera::test

@@ -1,0 +1,104 @@
+// Degenerate sizes (M == 0 / N == 0: no write; K == 0: d = c or zeros) and writes confined to a
+// window of a larger buffer, for every GEMM family and layout (specs/deep_gemm.md section 0).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "gemm/gemm_cases.h"
+
+namespace tessera::test {
+namespace {
+
+class GemmEdgeCases : public IsaLayoutTest {};
+
+// Builds the same shape for the three families (plain bf16, cuBLASLt e4m3, FP8 with block scales).
+std::vector<PreparedGemm> prepare_all_families(Layout layout, const GemmShape& s, Rng& rng) {
+  std::vector<PreparedGemm> out;
+  out.push_back(prepare_plain(Family::kBf16, DType::kBF16, layout, s, rng));
+  out.push_back(prepare_plain(Family::kCublasLt, DType::kF8E4M3, layout, s, rng));
+  out.push_back(prepare_scaled(scale_recipe("fp8 token(1,128) x block(128,128) f32"), layout, s, rng));
+  out.push_back(prepare_scaled(scale_recipe("fp4 x fp4 ue8m0 packed (defaults)"), layout, s, rng));
+  return out;
+}
+
+TEST_P(GemmEdgeCases, EmptyMOrNWritesNothing) {
+  Rng rng = Rng::for_current_test();
+  for (const GemmShape& s :
+       {GemmShape{0, 48, 64, kKm, kKm, 2, kBf16, CMode::kNone},
+        GemmShape{0, 7, 128, kMNm, kKm, 0, kF32, CMode::kSeparate},
+        GemmShape{9, 0, 64, kKm, kMNm, 1, kBf16, CMode::kInPlace}, GemmShape{1, 0, 2, kKm, kKm, 3, kF32, CMode::kNone},
+        GemmShape{0, 0, 0, kKm, kKm, 1, kBf16, CMode::kNone}}) {
+    for (PreparedGemm& g : prepare_all_families(layout(), s, rng)) {
+      // check() verifies every byte outside the (empty) view of d kept its initial value.
+      EXPECT_TRUE(run_and_check(g));
+    }
+  }
+}
+
+TEST_P(GemmEdgeCases, EmptyKGivesCOrZeros) {
+  Rng rng = Rng::for_current_test();
+  for (CMode c_mode : {CMode::kNone, CMode::kSeparate, CMode::kInPlace}) {
+    for (DType d_type : {kBf16, kF32}) {
+      for (PreparedGemm& g : prepare_all_families(layout(), {5, 49, 0, kKm, kKm, 2, d_type, c_mode}, rng)) {
+        ASSERT_TRUE(run_and_check(g));
+        // Bitwise: d is exactly c (copied or left in place), or +0.0 everywhere.
+        const int es = dtype_storage_bytes(d_type);
+        std::vector<uint8_t> expected = g.d_initial;
+        for (int64_t r = 0; r < g.d.rows; ++r)
+          for (int64_t c = 0; c < g.d.cols; ++c) {
+            uint8_t* dst = expected.data() + (r * g.d.ld + c) * es;
+            if (c_mode == CMode::kSeparate) {
+              std::memcpy(dst, g.c->storage.data() + (r * g.c->ld + c) * es, size_t(es));
+            } else if (c_mode == CMode::kNone) {
+              std::memset(dst, 0, size_t(es));
+            }
+          }
+        EXPECT_TRUE(bitwise_equal(g.d.storage, expected, g.d.rows, g.d.ld, g.d.ld, es)) << g.what;
+      }
+    }
+  }
+}
+
+// d is a window in the middle of a larger poisoned matrix: rows above and below, columns left and
+// right of it, and the bytes before its data pointer must keep their poison.
+TEST_P(GemmEdgeCases, WritesOnlyInsideAWindowOfALargerBuffer) {
+  Rng rng = Rng::for_current_test();
+  for (const GemmShape& s : {GemmShape{3, 47, 128, kKm, kKm, 0, kBf16, CMode::kNone},
+                             GemmShape{129, 49, 64, kKm, kMNm, 0, kF32, CMode::kNone}}) {
+    for (PreparedGemm& g : prepare_all_families(layout(), s, rng)) {
+      const int64_t top = 2, left = 3;
+      Matrix big = make_poisoned_matrix(s.d_dtype, s.m + 4, s.n + 6, 0);
+      const std::vector<uint8_t> before = big.storage;
+      const int es = dtype_storage_bytes(s.d_dtype);
+      const TensorView window(big.storage.data() + (top * big.ld + left) * es, s.d_dtype, {s.m, s.n}, {big.ld, 1});
+      if (g.family == Family::kFp8Fp4) {
+        call_scaled(layout(), {g.a.view, g.sa->view}, {g.b.view, g.sb->view}, window, nullptr, g.recipe);
+      } else {
+        call_plain(g.family, layout(), g.a.view, g.b.view, window, nullptr);
+      }
+      int64_t bad = 0;
+      std::string first;
+      for (int64_t r = 0; r < big.rows; ++r)
+        for (int64_t c = 0; c < big.cols; ++c) {
+          const bool inside = r >= top && r < top + s.m && c >= left && c < left + s.n;
+          const size_t at = size_t((r * big.ld + c) * es);
+          const bool same = std::memcmp(big.storage.data() + at, before.data() + at, size_t(es)) == 0;
+          std::string why;
+          if (!inside && !same) why = "outside the window was modified";
+          if (inside) {
+            const double v = big.get(r, c), want = g.ref[size_t((r - top) * s.n + (c - left))];
+            if (!(std::fabs(v - want) <=
+                  0.02 * std::fabs(want) + 1e-3 * g.ref_abs[size_t((r - top) * s.n + (c - left))]))
+              why = "inside the window: got " + std::to_string(v) + ", expected " + std::to_string(want);
+          }
+          if (!why.empty() && bad++ == 0) first = "(" + std::to_string(r) + ", " + std::to_string(c) + ") " + why;
+        }
+      EXPECT_EQ(bad, 0) << g.what << "\n  first bad element of the big buffer " << first;
+    }
+  }
+}
+
+TESSERA_INSTANTIATE_ISA_LAYOUT(GemmEdgeCases);
+
+}  // namespace
+}  // namespace tessera::test

@@ -1,0 +1,219 @@
+// Machine limits: the cache file round trip (write, read back, key check, corrupt files), the JSON
+// format's strictness, and the plausibility of one real measurement. Each measuring test takes ~1 s.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tessera/core/thread_pool.h"
+#include "tessera/info.h"
+#include "test_util.h"
+
+namespace tessera::test {
+namespace {
+
+// Points XDG_CACHE_HOME at a fresh temporary folder for the test's lifetime.
+class TempCacheHome {
+ public:
+  TempCacheHome() {
+    char tmpl[] = "/tmp/tessera_limits_test_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    const char* old = std::getenv("XDG_CACHE_HOME");
+    had_old_ = old != nullptr;
+    if (had_old_) old_ = old;
+    setenv("XDG_CACHE_HOME", dir_.c_str(), 1);
+  }
+  ~TempCacheHome() {
+    if (had_old_) {
+      setenv("XDG_CACHE_HOME", old_.c_str(), 1);
+    } else {
+      unsetenv("XDG_CACHE_HOME");
+    }
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_, old_;
+  bool had_old_ = false;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+}
+
+void expect_same_limits(const MachineLimits& a, const MachineLimits& b) {
+  EXPECT_EQ(machine_limits_to_json(a), machine_limits_to_json(b));
+  EXPECT_EQ(a.cpu_model, b.cpu_model);
+  EXPECT_EQ(a.threads, b.threads);
+  EXPECT_EQ(a.bf16_peak_gflops, b.bf16_peak_gflops);
+  EXPECT_EQ(a.dram_read_gbps, b.dram_read_gbps);
+}
+
+MachineLimits sample_limits() {
+  MachineLimits m;
+  m.cpu_model = "Test \"CPU\" \\ model";
+  m.logical_cpus = 3;
+  m.threads = 2;
+  m.version = "9.9.9";
+  m.l2_bytes = 1 << 20;
+  m.l3_bytes = int64_t(32) << 20;
+  m.fp32_peak_gflops_1t = 123.456789012345;
+  m.fp32_peak_gflops = 246.9;
+  m.bf16_peak_gflops_1t = 0.1 + 0.2;
+  m.bf16_peak_gflops = 1e-300;
+  m.bf16_native = true;
+  m.fp32_kernel = "k1";
+  m.bf16_kernel = "k2";
+  m.stream_kernel = "k3";
+  m.dram_read_gbps = 76.5;
+  m.shm_copy_gbps = 0;
+  m.measured_unix_time = 1795988926;
+  return m;
+}
+
+TEST(MachineLimitsJson, RoundTripsEveryFieldExactly) {
+  const MachineLimits m = sample_limits();
+  MachineLimits back;
+  ASSERT_TRUE(machine_limits_from_json(machine_limits_to_json(m), &back)) << machine_limits_to_json(m);
+  expect_same_limits(m, back);
+  EXPECT_EQ(back.cpu_model, m.cpu_model);
+  EXPECT_EQ(back.fp32_peak_gflops_1t, m.fp32_peak_gflops_1t);
+  EXPECT_EQ(back.bf16_peak_gflops_1t, m.bf16_peak_gflops_1t);
+  EXPECT_EQ(back.measured_unix_time, m.measured_unix_time);
+  EXPECT_FALSE(back.from_cache);
+}
+
+TEST(MachineLimitsJson, RejectsMalformedOrIncompleteText) {
+  const std::string good = machine_limits_to_json(sample_limits());
+  MachineLimits out;
+  EXPECT_FALSE(machine_limits_from_json("", &out));
+  EXPECT_FALSE(machine_limits_from_json(good.substr(0, good.size() - 1), &out)) << "missing closing brace";
+  EXPECT_FALSE(machine_limits_from_json(good + "x", &out)) << "trailing text";
+  std::string missing = good;
+  missing.replace(missing.find("\"threads\""), 9, "\"thread_s\"");
+  EXPECT_FALSE(machine_limits_from_json(missing, &out)) << "field 'threads' missing";
+  std::string wrong_type = good;
+  const size_t at = wrong_type.find("\"bf16_native\": true");
+  ASSERT_NE(at, std::string::npos);
+  wrong_type.replace(at, 19, "\"bf16_native\": 1");
+  EXPECT_FALSE(machine_limits_from_json(wrong_type, &out)) << "bool field given a number";
+}
+
+TEST(MachineLimitsCache, RefreshWritesTheCacheAndLaterReadsReturnIt) {
+  TempCacheHome home;
+  NumThreadsScope threads(2);
+  const std::string path = machine_limits_cache_file();
+  ASSERT_EQ(path.rfind(home.dir() + "/tessera/machine_limits_", 0), 0u) << path;
+
+  const MachineLimits measured = machine_limits(/*refresh=*/true);
+  EXPECT_FALSE(measured.from_cache);
+  EXPECT_EQ(measured.cache_file, path);
+  EXPECT_EQ(measured.threads, 2);
+  EXPECT_LT(measured.measure_seconds, 10.0);
+
+  MachineLimits loaded;
+  ASSERT_TRUE(load_cached_machine_limits(&loaded)) << read_file(path);
+  EXPECT_TRUE(loaded.from_cache);
+  expect_same_limits(measured, loaded);
+  expect_same_limits(measured, machine_limits());  // the in-memory copy, no re-measurement
+
+  // A file written for another key (here: another version) is not used.
+  std::string other = read_file(path);
+  const size_t at = other.find("\"version\": \"" + measured.version + "\"");
+  ASSERT_NE(at, std::string::npos) << other;
+  other.replace(at, 12 + measured.version.size() + 1, "\"version\": \"0.0.0-other\"");
+  write_file(path, other);
+  EXPECT_FALSE(load_cached_machine_limits(&loaded));
+
+  // A corrupt file is not used either; machine_limits(refresh) rewrites it.
+  write_file(path, "{\"cpu_model\": ");
+  EXPECT_FALSE(load_cached_machine_limits(&loaded));
+  machine_limits(/*refresh=*/true);
+  EXPECT_TRUE(load_cached_machine_limits(&loaded)) << read_file(path);
+}
+
+// Hand-made cache files for the current key; a change of thread count makes machine_limits() leave
+// its in-memory copy and read the file of the new key.
+TEST(MachineLimitsCache, UsesAConsistentFileAndRemeasuresADisturbedOne) {
+  TempCacheHome home;
+  NumThreadsScope threads(1);
+  const MachineLimits first = machine_limits(/*refresh=*/true);  // key with 1 thread
+
+  MachineLimits consistent = sample_limits();
+  consistent.cpu_model = first.cpu_model;
+  consistent.logical_cpus = first.logical_cpus;
+  consistent.version = first.version;
+  consistent.threads = 2;
+  consistent.fp32_peak_gflops_1t = 100, consistent.fp32_peak_gflops = 200;
+  consistent.bf16_peak_gflops_1t = 200, consistent.bf16_peak_gflops = 400;
+  consistent.dram_read_gbps_1t = consistent.dram_read_gbps = 30;
+  consistent.dram_copy_gbps_1t = consistent.dram_copy_gbps = 40;
+  consistent.l2_copy_gbps_1t = 100, consistent.l2_copy_gbps = 200;
+  ASSERT_TRUE(machine_limits_warnings(consistent).empty());
+
+  set_num_threads(2);
+  write_file(machine_limits_cache_file(), machine_limits_to_json(consistent));
+  const MachineLimits& from_file = machine_limits();
+  EXPECT_TRUE(from_file.from_cache);
+  EXPECT_EQ(machine_limits_to_json(from_file), machine_limits_to_json(consistent));
+
+  // All threads slower than one: other processes disturbed that measurement; it is measured again.
+  MachineLimits disturbed = consistent;
+  disturbed.threads = 1;
+  disturbed.dram_read_gbps = 0.5 * disturbed.dram_read_gbps_1t;
+  ASSERT_FALSE(machine_limits_warnings(disturbed).empty());
+  set_num_threads(1);
+  write_file(machine_limits_cache_file(), machine_limits_to_json(disturbed));
+  const MachineLimits& remeasured = machine_limits();
+  EXPECT_FALSE(remeasured.from_cache);
+  EXPECT_EQ(remeasured.threads, 1);
+  EXPECT_NE(machine_limits_to_json(remeasured), machine_limits_to_json(disturbed));
+}
+
+TEST(MachineLimitsMeasure, FiguresArePositiveAndConsistent) {
+  const MachineLimits m = measure_machine_limits();
+  std::printf("%s\n", machine_limits_to_json(m).c_str());
+  EXPECT_GT(m.threads, 0);
+  EXPECT_GT(m.l2_bytes, 0);
+  EXPECT_GT(m.l3_bytes, 0);
+  EXPECT_LT(m.measure_seconds, 10.0);
+  // All-thread figures never fall far below the 1-thread ones (0.6: room for other processes that
+  // start using the CPUs between the two measurements on a shared machine).
+  const struct {
+    const char* name;
+    double one, all;
+  } figures[] = {{"fp32_peak_gflops", m.fp32_peak_gflops_1t, m.fp32_peak_gflops},
+                 {"bf16_peak_gflops", m.bf16_peak_gflops_1t, m.bf16_peak_gflops},
+                 {"dram_read_gbps", m.dram_read_gbps_1t, m.dram_read_gbps},
+                 {"dram_copy_gbps", m.dram_copy_gbps_1t, m.dram_copy_gbps},
+                 {"l2_copy_gbps", m.l2_copy_gbps_1t, m.l2_copy_gbps}};
+  for (const auto& f : figures) {
+    EXPECT_GT(f.one, 0.0) << f.name;
+    EXPECT_GE(f.all, 0.6 * f.one) << f.name << ": all threads " << f.all << " vs 1 thread " << f.one;
+  }
+  // A vdpbf16ps does twice the work of an fp32 FMA per lane; without it bf16 repeats the fp32 rate.
+  if (m.bf16_native) {
+    EXPECT_GT(m.bf16_peak_gflops_1t, 1.2 * m.fp32_peak_gflops_1t);
+  } else {
+    EXPECT_EQ(m.bf16_peak_gflops_1t, m.fp32_peak_gflops_1t);
+  }
+  // An L2-resident copy is faster than a DRAM copy.
+  EXPECT_GT(m.l2_copy_gbps_1t, m.dram_copy_gbps_1t);
+}
+
+}  // namespace
+}  // namespace tessera::test

@@ -1,0 +1,203 @@
+// Shared helpers of the C++ tests: seeded random inputs, float64 reference math, poisoned buffers,
+// error expectations, first-mismatch reports and scoped settings (ISA cap, thread count).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tessera/core/cpu.h"
+#include "tessera/core/dtype.h"
+#include "tessera/core/error.h"
+#include "tessera/core/thread_pool.h"
+
+namespace tessera::test {
+
+// ---- random inputs ----
+
+// A generator seeded from the running test's full name, so every test gets its own reproducible inputs.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  static Rng for_current_test(uint64_t salt = 0) {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "none";
+    return Rng(std::hash<std::string>{}(name) ^ (salt * 0x9E3779B97F4A7C15ull));
+  }
+  uint32_t bits32() { return uint32_t(gen_()); }
+  uint64_t bits64() { return gen_(); }
+  int64_t index(int64_t n) { return int64_t(gen_() % uint64_t(n)); }
+  int uniform_int(int lo, int hi) { return lo + int(gen_() % uint64_t(hi - lo + 1)); }  // [lo, hi]
+  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen_); }
+  double normal() { return std::normal_distribution<double>(0.0, 1.0)(gen_); }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+// ---- float64 reference math ----
+
+// DeepGEMM's calc_diff: 1 - 2*sum(xy)/sum(x^2+y^2) in float64 (0 for identical inputs).
+inline double calc_diff(const std::vector<double>& x, const std::vector<double>& y) {
+  double xy = 0, sq = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    xy += x[i] * y[i];
+    sq += x[i] * x[i] + y[i] * y[i];
+  }
+  return sq == 0 ? 0.0 : 1.0 - 2.0 * xy / sq;
+}
+
+// Distance between |x| and the next larger number of a float format with `mantissa_bits` stored bits
+// (normal range; f32 subnormals are not produced by the tests' data).
+inline double ulp_of(double x, int mantissa_bits) {
+  const double a = std::fabs(x);
+  if (a == 0 || !std::isfinite(a)) return 0;
+  int e;
+  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+  return std::ldexp(1.0, e - 1 - mantissa_bits);
+}
+inline double bf16_ulp(double x) {
+  return ulp_of(x, 7);
+}
+inline double f32_ulp(double x) {
+  return ulp_of(x, 23);
+}
+
+// ---- poisoned buffers ----
+
+// NaN patterns no computation produces from finite inputs: a kernel that forgets to write an element
+// leaves one of these behind, a kernel that reads padding turns its result into NaN.
+constexpr uint16_t kPoisonBf16 = 0x7FA5;
+constexpr uint32_t kPoisonF32 = 0x7FA5A5A5u;
+constexpr uint8_t kPoisonE4m3 = 0x7F;
+
+inline void fill_poison(std::vector<uint8_t>* bytes, DType dtype) {
+  const size_t es = size_t(dtype_storage_bytes(dtype));
+  for (size_t i = 0; i + es <= bytes->size(); i += es) {
+    switch (dtype) {
+      case DType::kBF16:
+        std::memcpy(bytes->data() + i, &kPoisonBf16, 2);
+        break;
+      case DType::kF32:
+        std::memcpy(bytes->data() + i, &kPoisonF32, 4);
+        break;
+      case DType::kF8E4M3:
+        (*bytes)[i] = kPoisonE4m3;
+        break;
+      default:
+        (*bytes)[i] = 0xA5;
+        break;
+    }
+  }
+}
+
+// ---- comparisons that report the first mismatch ----
+
+// Bitwise comparison of two equally sized buffers of `elem_bytes`-sized elements seen as rows x cols
+// with row stride `ld` (elements); reports the first differing coordinate and both values in hex.
+inline ::testing::AssertionResult bitwise_equal(const std::vector<uint8_t>& x, const std::vector<uint8_t>& y,
+                                                int64_t rows, int64_t cols, int64_t ld, int elem_bytes) {
+  if (x.size() != y.size())
+    return ::testing::AssertionFailure() << "buffer sizes differ: " << x.size() << " vs " << y.size();
+  int64_t differing = 0, first_r = -1, first_c = -1;
+  uint64_t first_x = 0, first_y = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const size_t off = size_t((r * ld + c) * elem_bytes);
+      if (std::memcmp(x.data() + off, y.data() + off, size_t(elem_bytes)) == 0) continue;
+      if (differing++ == 0) {
+        first_r = r;
+        first_c = c;
+        std::memcpy(&first_x, x.data() + off, size_t(elem_bytes));
+        std::memcpy(&first_y, y.data() + off, size_t(elem_bytes));
+      }
+    }
+  if (differing == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << differing << " of " << rows * cols << " elements differ; first at ("
+                                       << first_r << ", " << first_c << "): 0x" << std::hex << first_x << " vs 0x"
+                                       << first_y << std::dec;
+}
+
+// ---- errors ----
+
+// Runs fn and expects a tessera::Error with `code` whose message contains every needle.
+inline ::testing::AssertionResult throws_error(const std::function<void()>& fn, ErrorCode code,
+                                               std::initializer_list<std::string> needles) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (e.code() != code)
+      return ::testing::AssertionFailure() << "threw code '" << error_code_name(e.code()) << "' instead of '"
+                                           << error_code_name(code) << "': " << msg;
+    for (const std::string& n : needles)
+      if (msg.find(n) == std::string::npos)
+        return ::testing::AssertionFailure() << "message lacks \"" << n << "\": " << msg;
+    return ::testing::AssertionSuccess() << msg;
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "threw a non-tessera exception: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw";
+}
+inline ::testing::AssertionResult throws_invalid(const std::function<void()>& fn,
+                                                 std::initializer_list<std::string> needles) {
+  return throws_error(fn, ErrorCode::kInvalidArgument, needles);
+}
+
+// ---- scoped settings ----
+
+// Caps the ISA for the scope, restoring the previous level afterwards (cap = active level restores
+// min(best, old cap) exactly).
+class IsaCapScope {
+ public:
+  explicit IsaCapScope(Isa cap) : saved_(active_isa()) { set_isa_cap(cap); }
+  ~IsaCapScope() { set_isa_cap(saved_); }
+  IsaCapScope(const IsaCapScope&) = delete;
+  IsaCapScope& operator=(const IsaCapScope&) = delete;
+
+ private:
+  Isa saved_;
+};
+
+// Sets the pool size for the scope and restores the previous size.
+class NumThreadsScope {
+ public:
+  explicit NumThreadsScope(int n) : saved_(num_threads()) { set_num_threads(n); }
+  ~NumThreadsScope() { set_num_threads(saved_); }
+  NumThreadsScope(const NumThreadsScope&) = delete;
+  NumThreadsScope& operator=(const NumThreadsScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+inline std::vector<Isa> all_isas() {
+  return {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16};
+}
+inline bool isa_supported(Isa isa) {
+  return int(isa) <= int(cpu_features().best);
+}
+
+// Formats a number as hex for messages.
+inline std::string hex(uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
+}  // namespace tessera::test
+
+namespace tessera {
+// Readable parameter values in GoogleTest / ctest names.
+inline void PrintTo(Isa isa, std::ostream* os) {
+  *os << isa_name(isa);
+}
+}  // namespace tessera

@@ -1,0 +1,138 @@
+"""deep_gemm.fp8_fp4_gemm_* / fp8_gemm_* with both scale-factor styles (float32, packed UE8M0 int32),
+every layout, K tails, padded strides, c accumulation and c is d.
+
+Two references: the unquantised product in float64 (DeepGEMM's test, threshold 1e-3), and the product
+of the dequantised operands (q * sf) in float64, which the kernel must match up to the one rounding of
+d (threshold 1e-5) - this second check catches scale-factor indexing mistakes the first one tolerates."""
+import inspect
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from helpers import BF16, LAYOUTS, f64, given, poisoned, store
+from tessera import deep_gemm
+from tessera.deep_gemm.testing import calc_diff
+
+
+def quantised_problem(rng, m, n, k, sf_style):
+    """Per-token A (1x128) and per-block B (128x128), as DeepGEMM's tests make them. Returns
+    ((qa, sfa), (qb, sfb)) ready for the nt GEMM, the unquantised and the dequantised references."""
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    y = rng.standard_normal((n, k), dtype=np.float32)
+    ue8m0 = sf_style == "ue8m0"
+    qa, sfa = deep_gemm.per_token_cast_to_fp8(x, use_ue8m0=ue8m0)
+    qb, sfb = deep_gemm.per_block_cast_to_fp8(y, use_ue8m0=ue8m0)
+    cols = np.arange(k) // 128
+    deq_a = f64(qa) * f64(sfa)[:, cols]
+    deq_b = f64(qb) * f64(sfb)[np.arange(n) // 128][:, cols]
+    if ue8m0:
+        sfa = deep_gemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sfa)
+        sfb = deep_gemm.transform_sf_into_required_layout(sfb, n, k, (1, 128, 128), is_sfa=False)
+        assert sfa.dtype == np.int32 and sfb.shape == (n, ((k + 127) // 128 + 3) // 4)
+    return (qa, sfa), (qb, sfb), f64(x) @ f64(y).T, deq_a @ deq_b.T
+
+
+def given_pair(pair, letter, is_a, major="row", pad=0):
+    """(data, sf) of an operand as the layout letter gives it; SFs are transposed with their data."""
+    data, sf = pair
+    return store(given(data, letter, is_a), data.dtype, major, pad), given(sf, letter, is_a)
+
+
+def check(d, ref, deq_ref, what):
+    diff, diff_deq = calc_diff(d, ref), calc_diff(d, deq_ref)
+    print(f"{what}: diff={diff:.2e} vs dequantised={diff_deq:.2e}")
+    assert diff < 1e-3
+    assert diff_deq < 1e-5
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("sf_style", ["fp32", "ue8m0"])
+@pytest.mark.parametrize("m, n, k", [(1, 256, 2112), (7, 129, 576), (129, 200, 576)])
+@pytest.mark.parametrize("d_dtype", [BF16, np.float32])
+def test_fp8_gemm_every_layout_and_sf_style(rng, layout, sf_style, m, n, k, d_dtype):
+    a, b, ref, deq_ref = quantised_problem(rng, m, n, k, sf_style)
+    ga = given_pair(a, layout[0], True, "row")
+    gb = given_pair(b, layout[1], False, "col" if layout[1] == "n" else "row")
+    d = poisoned((m, n), d_dtype)
+    assert getattr(deep_gemm, f"fp8_fp4_gemm_{layout}")(ga, gb, d) is None
+    check(d, ref, deq_ref, f"fp8_fp4_gemm_{layout} {sf_style} m={m} n={n} k={k} d={np.dtype(d_dtype).name}")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_fp8_gemm_mn_major_operands_with_padding(rng, layout):
+    m, n, k = 40, 136, 2112
+    a, b, ref, deq_ref = quantised_problem(rng, m, n, k, "fp32")
+    ga = given_pair(a, layout[0], True, "col", pad=3)
+    gb = given_pair(b, layout[1], False, "col", pad=7)
+    d = poisoned((m, n), np.float32)
+    getattr(deep_gemm, f"fp8_gemm_{layout}")(ga, gb, d)
+    check(d, ref, deq_ref, f"fp8_gemm_{layout} MN-major padded")
+
+
+@pytest.mark.parametrize("sf_style", ["fp32", "ue8m0"])
+def test_fp8_gemm_accumulates_c_and_c_is_d(rng, sf_style):
+    m, n, k = 33, 256, 576
+    a, b, ref, deq_ref = quantised_problem(rng, m, n, k, sf_style)
+    c = rng.standard_normal((m, n), dtype=np.float32) * 10
+    d = poisoned((m, n), np.float32)
+    deep_gemm.fp8_gemm_nt(a, b, d, c=c)
+    check(d, f64(c) + ref, f64(c) + deq_ref, f"fp8 c accumulate {sf_style}")
+    d2 = c.copy()
+    deep_gemm.fp8_gemm_nt(a, b, d2, c=d2)
+    check(d2, f64(c) + ref, f64(c) + deq_ref, f"fp8 c is d {sf_style}")
+    np.testing.assert_array_equal(d2, d)
+
+
+def test_explicit_recipes_match_the_defaults(rng):
+    m, n, k = 20, 130, 576
+    a, b, ref, deq_ref = quantised_problem(rng, m, n, k, "fp32")
+    by_default, by_recipe, by_pairs = (poisoned((m, n), np.float32) for _ in range(3))
+    deep_gemm.fp8_gemm_nt(a, b, by_default)
+    deep_gemm.fp8_gemm_nt(a, b, by_recipe, recipe=(1, 128, 128))
+    deep_gemm.fp8_gemm_nt(a, b, by_pairs, recipe_a=(1, 128), recipe_b=(128, 128))
+    np.testing.assert_array_equal(by_recipe, by_default)
+    np.testing.assert_array_equal(by_pairs, by_default)
+    check(by_default, ref, deq_ref, "fp8 explicit recipes")
+
+
+def pack_fp4(codes: np.ndarray) -> np.ndarray:
+    """[R, K] e2m1 codes (0..15) -> int8 [R, K/2], element 2i in the low nibble (DeepGEMM's packing)."""
+    return (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8).view(np.int8)
+
+
+def test_fp8_times_packed_fp4(rng):
+    m, n, k = 9, 64, 256
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    qa, sfa = deep_gemm.per_token_cast_to_fp8(x, use_ue8m0=True)
+    codes = rng.integers(0, 16, size=(n, k), dtype=np.uint8)
+    qb = pack_fp4(codes)
+    sfb = (2.0 ** rng.integers(-3, 3, size=(n, k // 32))).astype(np.float32)  # one scale per 1x32 block
+    values_b = codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64) * f64(sfb)[:, np.arange(k) // 32]
+    deq_ref = (f64(qa) * f64(sfa)[:, np.arange(k) // 128]) @ values_b.T
+    d = poisoned((m, n), np.float32)
+    deep_gemm.fp8_fp4_gemm_nt((qa, sfa), (qb, sfb), d, recipe_a=(1, 128), recipe_b=(1, 32))
+    diff = calc_diff(d, deq_ref)
+    print(f"fp8 x fp4: diff vs dequantised={diff:.2e}")
+    assert diff < 1e-5
+
+
+def test_legacy_gemm_fp8_fp8_bf16_nt(rng):
+    m, n, k = 16, 128, 576
+    a, b, ref, deq_ref = quantised_problem(rng, m, n, k, "fp32")
+    out = poisoned((m, n), BF16)
+    assert deep_gemm.gemm_fp8_fp8_bf16_nt(a, b, out) is None
+    check(out, ref, deq_ref, "gemm_fp8_fp8_bf16_nt")
+    with pytest.raises(ValueError, match="gemm_fp8_fp8_bf16_nt: argument 'out' must have dtype bfloat16"):
+        deep_gemm.gemm_fp8_fp8_bf16_nt(a, b, np.zeros((m, n), np.float32))
+
+
+def test_aliases_and_signatures_follow_deepgemm():
+    for layout, dims in (("nt", "nk"), ("nn", "nk"), ("tn", "mn"), ("tt", "mn")):
+        fn = getattr(deep_gemm, f"fp8_fp4_gemm_{layout}")
+        assert getattr(deep_gemm, f"fp8_gemm_{layout}") is fn
+        params = inspect.signature(fn).parameters
+        assert list(params) == ["a", "b", "d", "c", "recipe", "recipe_a", "recipe_b", "compiled_dims",
+                                "disable_ue8m0_cast"]
+        assert params["compiled_dims"].default == dims and params["disable_ue8m0_cast"].default is False
+        assert all(params[p].default is None for p in ("c", "recipe", "recipe_a", "recipe_b"))

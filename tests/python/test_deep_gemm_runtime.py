@@ -1,0 +1,92 @@
+"""deep_gemm runtime knobs (spec section 1.1): real thread control via set/get_num_sms, inert GPU knobs
+that keep DeepGEMM's defaults and validation, the contiguous-layout alignment."""
+import pytest
+
+import tessera
+from tessera import deep_gemm
+
+
+def test_num_sms_maps_to_the_thread_count():
+    default = deep_gemm.get_num_sms()
+    assert default == tessera.num_threads()
+    try:
+        deep_gemm.set_num_sms(1)
+        assert deep_gemm.get_num_sms() == 1 == tessera.num_threads()
+    finally:
+        deep_gemm.set_num_sms(0)  # 0 = all
+    assert deep_gemm.get_num_sms() == default
+
+
+def test_num_sms_validation():
+    limit = tessera.cpu_info()["logical_cpus"]
+    with pytest.raises(RuntimeError, match=rf"set_num_sms: argument 'new_num_sms' must be in \[0, {limit}\]"):
+        deep_gemm.set_num_sms(limit + 1)
+    with pytest.raises(ValueError, match="must be in"):
+        deep_gemm.set_num_sms(-1)
+    with pytest.raises(TypeError):
+        deep_gemm.set_num_sms(1.5)
+
+
+def test_tc_util_defaults_to_100_and_is_range_checked():
+    assert deep_gemm.get_tc_util() == 100
+    try:
+        deep_gemm.set_tc_util(70)
+        assert deep_gemm.get_tc_util() == 70
+        deep_gemm.set_tc_util(0)
+        assert deep_gemm.get_tc_util() == 100
+        with pytest.raises(RuntimeError, match=r"'new_tc_util' must be in \[0, 100\], got 101"):
+            deep_gemm.set_tc_util(101)
+    finally:
+        deep_gemm.set_tc_util(0)
+
+
+def test_pdl_round_trips_and_needs_a_bool():
+    assert deep_gemm.get_pdl() is False
+    try:
+        deep_gemm.set_pdl(True)
+        assert deep_gemm.get_pdl() is True
+    finally:
+        deep_gemm.set_pdl(False)
+    with pytest.raises(TypeError, match="set_pdl: argument 'new_enable_pdl' must be a bool"):
+        deep_gemm.set_pdl(1)
+
+
+def test_inert_jit_knobs_accept_valid_values_and_reject_others():
+    assert deep_gemm.set_ignore_compile_dims(True) is None
+    deep_gemm.set_ignore_compile_dims(False)
+    with pytest.raises(TypeError):
+        deep_gemm.set_ignore_compile_dims("yes")
+    for value in (1, [8], [8, 16]):
+        assert deep_gemm.set_block_size_multiple_of(value) is None
+    with pytest.raises(ValueError, match="must hold 1 or 2 ints"):
+        deep_gemm.set_block_size_multiple_of([1, 2, 3])
+    with pytest.raises(ValueError, match="must be positive"):
+        deep_gemm.set_block_size_multiple_of([0])
+    deep_gemm.set_block_size_multiple_of(1)
+
+
+def test_mk_alignment_and_aliases():
+    assert deep_gemm.get_mk_alignment_for_contiguous_layout() == 128
+    assert deep_gemm.get_m_alignment_for_contiguous_layout is deep_gemm.get_mk_alignment_for_contiguous_layout
+    assert deep_gemm.get_k_alignment_for_contiguous_layout is deep_gemm.get_mk_alignment_for_contiguous_layout
+    try:
+        deep_gemm.set_mk_alignment_for_contiguous_layout(64)
+        assert deep_gemm.get_m_alignment_for_contiguous_layout() == 64
+    finally:
+        deep_gemm.set_mk_alignment_for_contiguous_layout(128)
+    with pytest.raises(ValueError, match="must be positive"):
+        deep_gemm.set_mk_alignment_for_contiguous_layout(0)
+
+
+def test_theoretical_mk_alignment_follows_the_sm100_rule():
+    f = deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout
+    assert f() == 224
+    assert [f(m) for m in (1, 32, 33, 64, 100, 192, 193, 1000)] == [32, 32, 64, 64, 128, 192, 224, 224]
+
+
+def test_unported_names_are_absent():
+    for name in ("m_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous", "einsum",
+                 "fp8_mqa_logits", "per_token_cast_to_fp4"):
+        assert not hasattr(deep_gemm, name)
+        with pytest.raises(AttributeError):
+            getattr(deep_gemm, name)

@@ -1,0 +1,119 @@
+// `tessera bench [component] [--json] [--full] [--threads N]`.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "commands.h"
+#include "tessera/core/thread_pool.h"
+#include "tessera/info.h"
+
+namespace tessera::cli {
+namespace {
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: tessera bench [component] [--json] [--full] [--threads N]\n"
+               "\n"
+               "Runs benchmarks of tessera against peer libraries in the same process and prints one row per case\n"
+               "(time, GFLOP/s, GB/s, percent of this machine's measured limit, ratio to each peer), then\n"
+               "geometric means and the project's targets. Without a component: every component's quick suite.\n"
+               "Progress goes to stderr; the exit code is 1 when any case failed its result check.\n"
+               "\n"
+               "components:\n");
+  for (const bench::Component& c : bench::components()) std::fprintf(out, "  %-8s %s\n", c.name, c.summary);
+  std::fprintf(out,
+               "\n"
+               "  --json       print one JSON array of rows instead of the table\n"
+               "  --full       every case, not the quick subset\n"
+               "  --threads N  threads for tessera and the peers (default: all, or TESSERA_NUM_THREADS)\n"
+               "\n"
+               "`tessera bench <component> --help` describes a component's cases and columns.\n");
+}
+
+bool parse_threads(const char* text, int* out) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || v < 1 || v > 4096) return false;
+  *out = int(v);
+  return true;
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  bool json = false, full = false, help = false;
+  int threads = 0;
+  const bench::Component* only = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (!std::strcmp(a, "--json")) {
+      json = true;
+    } else if (!std::strcmp(a, "--full")) {
+      full = true;
+    } else if (!std::strcmp(a, "--help") || !std::strcmp(a, "-h")) {
+      help = true;
+    } else if (!std::strcmp(a, "--threads")) {
+      if (i + 1 >= argc || !parse_threads(argv[i + 1], &threads)) {
+        std::fprintf(stderr, "tessera bench: --threads needs a whole number >= 1\n\n");
+        usage(stderr);
+        return kExitUsage;
+      }
+      ++i;
+    } else if (a[0] != '-' && !only) {
+      only = bench::find_component(a);
+      if (!only) {
+        std::fprintf(stderr, "tessera bench: unknown component '%s'\n\n", a);
+        usage(stderr);
+        return kExitUsage;
+      }
+    } else {
+      std::fprintf(stderr, "tessera bench: unexpected argument '%s'\n\n", a);
+      usage(stderr);
+      return kExitUsage;
+    }
+  }
+  if (help) {
+    if (only) {
+      std::printf("%s", only->help);
+    } else {
+      usage(stdout);
+    }
+    return kExitOk;
+  }
+
+  if (threads > 0) set_num_threads(threads);
+  const MachineLimits& limits = machine_limits();
+  for (const std::string& w : machine_limits_warnings(limits))
+    std::fprintf(stderr, "tessera bench: warning: machine limits: %s\n", w.c_str());
+  bench::Options options;
+  options.full = full;
+  options.threads = num_threads();
+
+  std::vector<bench::Row> rows;
+  for (const bench::Component& c : bench::components()) {
+    if (only && only != &c) continue;
+    std::vector<bench::Row> part = c.run(options, limits);
+    rows.insert(rows.end(), part.begin(), part.end());
+  }
+
+  if (json) {
+    bench::print_json(stdout, rows);
+  } else {
+    std::printf(
+        "tessera %s bench on %s, %d threads; limits: bf16 peak %.1f GFLOP/s, DRAM read %.1f GB/s "
+        "(tessera info)\n\n",
+        limits.version.c_str(), limits.cpu_model.c_str(), options.threads, limits.bf16_peak_gflops,
+        limits.dram_read_gbps);
+    bench::print_table(stdout, rows);
+    bench::print_summary(stdout, rows);
+  }
+  int failed = 0;
+  for (const bench::Row& r : rows) failed += !r.ok();
+  if (failed) std::fprintf(stderr, "tessera bench: %d case(s) failed; see the status column\n", failed);
+  return failed ? kExitFailure : kExitOk;
+}
+
+}  // namespace tessera::cli
