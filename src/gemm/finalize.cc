@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "gemm/gemm_problem.h"
+#include "tessera/core/cpu.h"
 
 namespace tessera::gemm {
 namespace {
@@ -39,6 +40,23 @@ void finalize_impl(const GemmProblem& p, const float* tile, int64_t ldt, int64_t
 
 void finalize_tile(const GemmProblem& p, const float* tile, int64_t ldt, bool transposed, int64_t r0,
                    int64_t rows, int64_t c0, int64_t cols) {
+  if (int(active_isa()) >= int(Isa::kAvx512)) {
+    static const cpu::FinalizeFn simd = cpu::gemm_finalize_avx512();
+    const int64_t es = dtype_storage_bytes(p.d_type), ces = p.c ? dtype_storage_bytes(p.c_type) : 0;
+    cpu::FinalizeArgs a;
+    a.tile = tile;
+    a.ldt = ldt;
+    a.transposed = transposed;
+    a.d = static_cast<char*>(p.d) + (r0 * p.ldd + c0) * es;
+    a.d_bf16 = p.d_type == DType::kBF16;
+    a.ldd = p.ldd;
+    a.c = p.c ? static_cast<const char*>(p.c) + (r0 * p.ldc + c0) * ces : nullptr;
+    a.c_bf16 = p.c_type == DType::kBF16;
+    a.ldc = p.ldc;
+    a.rows = rows;
+    a.cols = cols;
+    return simd(a);
+  }
   if (transposed) {
     finalize_impl<true>(p, tile, ldt, r0, rows, c0, cols);
   } else {

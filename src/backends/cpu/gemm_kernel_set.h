@@ -83,6 +83,26 @@ struct GemmKernelSet {
                  int64_t k_total, int nr, void* dst);
 };
 
+// Writes D = round(C + tile) for an output block (the one rounding of every GEMM path).
+// transposed == false: tile[i * ldt + j] is D[i][j]; true: tile[j * ldt + i] is D[i][j].
+// d/c are fp32 or bf16 (d_bf16 / c_bf16), row strides ldd/ldc in elements; c may be null or equal d.
+// bf16 rounding is round-to-nearest-even with NaN -> 0x7FC0|sign, bit-identical to f32_to_bf16.
+struct FinalizeArgs {
+  const float* tile;
+  int64_t ldt;
+  bool transposed;
+  void* d;
+  bool d_bf16;
+  int64_t ldd;
+  const void* c;
+  bool c_bf16;
+  int64_t ldc;
+  int64_t rows, cols;
+};
+using FinalizeFn = void (*)(const FinalizeArgs& args);
+// AVX-512 F/BW version (usable by the avx512 and avx512bf16 levels); the driver has a portable one.
+FinalizeFn gemm_finalize_avx512();
+
 // Accessors; each returns nullptr when the library was built without that level.
 const GemmKernelSet* gemm_kernels_avx512bf16();
 const GemmKernelSet* gemm_kernels_avx512();
