@@ -110,7 +110,7 @@ void gemv_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, in
     for (int m = 0; m < M; ++m)
 #pragma GCC unroll 4
       for (int j = 0; j < NB; ++j) blk.acc[m][j] = _mm512_setzero_ps();
-    if (group == 128 && ke <= k_full) {
+    if (group == 128 && ke == kb + 128 && ke <= k_full) {
       // The common case (128-wide scale groups, no tail) as straight-line code: loop control per group
       // was a third of the instructions at M=4.
       blk.template chunk<false>(t, a, lda, kb, 64);
