@@ -12,8 +12,10 @@
 #include "gemm/packed.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "gemm/plan.h"
 #include "tessera/core/memory.h"
@@ -42,12 +44,9 @@ bool print_plans() {
   return on;
 }
 
-}  // namespace
-
-void run_packed(const GemmProblem& p, const cpu::GemmKernelSet& ks) {
-  const PackedPlan plan = make_packed_plan(p, ks, num_threads());
-  if (print_plans()) std::fprintf(stderr, "[tessera] %s: %s kernels=%s\n", p.fn, plan.describe().c_str(), ks.name);
-
+// Runs panels [pb, pe) of the plan's split side (all of the other side) of one problem on the calling
+// thread.
+void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKernelSet& ks, int64_t pb, int64_t pe) {
   cpu::GemmSrc xs = plan.swap ? p.b : p.a;  // a-side operand
   cpu::GemmSrc ys = plan.swap ? p.a : p.b;  // b-side operand
   xs.lane_order = ys.lane_order = plan.lane_order;
@@ -56,92 +55,129 @@ void run_packed(const GemmProblem& p, const cpu::GemmKernelSet& ks) {
   const bool scaled = p.group > 0;
   const int64_t groups = scale_groups(p);
 
-  const int64_t x_panels = (plan.x + plan.tile.mr - 1) / plan.tile.mr,
-                y_panels = (plan.y + plan.tile.nr - 1) / plan.tile.nr;
-  const int threads = int(std::min<int64_t>(plan.threads, plan.split_y ? y_panels : x_panels));
+  int64_t xb = 0, xe = plan.x, yb = 0, ye = plan.y;
+  if (plan.split_y) {
+    yb = pb * plan.tile.nr;
+    ye = std::min(plan.y, pe * plan.tile.nr);
+  } else {
+    xb = pb * plan.tile.mr;
+    xe = std::min(plan.x, pe * plan.tile.mr);
+  }
+  if (xb >= xe || yb >= ye) return;
+  const size_t es = size_t(ks.elem_bytes);
+  char* bpack = static_cast<char*>(thread_scratch(0, size_t(plan.k_pad) * plan.nc * es));
+  void* abuf = thread_scratch(1, size_t(plan.mc) * plan.kc * es);
+  float* ws = static_cast<float*>(thread_scratch(2, size_t(plan.mc) * plan.nc * sizeof(float)));
+  // Per-block scales expanded to one fp32 per row and group: [groups][mc] and [groups][nc].
+  float* xs_buf = scaled ? static_cast<float*>(thread_scratch(3, size_t(groups) * plan.mc * 4)) : nullptr;
+  float* ys_buf = scaled ? static_cast<float*>(thread_scratch(4, size_t(groups) * plan.nc * 4)) : nullptr;
+
+  for (int64_t y0 = yb; y0 < ye; y0 += plan.nc) {
+    const int ny = int(std::min<int64_t>(plan.nc, ye - y0));
+    const int ny_pad = (ny + plan.tile.nr - 1) / plan.tile.nr * plan.tile.nr;
+    for (int64_t pc = 0; pc < plan.k_pad; pc += plan.kc) {
+      const int kc = int(std::min<int64_t>(plan.kc, plan.k_pad - pc));
+      ks.pack_b(ys, y0, ny, plan.y, pc, kc, p.k, plan.tile.nr, bpack + pc * ny_pad * es);
+    }
+    if (scaled) expand_scales(yscale, 0, groups, y0, ny, ys_buf, plan.nc);
+
+    for (int64_t x0 = xb; x0 < xe; x0 += plan.mc) {
+      const int mx = int(std::min<int64_t>(plan.mc, xe - x0));
+      if (scaled) expand_scales(xscale, 0, groups, x0, mx, xs_buf, plan.mc);
+      for (int64_t pc = 0; pc < plan.k_pad; pc += plan.kc) {
+        const int kc = int(std::min<int64_t>(plan.kc, plan.k_pad - pc));
+        const char* bchunk = bpack + pc * ny_pad * es;
+        const int64_t g0 = scaled ? pc / p.group : 0;
+        cpu::UkrArgs u{};
+        u.kc = kc;
+        u.group = scaled ? p.group : kc;
+        u.ldc = plan.nc;
+        u.accumulate = pc > 0;
+        u.row_scale_stride = plan.mc;
+        u.col_scale_stride = plan.nc;
+        auto call = [&](const char* apanel, int ir, int jr) {
+          u.a = apanel;
+          u.b = bchunk + size_t(jr) * kc * es;
+          u.c = ws + int64_t(ir) * plan.nc + jr;
+          u.m_valid = std::min(plan.tile.mr, mx - ir);
+          if (scaled) {
+            u.row_scale = xs_buf + g0 * plan.mc + ir;
+            u.col_scale = ys_buf + g0 * plan.nc + jr;
+          }
+          plan.tile.ukr(u);
+        };
+        if (plan.panel_outer) {
+          // Each a-panel is converted into L1 once and meets every b-panel of the chunk (L2).
+          for (int ir = 0; ir < mx; ir += plan.tile.mr) {
+            const int rows = std::min(plan.tile.mr, mx - ir);
+            prefetch_a_rows(xs, x0 + ir + rows, std::min(plan.tile.mr, mx - ir - rows), pc, kc, p.k);
+            const char* apanel = static_cast<const char*>(ks.prepare_a(xs, x0 + ir, rows, pc, kc, p.k, abuf, &u.lda));
+            for (int jr = 0; jr < ny; jr += plan.tile.nr) call(apanel, ir, jr);
+          }
+        } else {
+          // BLIS order: the a-block (mc x kc) stays in L2, each b-panel (kc x nr) in L1.
+          const char* ablock = static_cast<const char*>(ks.prepare_a(xs, x0, mx, pc, kc, p.k, abuf, &u.lda));
+          for (int jr = 0; jr < ny; jr += plan.tile.nr)
+            for (int ir = 0; ir < mx; ir += plan.tile.mr) {
+              call(ablock + ir * u.lda * int64_t(es), ir, jr);
+              if (jr == 0) prefetch_a_rows(xs, x0 + ir, u.m_valid, pc + kc, plan.kc, p.k);
+            }
+        }
+      }
+      if (plan.swap) {
+        finalize_tile(p, ws, plan.nc, true, y0, ny, x0, mx);
+      } else {
+        finalize_tile(p, ws, plan.nc, false, x0, mx, y0, ny);
+      }
+    }
+  }
+}
+
+int64_t split_panels(const PackedPlan& plan) {
+  return plan.split_y ? (plan.y + plan.tile.nr - 1) / plan.tile.nr : (plan.x + plan.tile.mr - 1) / plan.tile.mr;
+}
+
+}  // namespace
+
+void run_packed_batch(const GemmProblem* problems, int64_t count, const cpu::GemmKernelSet& ks) {
+  const int threads = num_threads();
+  std::vector<PackedPlan> plans(static_cast<size_t>(count));
+  // Work is measured in padded lane multiply-adds; problem i covers [offset[i], offset[i+1]).
+  std::vector<double> offset(size_t(count) + 1, 0.0), per_panel(size_t(count), 0.0);
+  for (int64_t i = 0; i < count; ++i) {
+    const GemmProblem& p = problems[i];
+    plans[i] = make_packed_plan(p, ks, threads);
+    const PackedPlan& plan = plans[i];
+    if (print_plans()) std::fprintf(stderr, "[tessera] %s: %s kernels=%s\n", p.fn, plan.describe().c_str(), ks.name);
+    const double other = plan.split_y ? double(plan.x) : double(plan.y);
+    const double width = plan.split_y ? plan.tile.nr : plan.tile.mr;
+    per_panel[i] = width * other * double(plan.k_pad);
+    offset[i + 1] = offset[i] + per_panel[i] * double(split_panels(plan));
+  }
+  const double total = offset[size_t(count)];
+  if (total <= 0) return;
+  int64_t max_panels = 0;
+  for (const PackedPlan& plan : plans) max_panels += split_panels(plan);
+  // Each thread takes an equal share of the total work; a share maps to panel ranges of one or more
+  // problems (boundaries computed by the same expression on both sides, so ranges never overlap).
   parallel_run(
       [&](int tid, int nt) {
-        int64_t xb = 0, xe = plan.x, yb = 0, ye = plan.y;
-        int64_t pb, pe;
-        thread_panel_range(plan.split_y ? y_panels : x_panels, tid, nt, &pb, &pe);
-        if (plan.split_y) {
-          yb = pb * plan.tile.nr;
-          ye = std::min(plan.y, pe * plan.tile.nr);
-        } else {
-          xb = pb * plan.tile.mr;
-          xe = std::min(plan.x, pe * plan.tile.mr);
-        }
-        if (xb >= xe || yb >= ye) return;
-        const size_t es = size_t(ks.elem_bytes);
-        char* bpack = static_cast<char*>(thread_scratch(0, size_t(plan.k_pad) * plan.nc * es));
-        void* abuf = thread_scratch(1, size_t(plan.mc) * plan.kc * es);
-        float* ws = static_cast<float*>(thread_scratch(2, size_t(plan.mc) * plan.nc * sizeof(float)));
-        // Per-block scales expanded to one fp32 per row and group: [groups][mc] and [groups][nc].
-        float* xs_buf = scaled ? static_cast<float*>(thread_scratch(3, size_t(groups) * plan.mc * 4)) : nullptr;
-        float* ys_buf = scaled ? static_cast<float*>(thread_scratch(4, size_t(groups) * plan.nc * 4)) : nullptr;
-
-        for (int64_t y0 = yb; y0 < ye; y0 += plan.nc) {
-          const int ny = int(std::min<int64_t>(plan.nc, ye - y0));
-          const int ny_pad = (ny + plan.tile.nr - 1) / plan.tile.nr * plan.tile.nr;
-          for (int64_t pc = 0; pc < plan.k_pad; pc += plan.kc) {
-            const int kc = int(std::min<int64_t>(plan.kc, plan.k_pad - pc));
-            ks.pack_b(ys, y0, ny, plan.y, pc, kc, p.k, plan.tile.nr, bpack + pc * ny_pad * es);
-          }
-          if (scaled) expand_scales(yscale, 0, groups, y0, ny, ys_buf, plan.nc);
-
-          for (int64_t x0 = xb; x0 < xe; x0 += plan.mc) {
-            const int mx = int(std::min<int64_t>(plan.mc, xe - x0));
-            if (scaled) expand_scales(xscale, 0, groups, x0, mx, xs_buf, plan.mc);
-            for (int64_t pc = 0; pc < plan.k_pad; pc += plan.kc) {
-              const int kc = int(std::min<int64_t>(plan.kc, plan.k_pad - pc));
-              const char* bchunk = bpack + pc * ny_pad * es;
-              const int64_t g0 = scaled ? pc / p.group : 0;
-              cpu::UkrArgs u{};
-              u.kc = kc;
-              u.group = scaled ? p.group : kc;
-              u.ldc = plan.nc;
-              u.accumulate = pc > 0;
-              u.row_scale_stride = plan.mc;
-              u.col_scale_stride = plan.nc;
-              auto call = [&](const char* apanel, int ir, int jr) {
-                u.a = apanel;
-                u.b = bchunk + size_t(jr) * kc * es;
-                u.c = ws + int64_t(ir) * plan.nc + jr;
-                u.m_valid = std::min(plan.tile.mr, mx - ir);
-                if (scaled) {
-                  u.row_scale = xs_buf + g0 * plan.mc + ir;
-                  u.col_scale = ys_buf + g0 * plan.nc + jr;
-                }
-                plan.tile.ukr(u);
-              };
-              if (plan.panel_outer) {
-                // Each a-panel is converted into L1 once and meets every b-panel of the chunk (L2).
-                for (int ir = 0; ir < mx; ir += plan.tile.mr) {
-                  const int rows = std::min(plan.tile.mr, mx - ir);
-                  prefetch_a_rows(xs, x0 + ir + rows, std::min(plan.tile.mr, mx - ir - rows), pc, kc, p.k);
-                  const char* apanel =
-                      static_cast<const char*>(ks.prepare_a(xs, x0 + ir, rows, pc, kc, p.k, abuf, &u.lda));
-                  for (int jr = 0; jr < ny; jr += plan.tile.nr) call(apanel, ir, jr);
-                }
-              } else {
-                // BLIS order: the a-block (mc x kc) stays in L2, each b-panel (kc x nr) in L1.
-                const char* ablock = static_cast<const char*>(ks.prepare_a(xs, x0, mx, pc, kc, p.k, abuf, &u.lda));
-                for (int jr = 0; jr < ny; jr += plan.tile.nr)
-                  for (int ir = 0; ir < mx; ir += plan.tile.mr) {
-                    call(ablock + ir * u.lda * int64_t(es), ir, jr);
-                    if (jr == 0) prefetch_a_rows(xs, x0 + ir, u.m_valid, pc + kc, plan.kc, p.k);
-                  }
-              }
-            }
-            if (plan.swap) {
-              finalize_tile(p, ws, plan.nc, true, y0, ny, x0, mx);
-            } else {
-              finalize_tile(p, ws, plan.nc, false, x0, mx, y0, ny);
-            }
-          }
+        const double s = total * tid / nt, e = total * (tid + 1) / nt;
+        for (int64_t i = 0; i < count; ++i) {
+          if (offset[i + 1] <= s || offset[i] >= e) continue;
+          const int64_t panels = split_panels(plans[i]);
+          auto panel_at = [&](double w) {
+            return std::clamp<int64_t>(int64_t(std::llround((w - offset[i]) / per_panel[i])), 0, panels);
+          };
+          const int64_t pb = panel_at(s), pe = panel_at(e);
+          if (pb < pe) run_range(problems[i], plans[i], ks, pb, pe);
         }
       },
-      threads);
+      int(std::min<int64_t>(threads, max_panels)));
+}
+
+void run_packed(const GemmProblem& p, const cpu::GemmKernelSet& ks) {
+  run_packed_batch(&p, 1, ks);
 }
 
 }  // namespace tessera::gemm
