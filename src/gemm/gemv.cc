@@ -1,13 +1,77 @@
 // Decode path (M <= 8, K-contiguous weights): the weights are streamed once at memory speed by the
-// kernel set's GEMV; threads split N (each converts the few activation rows for itself).
+// kernel set's GEMV. Work items are 16-column chunks of every problem of a batch; threads take equal,
+// contiguous ranges of them (one parallel region for all MoE groups), and each thread converts the few
+// activation rows of a problem for itself.
 #include "gemm/gemv.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "tessera/core/memory.h"
 #include "tessera/core/thread_pool.h"
 
 namespace tessera::gemm {
+namespace {
+
+constexpr int64_t kChunk = 16;
+
+// Scales of one problem in the layout the GEMV kernel reads: the activations' expanded to
+// [groups][kGemvMaxM]; the weights' used in place when their K granularity is the common group, else
+// re-indexed to one entry per common group.
+struct GemvScales {
+  std::vector<float> a, w;
+  const float* w_data = nullptr;
+  int64_t w_stride = 0;
+};
+
+GemvScales gemv_scales(const GemmProblem& p) {
+  GemvScales s;
+  if (p.group <= 0) return s;
+  const int64_t groups = scale_groups(p);
+  s.a.resize(size_t(groups * kGemvMaxM));
+  expand_scales(p.sa, 0, groups, 0, p.m, s.a.data(), kGemvMaxM);
+  s.w_data = p.sb.data;
+  s.w_stride = p.sb.stride_g;
+  if (p.sb.g_div != 1) {
+    s.w.resize(size_t(groups * p.sb.stride_g));
+    for (int64_t g = 0; g < groups; ++g)
+      std::copy_n(p.sb.data + (g / p.sb.g_div) * p.sb.stride_g, p.sb.stride_g, s.w.data() + g * p.sb.stride_g);
+    s.w_data = s.w.data();
+  }
+  return s;
+}
+
+void run_chunks(const GemmProblem& p, const GemvScales& sc, cpu::GemvFn gemv, int64_t c0, int64_t c1) {
+  const int64_t k_pad = (p.k + 63) / 64 * 64;
+  const int64_t n0 = c0 * kChunk, n1 = std::min(p.n, c1 * kChunk);
+  // The kernel writes out[m * ldo + n] for absolute n; give it a buffer that starts at column n0.
+  float* buf = static_cast<float*>(thread_scratch(6, size_t(p.m) * (n1 - n0) * sizeof(float)));
+  cpu::GemvArgs g{};
+  g.a = p.a.data;
+  g.a_stride = p.m > 1 ? p.a.stride_r : 0;
+  g.m = int(p.m);
+  g.w = static_cast<const char*>(p.b.data) + n0 * p.b.stride_r * (p.b.type == cpu::GemmSrcType::kBF16 ? 2 : 1);
+  g.w_type = p.b.type;
+  g.ldw = p.b.stride_r;
+  g.k = p.k;
+  g.group = p.group > 0 ? p.group : int(k_pad);
+  g.a_scale = p.group > 0 ? sc.a.data() : nullptr;
+  g.a_scale_stride = kGemvMaxM;
+  // Weight rows passed start at n0; the kernel adds w_row0 before dividing by w_scale_rows.
+  g.w_scale = sc.w_data;
+  g.w_scale_stride = sc.w_stride;
+  g.w_scale_rows = p.sb.r_div;
+  g.w_row0 = n0;
+  g.out = buf;
+  g.ldo = n1 - n0;
+  g.n0 = 0;
+  g.n1 = n1 - n0;
+  g.scratch = thread_scratch(5, size_t(p.m) * k_pad * 2);
+  gemv(g);
+  finalize_tile(p, buf, n1 - n0, false, 0, p.m, n0, n1 - n0);
+}
+
+}  // namespace
 
 const char* gemv_refusal(const GemmProblem& p) {
   if (p.m > kGemvMaxM) return "M > 8";
@@ -19,52 +83,22 @@ const char* gemv_refusal(const GemmProblem& p) {
   return nullptr;
 }
 
-void run_gemv(const GemmProblem& p, cpu::GemvFn gemv) {
-  const int64_t k_pad = (p.k + 63) / 64 * 64;
-  auto out = aligned_array<float>(size_t(p.m) * p.n);
-
-  // Scales: the activations' expanded to [groups][m]; the weights' used in place when their K
-  // granularity is the common group, else re-indexed to one entry per common group.
-  const int64_t groups = scale_groups(p);
-  AlignedPtr<float> a_scale, w_scale;
-  const float* w_scale_data = p.sb.data;
-  int64_t w_scale_stride = p.sb.stride_g;
-  if (p.group > 0) {
-    a_scale = aligned_array<float>(size_t(groups) * kGemvMaxM);
-    expand_scales(p.sa, 0, groups, 0, p.m, a_scale.get(), kGemvMaxM);
-    if (p.sb.g_div != 1) {
-      w_scale = aligned_array<float>(size_t(groups) * p.sb.stride_g);
-      for (int64_t g = 0; g < groups; ++g)
-        std::copy_n(p.sb.data + (g / p.sb.g_div) * p.sb.stride_g, p.sb.stride_g, w_scale.get() + g * p.sb.stride_g);
-      w_scale_data = w_scale.get();
-    }
+void run_gemv_batch(const GemmProblem* problems, int64_t count, cpu::GemvFn gemv) {
+  std::vector<GemvScales> scales(static_cast<size_t>(count));
+  std::vector<int64_t> first_chunk(static_cast<size_t>(count) + 1, 0);
+  for (int64_t i = 0; i < count; ++i) {
+    scales[i] = gemv_scales(problems[i]);
+    first_chunk[i + 1] = first_chunk[i] + (problems[i].n + kChunk - 1) / kChunk;
   }
-
-  // Chunks of 16 columns keep every thread's share of D on its own cache lines.
-  const int64_t chunks = (p.n + 15) / 16;
-  parallel_for(chunks, [&](int64_t c0, int64_t c1) {
-    cpu::GemvArgs g{};
-    g.a = p.a.data;
-    g.a_stride = p.m > 1 ? p.a.stride_r : 0;
-    g.m = int(p.m);
-    g.w = p.b.data;
-    g.w_type = p.b.type;
-    g.ldw = p.b.stride_r;
-    g.k = p.k;
-    g.group = p.group > 0 ? p.group : int(k_pad);
-    g.a_scale = p.group > 0 ? a_scale.get() : nullptr;
-    g.a_scale_stride = kGemvMaxM;
-    g.w_scale = w_scale_data;
-    g.w_scale_stride = w_scale_stride;
-    g.w_scale_rows = p.sb.r_div;
-    g.out = out.get();
-    g.ldo = p.n;
-    g.n0 = c0 * 16;
-    g.n1 = std::min(p.n, c1 * 16);
-    g.scratch = thread_scratch(5, size_t(p.m) * k_pad * 2);
-    gemv(g);
-    finalize_tile(p, out.get() + g.n0, p.n, false, 0, p.m, g.n0, g.n1 - g.n0);
+  const int64_t chunks = first_chunk[size_t(count)];
+  parallel_for(chunks, [&](int64_t b, int64_t e) {
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t c0 = std::max(b, first_chunk[i]), c1 = std::min(e, first_chunk[i + 1]);
+      if (c0 < c1) run_chunks(problems[i], scales[i], gemv, c0 - first_chunk[i], c1 - first_chunk[i]);
+    }
   });
 }
+
+void run_gemv(const GemmProblem& p, cpu::GemvFn gemv) { run_gemv_batch(&p, 1, gemv); }
 
 }  // namespace tessera::gemm

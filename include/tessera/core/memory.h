@@ -28,6 +28,6 @@ void prefault(void* p, size_t bytes);
 // get() returns at least `bytes`, 64-byte aligned; the pointer is valid until the next get() on the
 // same slot of the same thread.
 void* thread_scratch(int slot, size_t bytes);
-constexpr int kScratchSlots = 6;
+constexpr int kScratchSlots = 8;
 
 }  // namespace tessera

@@ -112,7 +112,7 @@ const GemmKernelSet* gemm_kernels_avx2();
 // out[m * ldo + n] (fp32) = sum_g (sum_{k in g} a[m][k] * w[n][k]) * a_scale[g*ass + m] * w_scale(g, n)
 // for n in [n0, n1). a (m rows, K-contiguous, row stride a_stride) and w (K-contiguous rows, row stride
 // ldw) have the same type, bf16 or e4m3; neither is read beyond K. group is a multiple of 64 (or >= K
-// when unscaled, a_scale == nullptr). w_scale(g, n) = w_scale[g * wss + n / w_scale_rows].
+// when unscaled, a_scale == nullptr). w_scale(g, n) = w_scale[g * wss + (w_row0 + n) / w_scale_rows].
 // scratch: at least m * round_up(K, 64) * 2 bytes, 64-byte aligned, private to the calling thread.
 struct GemvArgs {
   const void* a;
@@ -128,6 +128,7 @@ struct GemvArgs {
   const float* w_scale;
   int64_t w_scale_stride;
   int w_scale_rows;
+  int64_t w_row0;       // absolute row of w's first row (for the weight-scale index)
   float* out;
   int64_t ldo;
   int64_t n0, n1;

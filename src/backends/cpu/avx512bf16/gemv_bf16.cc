@@ -95,7 +95,7 @@ void gemv_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, in
   // Weight-scale columns, hoisted: an integer division per group and row costs more than the group.
   int64_t w_scale_col[NB];
 #pragma GCC unroll 4
-  for (int j = 0; j < NB; ++j) w_scale_col[j] = kScaled ? (n + j) / p.w_scale_rows : 0;
+  for (int j = 0; j < NB; ++j) w_scale_col[j] = kScaled ? (p.w_row0 + n + j) / p.w_scale_rows : 0;
   __m512 tot[M][NB];
 #pragma GCC unroll 8
   for (int m = 0; m < M; ++m)
