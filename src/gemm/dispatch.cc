@@ -2,6 +2,7 @@
 // each refuses with a reason (printed with TESSERA_VERBOSE_DISPATCH=1). The reference never refuses.
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "gemm/gemm_problem.h"
 #include "gemm/gemv.h"
@@ -35,17 +36,14 @@ const char* packed_refusal(const GemmProblem& p, const cpu::GemmKernelSet* (*get
   return nullptr;
 }
 
-}  // namespace
 
-void run_gemm(const GemmProblem& p) {
-  if (p.m == 0 || p.n == 0) return;
-
-  if (int(active_isa()) >= int(Isa::kAvx512Bf16)) {
-    const char* why = gemv_refusal(p);
-    note(p, "gemv_avx512bf16", why);
-    if (!why) return run_gemv(p, cpu::gemv_kernel_avx512bf16());
-  }
-  struct Candidate { const char* name; const cpu::GemmKernelSet* (*get)(); Isa need; };
+// The packed kernel set for p, or nullptr (reference).
+const cpu::GemmKernelSet* choose_packed(const GemmProblem& p) {
+  struct Candidate {
+    const char* name;
+    const cpu::GemmKernelSet* (*get)();
+    Isa need;
+  };
   static constexpr Candidate kCandidates[] = {
       {"packed_avx512bf16", cpu::gemm_kernels_avx512bf16, Isa::kAvx512Bf16},
       {"packed_avx512", cpu::gemm_kernels_avx512, Isa::kAvx512},
@@ -55,10 +53,48 @@ void run_gemm(const GemmProblem& p) {
     const cpu::GemmKernelSet* ks = nullptr;
     const char* why = packed_refusal(p, c.get, c.need, &ks);
     note(p, c.name, why);
-    if (!why) return run_packed(p, *ks);
+    if (!why) return ks;
   }
   note(p, "reference", nullptr);
-  run_gemm_reference(p);
+  return nullptr;
+}
+
+bool gemv_applies(const GemmProblem& p) {
+  if (int(active_isa()) < int(Isa::kAvx512Bf16)) return false;
+  const char* why = gemv_refusal(p);
+  note(p, "gemv_avx512bf16", why);
+  return why == nullptr;
+}
+
+}  // namespace
+
+void run_gemm(const GemmProblem& p) { run_gemm_batch(&p, 1); }
+
+void run_gemm_batch(const GemmProblem* problems, int64_t count) {
+  // Decode-shaped problems go to the streaming GEMV, the rest to the packed driver, each as one batch
+  // per kernel set (problems of one call share dtypes, so this is almost always one batch each).
+  std::vector<GemmProblem> gemv, packed, reference;
+  const cpu::GemmKernelSet* packed_set = nullptr;
+  for (int64_t i = 0; i < count; ++i) {
+    const GemmProblem& p = problems[i];
+    if (p.m == 0 || p.n == 0) continue;
+    if (gemv_applies(p)) {
+      gemv.push_back(p);
+      continue;
+    }
+    const cpu::GemmKernelSet* ks = choose_packed(p);
+    if (!ks) {
+      reference.push_back(p);
+    } else if (!packed_set || ks == packed_set) {
+      packed_set = ks;
+      packed.push_back(p);
+    } else {
+      run_packed(p, *ks);
+    }
+  }
+  if (!gemv.empty()) run_gemv_batch(gemv.data(), int64_t(gemv.size()), cpu::gemv_kernel_avx512bf16());
+  if (!packed.empty()) run_packed_batch(packed.data(), int64_t(packed.size()), *packed_set);
+  for (const GemmProblem& p : reference) run_gemm_reference(p);
 }
 
 }  // namespace tessera::gemm

@@ -49,6 +49,8 @@ int64_t scale_groups(const GemmProblem& p);
 // Runs the problem with the best implementation for this machine (TESSERA_ISA / TESSERA_FORCE_REFERENCE
 // cap the choice; TESSERA_VERBOSE_DISPATCH=1 prints why faster ones were refused).
 void run_gemm(const GemmProblem& p);
+// Runs independent problems (e.g. the groups of an MoE GEMM) with as few parallel regions as possible.
+void run_gemm_batch(const GemmProblem* problems, int64_t count);
 
 // The scalar reference implementation: fp32 arithmetic in k order, parallel over rows. The golden model
 // the fast paths are tested against.

@@ -145,4 +145,51 @@ ScaleTable make_scale_table(const char* fn, const ScaleInput& in, int group, Ali
   return t;
 }
 
+// Resolves (gran_mn, gran_k) for both operands from the recipe arguments and the operand/SF types.
+void resolve_recipe(const char* fn, const Recipe& r, bool a_fp4, bool b_fp4, DType sfb_type, ScaleInput* sa,
+                    ScaleInput* sb) {
+  TESSERA_CHECK(!(r.recipe && (r.recipe_a || r.recipe_b)), fn,
+                ": pass either 'recipe' or 'recipe_a'/'recipe_b', not both");
+  if (r.recipe) {
+    const auto& g = *r.recipe;
+    sa->gran_mn = g[0];
+    sb->gran_mn = g[1];
+    sa->gran_k = sb->gran_k = g[2];
+  } else {
+    sa->gran_mn = 1;
+    sa->gran_k = a_fp4 ? 32 : 128;
+    sb->gran_mn = b_fp4 ? 1 : (sfb_type == DType::kI32 ? 1 : 128);
+    sb->gran_k = b_fp4 ? 32 : 128;
+    if (r.recipe_a) { sa->gran_mn = (*r.recipe_a)[0]; sa->gran_k = (*r.recipe_a)[1]; }
+    if (r.recipe_b) { sb->gran_mn = (*r.recipe_b)[0]; sb->gran_k = (*r.recipe_b)[1]; }
+  }
+  for (const ScaleInput* s : {static_cast<const ScaleInput*>(sa), static_cast<const ScaleInput*>(sb)}) {
+    TESSERA_CHECK(s->gran_mn >= 1, fn, ": recipe gran_mn for '", s->arg, "' must be >= 1, got ", s->gran_mn);
+    TESSERA_CHECK(s->gran_k >= 32 && s->gran_k % 32 == 0, fn, ": recipe gran_k for '", s->arg,
+                  "' must be a positive multiple of 32 (DeepGEMM uses 32 or 128), got ", s->gran_k);
+  }
+  const int lo = std::min(sa->gran_k, sb->gran_k), hi = std::max(sa->gran_k, sb->gran_k);
+  TESSERA_CHECK(hi % lo == 0, fn, ": the K granularities of a (", sa->gran_k, ") and b (", sb->gran_k,
+                ") must divide one another");
+}
+
+TensorView slice0(const TensorView& t, int64_t i) {
+  TensorView r;
+  r.data = static_cast<char*>(t.data) + i * t.strides[0] * dtype_storage_bytes(t.dtype);
+  r.dtype = t.dtype;
+  r.ndim = t.ndim - 1;
+  for (int d = 1; d < t.ndim; ++d) {
+    r.shape[d - 1] = t.shape[d];
+    r.strides[d - 1] = t.strides[d];
+  }
+  return r;
+}
+
+TensorView slice_rows(const TensorView& t, int64_t r0, int64_t rows) {
+  TensorView r = t;
+  r.data = static_cast<char*>(t.data) + r0 * t.strides[0] * dtype_storage_bytes(t.dtype);
+  r.shape[0] = rows;
+  return r;
+}
+
 }  // namespace tessera::gemm

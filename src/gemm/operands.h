@@ -48,4 +48,13 @@ struct ScaleInput {
 };
 ScaleTable make_scale_table(const char* fn, const ScaleInput& in, int group, AlignedPtr<float>* storage);
 
+// Resolves (gran_mn, gran_k) of both operands from the recipe arguments (gemm.h's Recipe) and the
+// operand/SF types, and checks them.
+void resolve_recipe(const char* fn, const Recipe& r, bool a_fp4, bool b_fp4, DType sfb_type, ScaleInput* sa,
+                    ScaleInput* sb);
+
+// View of t[i] (drops the first dimension) and of rows [r0, r0 + rows) of the first dimension.
+TensorView slice0(const TensorView& t, int64_t i);
+TensorView slice_rows(const TensorView& t, int64_t r0, int64_t rows);
+
 }  // namespace tessera::gemm
