@@ -20,13 +20,13 @@ int env_int(const char* name, int fallback) {
 // padding waste, packing and conversions compare on one scale. Measured per element, cache-resident
 // (bench: /tmp pack microbenchmarks, avx512bf16 set): b-side pair-transpose from a K-contiguous source
 // 0.34 cycle (~22 units), row interleave from an MN-contiguous source 0.24 (~16); a-side fp8 -> bf16
-// conversion ~0.1 (~7); bf16 K-contiguous a-side is read in place (0); MN-contiguous a-side (transpose)
-// ~3 cycles (~200).
+// conversion ~0.1 (~7); bf16 K-contiguous a-side is read in place (0); MN-contiguous a-side (zip and
+// transpose) ~0.4 (~26).
 double b_pack_units(const cpu::GemmSrc& s) {
   return s.stride_k == 1 ? 22.0 : 16.0;
 }
 double a_prep_units(const cpu::GemmSrc& s) {
-  if (s.stride_k != 1) return 200.0;
+  if (s.stride_k != 1) return 26.0;
   return s.type == cpu::GemmSrcType::kBF16 ? 0.0 : 7.0;
 }
 
