@@ -1,0 +1,278 @@
+// The rest of DeepGEMM's GEMM API (specs/deep_gemm.md 1.2, 1.6, 1.7): fp8_gemm_nt_skip_head_mid, einsum,
+// fp8_einsum and tf32_hc_prenorm_gemm, each reduced to GemmProblems.
+#include <cstring>
+#include <vector>
+
+#include "gemm/operands.h"
+#include "tessera/core/memory.h"
+#include "tessera/core/thread_pool.h"
+#include "tessera/gemm_grouped.h"
+
+namespace tessera::gemm {
+namespace {
+
+// A problem over 2-D canonical operands (rows, K) described by raw strides.
+GemmProblem make_problem(const char* fn, int64_t m, int64_t n, int64_t k, cpu::GemmSrc a, cpu::GemmSrc b, void* d,
+                         DType d_type, int64_t ldd) {
+  GemmProblem p;
+  p.fn = fn;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = a;
+  p.b = b;
+  p.d = d;
+  p.d_type = d_type;
+  p.ldd = ldd;
+  return p;
+}
+
+cpu::GemmSrc src(const TensorView& t, int64_t offset_elems, int64_t stride_r, int64_t stride_k) {
+  cpu::GemmSrc s;
+  s.data = static_cast<const char*>(t.data) + offset_elems * dtype_storage_bytes(t.dtype);
+  s.type = t.dtype == DType::kBF16 ? cpu::GemmSrcType::kBF16
+           : t.dtype == DType::kF32 ? cpu::GemmSrcType::kF32
+                                    : cpu::GemmSrcType::kE4M3;
+  s.stride_r = stride_r;
+  s.stride_k = stride_k;
+  return s;
+}
+
+void check_3d(const char* fn, const char* arg, const TensorView& t, std::initializer_list<DType> types) {
+  check_ndim(fn, arg, t, {3});
+  check_dtype(fn, arg, t, types);
+  check_defined(fn, arg, t);
+}
+
+// 'bhr,hdr->bhd' (a [B,H,R], b [H,D,R] -> d [B,H,D]) and 'bhd,hdr->bhr' (a [B,H,D], b [H,D,R] -> d [B,H,R]):
+// one problem per head h, m = B.
+std::vector<GemmProblem> head_problems(const char* fn, bool bhd_out, const TensorView& a, const TensorView& b,
+                                       const TensorView& d) {
+  const int64_t B = a.shape[0], H = a.shape[1];
+  TESSERA_CHECK(b.shape[0] == H, fn, ": argument 'b' dimension 0 must be H = ", H, ", got shape ", b.shape_str());
+  const int64_t dd = b.shape[1], r = b.shape[2];
+  const int64_t k = bhd_out ? r : dd, n = bhd_out ? dd : r;
+  TESSERA_CHECK(a.shape[2] == k, fn, ": argument 'a' dimension 2 must be ", bhd_out ? "R = " : "D = ", k, ", got shape ",
+                a.shape_str());
+  TESSERA_CHECK(d.shape[0] == B && d.shape[1] == H && d.shape[2] == n, fn, ": argument 'd' must have shape [", B, ", ",
+                H, ", ", n, "], got ", d.shape_str());
+  for (const auto& [arg, t] : {std::pair<const char*, const TensorView*>{"a", &a}, {"b", &b}, {"d", &d}})
+    TESSERA_CHECK(t->shape[2] <= 1 || t->strides[2] == 1, fn, ": argument '", arg, "' must have stride(2) == 1, got strides ",
+                  t->strides_str());
+  check_no_overlap(fn, "d", d, "a", a);
+  check_no_overlap(fn, "d", d, "b", b);
+  std::vector<GemmProblem> out;
+  for (int64_t h = 0; h < H; ++h) {
+    const cpu::GemmSrc as = src(a, h * a.strides[1], a.strides[0], 1);
+    const cpu::GemmSrc bs = bhd_out ? src(b, h * b.strides[0], b.strides[1], 1)   // b[h] as [D, R]
+                                    : src(b, h * b.strides[0], 1, b.strides[1]);  // b[h]^T as [R, D]
+    out.push_back(make_problem(fn, B, n, k, as, bs, static_cast<char*>(d.data) + h * d.strides[1] * dtype_storage_bytes(d.dtype),
+                               d.dtype, d.strides[0]));
+  }
+  return out;
+}
+
+}  // namespace
+
+void fp8_gemm_nt_skip_head_mid(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
+                               std::array<int64_t, 3> head_splits, const Recipe& recipe) {
+  const char* fn = "fp8_gemm_nt_skip_head_mid";
+  const auto [L, Mid, R] = head_splits;
+  TESSERA_CHECK(L >= 0 && Mid >= 0 && R >= 0 && L + R > 0, fn, ": argument 'head_splits' (L, M, R) must be >= 0 with L + R > 0, got (",
+                L, ", ", Mid, ", ", R, ")");
+  check_ndim(fn, "b", b.data, {2});
+  const int64_t n = b.data.shape[0], heads = n / (L + R);
+  TESSERA_CHECK(n % (L + R) == 0, fn, ": N = ", n, " (rows of 'b') must be a multiple of L + R = ", L + R);
+  check_ndim(fn, "d", d, {2});
+  check_dtype(fn, "d", d, {DType::kBF16, DType::kF32});
+  const int64_t width = n + heads * Mid;
+  TESSERA_CHECK(d.shape[1] == width, fn, ": argument 'd' must have N + (N / (L + R)) * M = ", width, " columns, got shape ",
+                d.shape_str());
+  check_row_major(fn, "d", d);
+  check_ndim(fn, "a", a.data, {2});
+  TESSERA_CHECK(d.shape[0] == a.data.shape[0], fn, ": argument 'd' must have M = ", a.data.shape[0],
+                " rows (the rows of 'a'), got shape ", d.shape_str());
+  // The dense product goes to a temporary [M, N] (same dtype, so the one rounding is the GEMM's), then
+  // each head's L and R columns are copied around the gap.
+  const int64_t m = d.shape[0], es = dtype_storage_bytes(d.dtype);
+  auto tmp = aligned_array<char>(size_t(std::max<int64_t>(m * n * es, 1)));
+  const TensorView t(tmp.get(), d.dtype, {m, n});
+  fp8_fp4_gemm_nt(a, b, t, nullptr, recipe);
+  check_no_overlap(fn, "d", d, "a", a.data);
+  check_no_overlap(fn, "d", d, "b", b.data);
+  for (int64_t r = 0; r < m; ++r) {
+    const char* srow = tmp.get() + r * n * es;
+    char* drow = static_cast<char*>(d.data) + r * d.strides[0] * es;
+    for (int64_t h = 0; h < heads; ++h) {
+      std::memcpy(drow + h * (L + Mid + R) * es, srow + h * (L + R) * es, L * es);
+      std::memcpy(drow + (h * (L + Mid + R) + L + Mid) * es, srow + (h * (L + R) + L) * es, R * es);
+    }
+  }
+}
+
+void einsum(const std::string& expr, const TensorView& a, const TensorView& b, const TensorView& d,
+            const TensorView* c) {
+  const char* fn = "einsum";
+  const bool has_c = c && c->data;
+  if (expr == "bmk,bnk->mn") {
+    check_3d(fn, "a", a, {DType::kBF16});
+    check_3d(fn, "b", b, {DType::kBF16});
+    const int64_t batches = a.shape[0], m = a.shape[1], k = a.shape[2], n = b.shape[1];
+    TESSERA_CHECK(b.shape[0] == batches && b.shape[2] == k, fn, ": argument 'b' must have shape [", batches, ", N, ", k,
+                  "], got ", b.shape_str());
+    check_ndim(fn, "d", d, {2});
+    check_dtype(fn, "d", d, {DType::kBF16, DType::kF32});
+    TESSERA_CHECK(d.shape[0] == m && d.shape[1] == n, fn, ": argument 'd' must have shape [", m, ", ", n, "], got ",
+                  d.shape_str());
+    check_row_major(fn, "d", d);
+    if (d.dtype == DType::kF32) {
+      TESSERA_CHECK(has_c && c->data == d.data, fn, ": with float32 'd', 'bmk,bnk->mn' accumulates into d: pass c=d");
+    } else {
+      TESSERA_CHECK(!has_c, fn, ": with bfloat16 'd', 'bmk,bnk->mn' takes no 'c'");
+    }
+    check_no_overlap(fn, "d", d, "a", a);
+    check_no_overlap(fn, "d", d, "b", b);
+    // Sum over the batch in fp32 (in d itself for fp32 d, else in a temporary), batch by batch in order.
+    AlignedPtr<float> acc;
+    float* sum = d.dtype == DType::kF32 ? d.ptr<float>() : nullptr;
+    int64_t ld = d.strides[0];
+    if (!sum) {
+      acc = aligned_array<float>(size_t(std::max<int64_t>(m * n, 1)));
+      std::memset(acc.get(), 0, size_t(m * n) * 4);
+      sum = acc.get();
+      ld = n;
+    }
+    for (int64_t s = 0; s < batches; ++s) {
+      GemmProblem p = make_problem(fn, m, n, k, src(a, s * a.strides[0], a.strides[1], a.strides[2]),
+                                   src(b, s * b.strides[0], b.strides[1], b.strides[2]), sum, DType::kF32, ld);
+      p.c = sum;
+      p.c_type = DType::kF32;
+      p.ldc = ld;
+      if (k > 0) run_gemm(p);
+    }
+    if (d.dtype == DType::kBF16)
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j) d.ptr<uint16_t>()[r * d.strides[0] + j] = f32_to_bf16(sum[r * n + j]);
+    return;
+  }
+  const bool bhd = expr == "bhr,hdr->bhd";
+  if (!bhd && expr != "bhd,hdr->bhr")
+    TESSERA_NOT_IMPLEMENTED(fn, ": expression '", expr, "' (supported: 'bmk,bnk->mn', 'bhr,hdr->bhd', 'bhd,hdr->bhr')");
+  check_3d(fn, "a", a, {DType::kBF16});
+  check_3d(fn, "b", b, {DType::kBF16});
+  check_3d(fn, "d", d, {DType::kBF16, DType::kF32});
+  TESSERA_CHECK(!has_c, fn, ": '", expr, "' takes no 'c'");
+  std::vector<GemmProblem> problems = head_problems(fn, bhd, a, b, d);
+  if (problems.empty()) return;
+  if (problems[0].k == 0) {
+    for (GemmProblem& p : problems) handle_empty_k(p);
+    return;
+  }
+  run_gemm_batch(problems.data(), int64_t(problems.size()));
+}
+
+void fp8_einsum(const std::string& expr, const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
+                const TensorView* c, const Recipe& recipe) {
+  const char* fn = "fp8_einsum";
+  if (expr != "bhr,hdr->bhd")
+    TESSERA_NOT_IMPLEMENTED(fn, ": expression '", expr, "' (only 'bhr,hdr->bhd' is provided on the CPU)");
+  TESSERA_CHECK(!(c && c->data), fn, ": 'bhr,hdr->bhd' takes no 'c'");
+  check_3d(fn, "a", a.data, {DType::kF8E4M3});
+  check_3d(fn, "b", b.data, {DType::kF8E4M3});
+  check_3d(fn, "d", d, {DType::kBF16, DType::kF32});
+  check_3d(fn, "a.scale", a.scale, {DType::kF32});
+  check_3d(fn, "b.scale", b.scale, {DType::kF32});
+  std::vector<GemmProblem> problems = head_problems(fn, true, a.data, b.data, d);
+  const int64_t B = a.data.shape[0], H = a.data.shape[1], D = b.data.shape[1], R = b.data.shape[2];
+  check_no_overlap(fn, "d", d, "a.scale", a.scale);
+  check_no_overlap(fn, "d", d, "b.scale", b.scale);
+  std::vector<AlignedPtr<float>> stores(size_t(2 * H));
+  for (int64_t h = 0; h < H; ++h) {
+    GemmProblem& p = problems[size_t(h)];
+    ScaleInput sa{"a.scale", TensorView(static_cast<char*>(a.scale.data) + h * a.scale.strides[1] * 4, DType::kF32,
+                                        {B, a.scale.shape[2]}, {a.scale.strides[0], a.scale.strides[2]}),
+                  B, R};
+    ScaleInput sb{"b.scale", slice0(b.scale, h), D, R};
+    resolve_recipe(fn, recipe, false, false, DType::kF32, &sa, &sb);
+    p.group = std::min(sa.gran_k, sb.gran_k);
+    p.sa = make_scale_table(fn, sa, p.group, &stores[size_t(2 * h)]);
+    p.sb = make_scale_table(fn, sb, p.group, &stores[size_t(2 * h + 1)]);
+  }
+  if (problems.empty()) return;
+  if (R == 0) {
+    for (GemmProblem& p : problems) handle_empty_k(p);
+    return;
+  }
+  run_gemm_batch(problems.data(), int64_t(problems.size()));
+}
+
+void tf32_hc_prenorm_gemm(const TensorView& a, const TensorView& b, const TensorView& d, const TensorView& sqr_sum,
+                          int num_splits) {
+  const char* fn = "tf32_hc_prenorm_gemm";
+  const OperandInfo ai = check_operand(fn, "a", a, true, {DType::kBF16});
+  const OperandInfo bi = check_operand(fn, "b", b, true, {DType::kF32});
+  const int64_t m = ai.rows, n = bi.rows, k = ai.k;
+  TESSERA_CHECK(bi.k == k, fn, ": 'a' and 'b' must share K, got ", a.shape_str(), " and ", b.shape_str());
+  TESSERA_CHECK(k % 64 == 0, fn, ": K = ", k, " must be a multiple of 64");
+  TESSERA_CHECK(n % 8 == 0 && n <= 128, fn, ": N = ", n, " must be a multiple of 8 and <= 128");
+  TESSERA_CHECK(num_splits >= 0, fn, ": argument 'num_splits' must be >= 0 (0 = no split), got ", num_splits);
+  const int64_t splits = num_splits == 0 ? 1 : num_splits, blocks = k / 64;
+  check_dtype(fn, "d", d, {DType::kF32});
+  check_dtype(fn, "sqr_sum", sqr_sum, {DType::kF32});
+  check_defined(fn, "sqr_sum", sqr_sum);
+  if (num_splits == 0) {
+    check_ndim(fn, "d", d, {2});
+    check_ndim(fn, "sqr_sum", sqr_sum, {1});
+    check_dim(fn, "sqr_sum", sqr_sum, 0, m, "M");
+  } else {
+    check_ndim(fn, "d", d, {3});
+    check_dim(fn, "d", d, 0, splits, "num_splits");
+    check_ndim(fn, "sqr_sum", sqr_sum, {2});
+    TESSERA_CHECK(sqr_sum.shape[0] == splits && sqr_sum.shape[1] == m, fn, ": argument 'sqr_sum' must have shape [",
+                  splits, ", ", m, "], got ", sqr_sum.shape_str());
+  }
+  const TensorView d0 = num_splits == 0 ? d : slice0(d, 0);
+  TESSERA_CHECK(d0.shape[0] == m && d0.shape[1] == n, fn, ": argument 'd' must have [M, N] = [", m, ", ", n,
+                "] per split, got ", d.shape_str());
+  for (const auto& [arg, t] : {std::pair<const char*, const TensorView*>{"d", &d}, {"sqr_sum", &sqr_sum}}) {
+    check_no_overlap(fn, arg, *t, "a", a);
+    check_no_overlap(fn, arg, *t, "b", b);
+  }
+  check_no_overlap(fn, "d", d, "sqr_sum", sqr_sum);
+  std::vector<GemmProblem> problems;
+  std::vector<int64_t> k_begin;
+  const int64_t q = blocks / splits, rem = blocks % splits;
+  for (int64_t s = 0; s < splits; ++s) {
+    const int64_t kb = (s * q + std::min(s, rem)) * 64, kn = (q + (s < rem ? 1 : 0)) * 64;
+    GemmProblem p;
+    p.fn = fn;
+    p.m = m;
+    p.n = n;
+    p.k = kn;
+    p.a = ai.src;
+    p.b = bi.src;
+    p.a.data = static_cast<const char*>(ai.src.data) + kb * ai.src.stride_k * 2;
+    p.b.data = static_cast<const char*>(bi.src.data) + kb * bi.src.stride_k * 4;
+    check_output(fn, num_splits == 0 ? d : slice0(d, s), nullptr, m, n, {}, &p);
+    k_begin.push_back(kb);
+    problems.push_back(p);
+  }
+  // sqr_sum: fp32 sums in k order, rows split over threads.
+  parallel_for(m, [&](int64_t r0, int64_t r1) {
+    for (int64_t s = 0; s < splits; ++s)
+      for (int64_t r = r0; r < r1; ++r) {
+        float acc = 0.0f;
+        for (int64_t kk = k_begin[s]; kk < k_begin[s] + problems[s].k; ++kk) {
+          const float v = bf16_to_f32(a.ptr<const uint16_t>()[r * ai.src.stride_r + kk * ai.src.stride_k]);
+          acc += v * v;
+        }
+        float* out = sqr_sum.ptr<float>() + (num_splits == 0 ? r * sqr_sum.strides[0] : s * sqr_sum.strides[0] + r * sqr_sum.strides[1]);
+        *out = acc;
+      }
+  });
+  std::vector<GemmProblem> nonempty;
+  for (const GemmProblem& p : problems) (p.k == 0 ? (void)handle_empty_k(p) : nonempty.push_back(p));
+  run_gemm_batch(nonempty.data(), int64_t(nonempty.size()));
+}
+
+}  // namespace tessera::gemm
