@@ -74,6 +74,48 @@ static inline void e4m3x64_to_bf16_lanes(const E4m3Tables& t, __m512i x, __m512i
   *out1 = _mm512_unpackhi_epi8(lo, hi);
 }
 
+// ---- float4 e2m1 (two values per byte, the even one in the low nibble) ----
+struct E2m1Tables {
+  __m512i values;      // word table: nibble code -> bf16 bits (indices 0..15 used)
+  __m512i spread_lo;   // byte indices: word w of the result takes byte w/2 (low output half)
+  __m512i spread_hi;   // ... byte 16 + w/2 (high output half)
+  __m512i odd_shift;   // per-word shift: 0 for even words (low nibble), 4 for odd words (high nibble)
+};
+
+static inline E2m1Tables make_e2m1_tables() {
+  static const float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  alignas(64) uint16_t vals[32] = {};
+  alignas(64) uint8_t lo[64], hi[64];
+  alignas(64) uint16_t sh[32];
+  for (int c = 0; c < 16; ++c) {
+    uint32_t bits;
+    __builtin_memcpy(&bits, &kMag[c & 7], 4);
+    vals[c] = uint16_t((bits >> 16) | ((c & 8) ? 0x8000u : 0u));
+  }
+  for (int w = 0; w < 32; ++w) {
+    lo[2 * w] = uint8_t(w / 2);
+    hi[2 * w] = uint8_t(16 + w / 2);
+    lo[2 * w + 1] = hi[2 * w + 1] = 0;  // zeroed by the mask
+    sh[w] = uint16_t((w & 1) ? 4 : 0);
+  }
+  E2m1Tables t;
+  t.values = _mm512_load_si512(vals);
+  t.spread_lo = _mm512_load_si512(lo);
+  t.spread_hi = _mm512_load_si512(hi);
+  t.odd_shift = _mm512_load_si512(sh);
+  return t;
+}
+
+// 32 packed bytes (64 e2m1 values; the low 32 bytes of x) -> 64 bf16 in natural order.
+static inline void e2m1x64_to_bf16(const E2m1Tables& t, __m512i x, __m512i* out0, __m512i* out1) {
+  const __mmask64 even_bytes = 0x5555555555555555ull;
+  const __m512i nib = _mm512_set1_epi16(0x0F);
+  const __m512i w0 = _mm512_maskz_permutexvar_epi8(even_bytes, t.spread_lo, x);
+  const __m512i w1 = _mm512_maskz_permutexvar_epi8(even_bytes, t.spread_hi, x);
+  *out0 = _mm512_permutexvar_epi16(_mm512_and_si512(_mm512_srlv_epi16(w0, t.odd_shift), nib), t.values);
+  *out1 = _mm512_permutexvar_epi16(_mm512_and_si512(_mm512_srlv_epi16(w1, t.odd_shift), nib), t.values);
+}
+
 // Natural K offset (within its 64-block) of lane-order position i, and the inverse.
 static inline int lane_order_to_natural(int i) { return 16 * ((i % 32) / 8) + 8 * (i / 32) + i % 8; }
 static inline int natural_to_lane_order(int n) { return 32 * ((n % 16) / 8) + 8 * (n / 16) + n % 8; }

@@ -18,9 +18,15 @@ const E4m3Tables& tables() {
   return t;
 }
 
-bool is_fp8(const GemmSrc& s) {
-  return s.type == GemmSrcType::kE4M3;
+const avx512bf16::E2m1Tables& fp4_tables() {
+  static const avx512bf16::E2m1Tables t = avx512bf16::make_e2m1_tables();
+  return t;
 }
+
+bool is_fp8(const GemmSrc& s) { return s.type == GemmSrcType::kE4M3; }
+bool is_fp4(const GemmSrc& s) { return s.type == GemmSrcType::kE2M1; }
+// Byte offset of K value k in a K-contiguous row (fp4 packs two values per byte; k is even there).
+int64_t k_bytes(const GemmSrc& s, int64_t k) { return s.type == GemmSrcType::kBF16 ? 2 * k : is_fp4(s) ? k / 2 : k; }
 bool permuted(const GemmSrc& s) {
   return is_fp8(s) && s.lane_order;
 }
@@ -31,6 +37,12 @@ int64_t natural_k(const GemmSrc& s, int64_t k) {
 }
 
 uint16_t scalar_to_bf16(const GemmSrc& s, int64_t r, int64_t k) {
+  if (is_fp4(s)) {
+    const uint8_t byte = static_cast<const uint8_t*>(s.data)[r * s.stride_r + (k / 2) * s.stride_k];
+    const int code = (k & 1) ? byte >> 4 : byte & 0xF;
+    static const uint16_t kBits[8] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0};
+    return uint16_t(kBits[code & 7] | ((code & 8) ? 0x8000 : 0));
+  }
   const int64_t off = r * s.stride_r + k * s.stride_k;
   if (s.type == GemmSrcType::kBF16) return static_cast<const uint16_t*>(s.data)[off];
   const uint8_t b = static_cast<const uint8_t*>(s.data)[off];
@@ -59,6 +71,17 @@ inline void load_k64(const GemmSrc& s, const char* p, int64_t valid, __m512i* v0
   if (s.type == GemmSrcType::kBF16) {
     *v0 = _mm512_maskz_loadu_epi16(word_mask(valid), p);
     *v1 = _mm512_maskz_loadu_epi16(word_mask(valid - 32), p + 64);
+    return;
+  }
+  if (is_fp4(s)) {
+    const int64_t valid_bytes = valid <= 0 ? 0 : (valid + 1) / 2;
+    const __m512i bytes = _mm512_zextsi256_si512(_mm256_maskz_loadu_epi8(__mmask32(byte_mask(valid_bytes)), p));
+    avx512bf16::e2m1x64_to_bf16(fp4_tables(), bytes, v0, v1);
+    if (valid < 64 && (valid & 1)) {  // an odd K: the last byte's high nibble is beyond K
+      const __mmask32 m0 = word_mask(valid), m1 = word_mask(valid - 32);
+      *v0 = _mm512_maskz_mov_epi16(m0, *v0);
+      *v1 = _mm512_maskz_mov_epi16(m1, *v1);
+    }
     return;
   }
   const __m512i bytes = valid >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(byte_mask(valid), p);
@@ -98,7 +121,7 @@ inline void transpose16x16(__m512i r[16]) {
 // b-panels from a K-contiguous source: 16 rows x 64 K at a time, transposed into 32 pair-rows.
 void pack_b_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
                     int nr, uint16_t* dst) {
-  const int es = is_fp8(s) ? 1 : 2;
+  const int es = is_fp8(s) || is_fp4(s) ? 1 : 2;  // bytes per row-stride unit
   const int panels = (rows + nr - 1) / nr;
   for (int p = 0; p < panels; ++p) {
     uint16_t* panel = dst + int64_t(p) * kc * nr;
@@ -109,7 +132,7 @@ void pack_b_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int
         for (int i = 0; i < 16; ++i) {
           const int64_t row = rbase + i;
           if (row < r0 + rows && row < r_total) {
-            const char* src = static_cast<const char*>(s.data) + (row * s.stride_r + k0 + kk) * es;
+            const char* src = static_cast<const char*>(s.data) + row * s.stride_r * es + k_bytes(s, k0 + kk);
             load_k64(s, src, k_total - (k0 + kk), &lo[i], &hi[i]);
           } else {
             lo[i] = hi[i] = _mm512_setzero_si512();
@@ -190,13 +213,13 @@ void pack_b(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0,
 
 // Copies/converts rows x kc K-values into buf (row stride kc), zero beyond k_total: 64 values per step.
 void copy_a_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, uint16_t* buf) {
-  const int es = is_fp8(s) ? 1 : 2;
+  const int es = is_fp8(s) || is_fp4(s) ? 1 : 2;  // bytes per row-stride unit
   for (int r = 0; r < rows; ++r) {
-    const char* src = static_cast<const char*>(s.data) + ((r0 + r) * s.stride_r + k0) * es;
+    const char* src = static_cast<const char*>(s.data) + (r0 + r) * s.stride_r * es;
     uint16_t* out = buf + int64_t(r) * kc;
     for (int kk = 0; kk < kc; kk += 64) {
       __m512i lo, hi;
-      load_k64(s, src + kk * es, k_total - (k0 + kk), &lo, &hi);
+      load_k64(s, src + k_bytes(s, k0 + kk), k_total - (k0 + kk), &lo, &hi);
       _mm512_mask_storeu_epi16(out + kk, word_mask(kc - kk), lo);
       _mm512_mask_storeu_epi16(out + kk + 32, word_mask(kc - kk - 32), hi);
     }

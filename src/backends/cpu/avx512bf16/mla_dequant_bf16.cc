@@ -1,0 +1,81 @@
+// FP8 KV-cache tokens -> bf16 K rows for the avx512bf16 MLA set (layouts: specs/flash_mla.md section 4).
+// Every e4m3 value is a bf16 value, so 64 bytes become 64 bf16 with two byte-table lookups. The tile scale
+// is then applied exactly: for a power of two 2^k that keeps every result normal (the quantiser's scales
+// and every UE8M0 scale in range) it is an integer add of k to the bf16 exponent of the non-zero,
+// non-NaN values; any other fp32 scale goes through fp32 (e4m3 * s, rounded to nearest even bf16; the
+// bf16 conversion flushes subnormal results to zero).
+#include <immintrin.h>
+#include <string.h>
+
+#include "backends/cpu/avx512bf16/fp8_convert.h"
+#include "backends/cpu/mla_kernel_set.h"
+
+namespace tessera::cpu {
+namespace {
+
+using avx512bf16::E4m3Tables;
+
+const E4m3Tables& tables() {
+  static const E4m3Tables t = avx512bf16::make_e4m3_tables();
+  return t;
+}
+
+// Exponent step k when scale == 2^k with every scaled e4m3 magnitude ([2^-9, 448]) a normal bf16.
+bool power_of_two_step(float scale, int* k) {
+  uint32_t u;
+  memcpy(&u, &scale, 4);
+  if ((u & 0x807FFFFFu) != 0) return false;  // negative, or not a power of two
+  const int e = int(u >> 23) - 127;
+  if (e < -116 || e > 118) return false;
+  *k = e;
+  return true;
+}
+
+inline __m512i scale_bf16(__m512i v, float scale, bool fast, int k) {
+  if (fast) {
+    const __m512i mag = _mm512_and_si512(v, _mm512_set1_epi16(0x7FFF));
+    const __mmask32 finite_nonzero = _mm512_test_epi16_mask(mag, mag) &
+                                     _mm512_cmpneq_epi16_mask(mag, _mm512_set1_epi16(0x7FC0));
+    return _mm512_mask_add_epi16(v, finite_nonzero, v, _mm512_set1_epi16(short(k << 7)));
+  }
+  const __m512 s = _mm512_set1_ps(scale);
+  const __m512 lo = _mm512_mul_ps(_mm512_cvtpbh_ps((__m256bh)_mm512_castsi512_si256(v)), s);
+  const __m512 hi = _mm512_mul_ps(_mm512_cvtpbh_ps((__m256bh)_mm512_extracti64x4_epi64(v, 1)), s);
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
+// 64 e4m3 values at src, scaled, to 64 bf16 at dst (natural order).
+inline void dequant64(const uint8_t* src, float scale, uint16_t* dst) {
+  int k = 0;
+  const bool fast = power_of_two_step(scale, &k);
+  __m512i v0, v1;
+  avx512bf16::e4m3x64_to_bf16(tables(), _mm512_loadu_si512(src), &v0, &v1);
+  _mm512_storeu_si512(dst, scale_bf16(v0, scale, fast, k));
+  _mm512_storeu_si512(dst + 32, scale_bf16(v1, scale, fast, k));
+}
+
+}  // namespace
+
+void mla_dequant_v32_avx512bf16(const uint8_t* token, void* row) {
+  uint16_t* out = static_cast<uint16_t*>(row);
+  float scales[4];
+  memcpy(scales, token + 512, sizeof(scales));
+  for (int c = 0; c < 8; ++c) dequant64(token + 64 * c, scales[c / 2], out + 64 * c);
+  _mm512_storeu_si512(out + 512, _mm512_loadu_si512(token + 528));
+  _mm512_storeu_si512(out + 544, _mm512_loadu_si512(token + 592));
+}
+
+void mla_dequant_model1_avx512bf16(const uint8_t* data, const uint8_t* scales, void* row) {
+  uint16_t* out = static_cast<uint16_t*>(row);
+  for (int c = 0; c < 7; ++c) {
+    const uint32_t bits = scales[c] == 0 ? 0x00400000u : uint32_t(scales[c]) << 23;  // UE8M0 -> fp32
+    float s;
+    memcpy(&s, &bits, 4);
+    if (scales[c] == 0xFF) s = __builtin_nanf("");
+    dequant64(data + 64 * c, s, out + 64 * c);
+  }
+  _mm512_storeu_si512(out + 448, _mm512_loadu_si512(data + 448));
+  _mm512_storeu_si512(out + 480, _mm512_loadu_si512(data + 512));
+}
+
+}  // namespace tessera::cpu
