@@ -84,7 +84,7 @@ GemmProblem segment_problem(const char* fn, const GemmProblem& base, const cpu::
   if (p.group > 0) {
     TESSERA_CHECK(r0 % base.sa.r_div == 0, fn, ": a group starts at row ", r0,
                   ", which is not a multiple of the activation scale granularity ", base.sa.r_div);
-    p.sa.data = base.sa.data + r0 / base.sa.r_div;
+    p.sa = base.sa.shifted(r0);
   }
   p.d = static_cast<char*>(base.d) + r0 * base.ldd * dtype_storage_bytes(base.d_type);
   return p;

@@ -201,8 +201,10 @@ void k_grouped_fp8_gemm_nt_contiguous(const ScaledTensor& a, const ScaledTensor&
     p.a = {a.data.ptr<const char>() + m * k_off, cpu::GemmSrcType::kE4M3, k, 1};
     p.b = {b.data.ptr<const char>() + n * k_off, cpu::GemmSrcType::kE4M3, k, 1};
     p.group = 128;
-    p.sa = {a.scale.ptr<const float>() + sf_off * a.scale.strides[1], a.scale.strides[1], 1, 1};
-    p.sb = {b.scale.ptr<const float>() + sf_off * b.scale.strides[1], b.scale.strides[1], 1, 1};
+    p.sa.data = a.scale.ptr<const float>() + sf_off * a.scale.strides[1];
+    p.sa.stride_g = a.scale.strides[1];
+    p.sb.data = b.scale.ptr<const float>() + sf_off * b.scale.strides[1];
+    p.sb.stride_g = b.scale.strides[1];
     TESSERA_CHECK(m <= 1 || a.scale.strides[0] == 1, fn, ": argument 'a.scale' must be MN-major (stride(0) == 1), got strides ",
                   a.scale.strides_str());
     TESSERA_CHECK(n <= 1 || b.scale.strides[0] == 1, fn, ": argument 'b.scale' must be MN-major (stride(0) == 1), got strides ",

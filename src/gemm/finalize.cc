@@ -68,11 +68,11 @@ void expand_scales(const ScaleTable& t, int64_t g0, int64_t ng, int64_t r0, int6
                    int64_t out_stride) {
   for (int64_t g = 0; g < ng; ++g) {
     float* o = out + g * out_stride;
-    const float* src = t.data + ((g0 + g) / t.g_div) * t.stride_g;
-    if (t.r_div == 1) {
+    if (t.data && t.r_div == 1) {
+      const float* src = t.data + ((g0 + g) / t.g_div) * t.stride_g;
       std::copy(src + r0, src + r0 + nr, o);
     } else {
-      for (int64_t r = 0; r < nr; ++r) o[r] = src[(r0 + r) / t.r_div];
+      for (int64_t r = 0; r < nr; ++r) o[r] = t.at(g0 + g, r0 + r);
     }
     std::fill(o + nr, o + out_stride, 0.0f);
   }

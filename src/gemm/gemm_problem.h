@@ -12,15 +12,30 @@
 
 namespace tessera::gemm {
 
-// Compact fp32 scales of one operand: value(g, r) = data[(g / g_div) * stride_g + r / r_div] for the
-// common K-group g (group K-values wide) and operand row r. g_div = the operand's gran_k / group,
-// r_div = its gran_mn (1 per row/channel, 128 per block).
+// Scales of one operand, for the common K-group g (`group` K-values wide) and operand row r:
+//  - fp32 mode: value(g, r) = data[(g / g_div) * stride_g + r / r_div];
+//  - packed UE8M0 mode (DeepGEMM's int32 scale tensors, read in place): the exponent byte
+//    ue8m0[(r / r_div) * row_bytes + (kb / 4) * word_bytes + kb % 4] with kb = g / g_div.
+// g_div = the operand's gran_k / group, r_div = its gran_mn (1 per row/channel, 128 per block).
 struct ScaleTable {
   const float* data = nullptr;
+  const uint8_t* ue8m0 = nullptr;
   int64_t stride_g = 0;
+  int64_t row_bytes = 0, word_bytes = 0;
   int g_div = 1;
   int r_div = 1;
-  float at(int64_t g, int64_t r) const { return data[(g / g_div) * stride_g + r / r_div]; }
+  float at(int64_t g, int64_t r) const {
+    const int64_t kb = g / g_div, rr = r / r_div;
+    if (ue8m0) return ue8m0_to_f32(ue8m0[rr * row_bytes + (kb / 4) * word_bytes + kb % 4]);
+    return data[kb * stride_g + rr];
+  }
+  // The table seen from row `rows` on (rows must be a multiple of r_div).
+  ScaleTable shifted(int64_t rows) const {
+    ScaleTable t = *this;
+    if (ue8m0) t.ue8m0 += (rows / r_div) * row_bytes;
+    if (data) t.data += rows / r_div;
+    return t;
+  }
 };
 
 // out[(g - g0) * out_stride + (r - r0)] = value(g, r) for g in [g0, g0+ng), r in [r0, r0+nr);

@@ -30,14 +30,18 @@ GemvScales gemv_scales(const GemmProblem& p) {
   const int64_t groups = scale_groups(p);
   s.a.resize(size_t(groups * kGemvMaxM));
   expand_scales(p.sa, 0, groups, 0, p.m, s.a.data(), kGemvMaxM);
-  s.w_data = p.sb.data;
-  s.w_stride = p.sb.stride_g;
-  if (p.sb.g_div != 1) {
-    s.w.resize(size_t(groups * p.sb.stride_g));
-    for (int64_t g = 0; g < groups; ++g)
-      std::copy_n(p.sb.data + (g / p.sb.g_div) * p.sb.stride_g, p.sb.stride_g, s.w.data() + g * p.sb.stride_g);
-    s.w_data = s.w.data();
+  if (p.sb.data && p.sb.g_div == 1) {
+    s.w_data = p.sb.data;
+    s.w_stride = p.sb.stride_g;
+    return s;
   }
+  // Packed UE8M0 or a coarser K granularity: one fp32 entry per common group and scale row.
+  const int64_t rows = (p.n + p.sb.r_div - 1) / p.sb.r_div;
+  s.w.resize(size_t(groups * rows));
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t r = 0; r < rows; ++r) s.w[size_t(g * rows + r)] = p.sb.at(g, r * p.sb.r_div);
+  s.w_data = s.w.data();
+  s.w_stride = rows;
   return s;
 }
 

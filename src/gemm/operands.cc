@@ -123,7 +123,14 @@ ScaleTable make_scale_table(const char* fn, const ScaleInput& in, int group, Ali
   t.stride_g = sf_rows;
   t.g_div = in.gran_k / group;
   t.r_div = in.gran_mn;
-  if (!packed && (sf.strides[0] == 1 || sf_rows == 1) && (sf_k == 1 || sf.strides[1] >= sf_rows)) {
+  if (packed) {
+    // Exponent bytes read in place: four K-consecutive ones per little-endian int32.
+    t.ue8m0 = sf.ptr<const uint8_t>();
+    t.row_bytes = sf.strides[0] * 4;
+    t.word_bytes = sf.strides[1] * 4;
+    return t;
+  }
+  if ((sf.strides[0] == 1 || sf_rows == 1) && (sf_k == 1 || sf.strides[1] >= sf_rows)) {
     t.data = sf.ptr<const float>();  // already MN-major: use in place
     t.stride_g = sf_k > 1 ? sf.strides[1] : sf_rows;
     return t;
@@ -131,16 +138,7 @@ ScaleTable make_scale_table(const char* fn, const ScaleInput& in, int group, Ali
   *storage = aligned_array<float>(size_t(sf_k * sf_rows));
   float* out = storage->get();
   for (int64_t r = 0; r < sf_rows; ++r)
-    for (int64_t g = 0; g < sf_k; ++g) {
-      float v;
-      if (packed) {
-        const int32_t word = sf.ptr<const int32_t>()[r * sf.strides[0] + (g / 4) * sf.strides[1]];
-        v = ue8m0_to_f32(uint8_t(uint32_t(word) >> (8 * (g % 4))));
-      } else {
-        v = sf.ptr<const float>()[r * sf.strides[0] + g * sf.strides[1]];
-      }
-      out[g * sf_rows + r] = v;
-    }
+    for (int64_t g = 0; g < sf_k; ++g) out[g * sf_rows + r] = sf.ptr<const float>()[r * sf.strides[0] + g * sf.strides[1]];
   t.data = out;
   return t;
 }
