@@ -66,6 +66,13 @@ bool gemv_applies(const GemmProblem& p) {
   return why == nullptr;
 }
 
+bool gemv_fp4_applies(const GemmProblem& p) {
+  if (int(active_isa()) < int(Isa::kAvx512Bf16)) return false;
+  const char* why = gemv_fp4_refusal(p);
+  note(p, "gemv_fp4_avx512bf16", why);
+  return why == nullptr;
+}
+
 }  // namespace
 
 void run_gemm(const GemmProblem& p) { run_gemm_batch(&p, 1); }
@@ -73,13 +80,17 @@ void run_gemm(const GemmProblem& p) { run_gemm_batch(&p, 1); }
 void run_gemm_batch(const GemmProblem* problems, int64_t count) {
   // Decode-shaped problems go to the streaming GEMV, the rest to the packed driver, each as one batch
   // per kernel set (problems of one call share dtypes, so this is almost always one batch each).
-  std::vector<GemmProblem> gemv, packed, reference;
+  std::vector<GemmProblem> gemv, gemv_fp4, packed, reference;
   const cpu::GemmKernelSet* packed_set = nullptr;
   for (int64_t i = 0; i < count; ++i) {
     const GemmProblem& p = problems[i];
     if (p.m == 0 || p.n == 0) continue;
     if (gemv_applies(p)) {
       gemv.push_back(p);
+      continue;
+    }
+    if (gemv_fp4_applies(p)) {
+      gemv_fp4.push_back(p);
       continue;
     }
     const cpu::GemmKernelSet* ks = choose_packed(p);
@@ -93,6 +104,14 @@ void run_gemm_batch(const GemmProblem* problems, int64_t count) {
     }
   }
   if (!gemv.empty()) run_gemv_batch(gemv.data(), int64_t(gemv.size()), cpu::gemv_kernel_avx512bf16());
+  if (!gemv_fp4.empty()) {
+    // Problems whose weight-scale exponents could not be folded go through the packed driver.
+    for (const GemmProblem& p : run_gemv_fp4_batch(gemv_fp4.data(), int64_t(gemv_fp4.size()),
+                                                   cpu::gemv_fp4_kernel_avx512bf16())) {
+      note(p, "packed_avx512bf16", "chosen (scale exponents outside the FP4 GEMV's folding range)");
+      run_packed(p, *cpu::gemm_kernels_avx512bf16());
+    }
+  }
   if (!packed.empty()) run_packed_batch(packed.data(), int64_t(packed.size()), *packed_set);
   for (const GemmProblem& p : reference) run_gemm_reference(p);
 }

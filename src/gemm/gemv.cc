@@ -75,7 +75,76 @@ void run_chunks(const GemmProblem& p, const GemvScales& sc, cpu::GemvFn gemv, in
   finalize_tile(p, buf, n1 - n0, false, 0, p.m, n0, n1 - n0);
 }
 
+// The FP4-weight kernel over chunks [c0, c1) of p; false if an exponent was out of its range.
+bool run_fp4_chunks(const GemmProblem& p, const std::vector<float>& a_scale, cpu::GemvFp4Fn gemv, int64_t c0,
+                    int64_t c1) {
+  const int64_t k_pad = (p.k + 127) / 128 * 128;
+  const int64_t n0 = c0 * kChunk, n1 = std::min(p.n, c1 * kChunk);
+  float* buf = static_cast<float*>(thread_scratch(6, size_t(p.m) * (n1 - n0) * sizeof(float)));
+  cpu::GemvFp4Args g{};
+  g.a = p.a.data;
+  g.a_stride = p.m > 1 ? p.a.stride_r : 0;
+  g.a_type = p.a.type;
+  g.m = int(p.m);
+  g.w = static_cast<const uint8_t*>(p.b.data) + n0 * p.b.stride_r;
+  g.ldw = p.b.stride_r;
+  g.k = p.k;
+  g.w_exp = p.sb.ue8m0;
+  g.exp_row_bytes = p.sb.row_bytes;
+  g.exp_word_bytes = p.sb.word_bytes;
+  g.w_row0 = n0;
+  g.a_group = p.group * p.sa.g_div;
+  g.a_scale = a_scale.data();
+  g.a_scale_stride = kGemvMaxM;
+  g.out = buf;
+  g.ldo = n1 - n0;
+  g.n0 = 0;
+  g.n1 = n1 - n0;
+  g.scratch = thread_scratch(5, size_t(p.m) * k_pad * 2);
+  if (!gemv(g)) return false;
+  finalize_tile(p, buf, n1 - n0, false, 0, p.m, n0, n1 - n0);
+  return true;
+}
+
 }  // namespace
+
+const char* gemv_fp4_refusal(const GemmProblem& p) {
+  if (p.m > kGemvMaxM) return "M > 8";
+  if (p.b.type != cpu::GemmSrcType::kE2M1) return "weights are not FP4";
+  if (p.b.stride_k != 1) return "weights (B) are not K-contiguous";
+  if (p.a.type != cpu::GemmSrcType::kE4M3 && p.a.type != cpu::GemmSrcType::kBF16) return "activations are not fp8/bf16";
+  if (p.a.stride_k != 1 && p.m > 1) return "activations (A) are not K-contiguous";
+  if (p.group <= 0) return "unscaled";
+  if (!p.sb.ue8m0 || p.sb.r_div != 1 || p.group * p.sb.g_div != 32)
+    return "weight scales are not packed UE8M0 per row and 32 K-values";
+  if ((p.group * p.sa.g_div) % 64 != 0) return "activation scale group is not a multiple of 64";
+  return nullptr;
+}
+
+std::vector<GemmProblem> run_gemv_fp4_batch(const GemmProblem* problems, int64_t count, cpu::GemvFp4Fn gemv) {
+  std::vector<std::vector<float>> a_scales(static_cast<size_t>(count));
+  std::vector<int64_t> first_chunk(static_cast<size_t>(count) + 1, 0);
+  for (int64_t i = 0; i < count; ++i) {
+    const GemmProblem& p = problems[i];
+    const int64_t a_group = p.group * p.sa.g_div, groups = (p.k + a_group - 1) / a_group;
+    a_scales[i].assign(size_t(groups * kGemvMaxM), 0.0f);
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t m = 0; m < p.m; ++m) a_scales[i][size_t(g * kGemvMaxM + m)] = p.sa.at(g * p.sa.g_div, m);
+    first_chunk[i + 1] = first_chunk[i] + (p.n + kChunk - 1) / kChunk;
+  }
+  std::vector<char> failed(static_cast<size_t>(count), 0);
+  parallel_for(first_chunk[size_t(count)], [&](int64_t b, int64_t e) {
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t c0 = std::max(b, first_chunk[i]), c1 = std::min(e, first_chunk[i + 1]);
+      if (c0 < c1 && !run_fp4_chunks(problems[i], a_scales[i], gemv, c0 - first_chunk[i], c1 - first_chunk[i]))
+        failed[size_t(i)] = 1;  // distinct threads only ever store 1
+    }
+  });
+  std::vector<GemmProblem> redo;
+  for (int64_t i = 0; i < count; ++i)
+    if (failed[size_t(i)]) redo.push_back(problems[i]);
+  return redo;
+}
 
 const char* gemv_refusal(const GemmProblem& p) {
   if (p.m > kGemvMaxM) return "M > 8";
