@@ -78,15 +78,17 @@ def test_mk_alignment_and_aliases():
         deep_gemm.set_mk_alignment_for_contiguous_layout(0)
 
 
-def test_theoretical_mk_alignment_follows_the_sm100_rule():
+def test_theoretical_mk_alignment_is_what_the_cpu_kernels_need():
     f = deep_gemm.get_theoretical_mk_alignment_for_contiguous_layout
-    assert f() == 224
-    assert [f(m) for m in (1, 32, 33, 64, 100, 192, 193, 1000)] == [32, 32, 64, 64, 128, 192, 224, 224]
+    assert [f(), f(1), f(193), f(expected_m=1000, num_groups=8)] == [1, 1, 1, 1]
+    with pytest.raises(ValueError, match="'expected_m' must be >= 0"):
+        f(-1)
+    with pytest.raises(TypeError, match="'num_groups' must be an int"):
+        f(num_groups=1.5)
 
 
 def test_unported_names_are_absent():
-    for name in ("m_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous", "einsum",
-                 "fp8_mqa_logits", "per_token_cast_to_fp4"):
+    for name in ("fp8_fp4_mega_moe", "get_symm_buffer_for_mega_moe", "bf16_mega_moe"):
         assert not hasattr(deep_gemm, name)
         with pytest.raises(AttributeError):
             getattr(deep_gemm, name)
