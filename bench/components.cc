@@ -1,6 +1,11 @@
 // The components `tessera bench` knows; a new component adds one entry here.
+#include "attention/attention_bench.h"
 #include "bench.h"
+#include "ep/ep_bench.h"
 #include "gemm/gemm_bench.h"
+#include "gemm/grouped_bench.h"
+#include "select/select_bench.h"
+#include "tl/tl_bench.h"
 
 namespace tessera::bench {
 namespace {
@@ -28,10 +33,49 @@ Columns:
   xpeer   = peer time / our time (> 1: we are faster); xOpenBLAS the same for cblas_sgemm on fp32
             copies of the operands
 Peers are n/a when the build has no oneDNN / OpenBLAS (TESSERA_WITH_PEERS).
+
+Grouped (MoE) rows, after the dense ones (bench/gemm/grouped_cases.cc; DeepGEMM's MoE shapes scaled
+down): op says dtype and layout - m_grouped_{bf16,fp8}_contiguous (per-row group ids), ..._psum (psum
+ends, uneven groups of 0.7-1.3x, alignment 128, zero padding), m_grouped_{bf16,fp8}_masked (groups of
+about 20 rows), m_grouped_fp8_fp4_masked (FP8 x FP4 weights, 1 and 4 rows per group: decode).
+  quick: 4 x 256 and 8 x 128 rows (N,K 4096x2048 / 4096x4096), 8 groups masked, 8 groups decode;
+  --full adds 4 x 1024 (7168x3072), 8 x 512 psum (6144x2048), 6 x 192 masked, 8 x 64 FP8 x FP4.
+  M       = rows multiplied (sum over groups); GFLOP/s = 2MNK / time
+  %limit  = decode: FP4 weight bytes (packed) per second / dram_read_gbps; else GFLOP/s / bf16 peak
+  peer    = tessera's dense GEMM doing the same work in the same run: one GEMM over all M rows
+            (contiguous layouts) or one GEMM per group (masked: each group has its own weights);
+            xpeer = dense time / grouped time (target >= 0.90)
+Both outputs are verified first (float64 random-vector check per group; padding rows must be zero).
+)";
+
+constexpr const char* kTlHelp = R"(usage: tessera bench tl [--json] [--full] [--threads N]
+
+Tile-language kernels, written with the C++ builder API (bench/tl/tl_kernels.cc; the same kernels as
+examples/tl/*.py) and compiled by the tl JIT for this machine:
+  compile_cold / compile_hit  the GEMM kernel compiled into an empty cache, then loaded from the cache
+  gemm_bf16_nt      C = A . B^T, bf16, M = N = K in {512, 1024, 2048} (+4096 with --full), 128x128x64 tiles
+  add_relu_bf16     C = relu(A + B), bf16 8192 x 8192
+  gemv_fp8          y = (W * scale) . x, fp8 e4m3 weights 16384 x 8192 with per-128 scales, bf16 x
+  flash_fwd         FlashAttention forward, seq 2048, 8 heads, dim 128, bf16 (+causal with --full)
+Every result is checked first (GEMM: against tessera's library GEMM within one bf16 ulp; the others
+against float64 on samples); then a warm-up and timed calls; the median is reported.
+
+Columns: GFLOP/s (GEMM, attention) or GB/s (add: bytes of A, B and C; GEMV: weight bytes);
+%limit = of bf16_peak_gflops, dram_copy_gbps or dram_read_gbps; peer = tessera's library
+bf16_gemm_nt on the same operands (xpeer = library time / tl time).
 )";
 
 const std::vector<Component> kComponents = {
-    {"gemm", "dense bf16 and fp8 GEMMs vs oneDNN and OpenBLAS", kGemmHelp, run_gemm_bench, print_gemm_summary},
+    {"gemm", "dense bf16 and fp8 GEMMs vs oneDNN and OpenBLAS; grouped (MoE) GEMMs vs dense", kGemmHelp,
+     run_gemm_and_grouped_bench, print_gemm_and_grouped_summary},
+    {"select", "DeepSelect top-k (sampler, indexer) vs nth_element+sort", kSelectHelp, run_select_bench,
+     print_select_summary},
+    {"attention", "FlashMLA sparse/dense decode and sparse prefill vs dequant+oneDNN", kAttentionHelp,
+     run_attention_bench, print_attention_summary},
+    {"ep", "expert-parallel dispatch/combine between mpirun ranks vs MPI_Alltoallv", kEpHelp, run_ep_bench,
+     print_ep_summary},
+    {"tl", "tile-language kernels (GEMM, elementwise, dequant GEMV, FlashAttention) and compile times", kTlHelp,
+     run_tl_bench, print_tl_summary},
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "json_writer.h"
 #include "tessera/core/cpu.h"
+#include "tessera/ep/shm_bandwidth.h"
 #include "tessera/info.h"
 
 namespace tessera::cli {
@@ -100,7 +101,9 @@ int run_info(int argc, char** argv) {
       return kExitUsage;
     }
   }
-  const MachineLimits& m = machine_limits(refresh);
+  MachineLimits m = machine_limits(refresh);
+  // Two processes copying into each other's shared memory (measured by the ep component, not cached).
+  if (m.shm_copy_gbps <= 0) m.shm_copy_gbps = ep::measure_shm_copy_gbps();
   for (const std::string& w : machine_limits_warnings(m))
     std::fprintf(stderr, "tessera info: warning: %s\n", w.c_str());
   if (json) {

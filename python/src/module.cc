@@ -11,4 +11,11 @@ NB_MODULE(_C, m) {
   tessera::python::bind_core(m);
   tessera::python::bind_dtypes(m);
   tessera::python::bind_gemm(m);
+  tessera::python::bind_gemm_grouped(m);
+  tessera::python::bind_flash_mla(m);
+  tessera::python::bind_tl(m);
+  tessera::python::bind_tl_kernel(m);
+  tessera::python::bind_select(m);
+  tessera::python::bind_mqa_logits(m);
+  tessera::python::bind_ep(m);
 }

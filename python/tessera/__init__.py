@@ -20,10 +20,18 @@ __all__ = [
     "TesseraError",
     "TesseraRuntimeError",
     "cpu_info",
+    "jit",
     "num_threads",
     "set_isa",
     "set_num_threads",
 ]
+
+
+def jit(*args, **kwargs):
+    """``@tessera.jit``: compiles tile-language kernels (``tessera.language``); see tessera.tl.jit."""
+    from .tl import jit as tl_jit
+
+    return tl_jit(*args, **kwargs)
 
 
 def num_threads() -> int:

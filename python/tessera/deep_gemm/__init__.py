@@ -1,4 +1,4 @@
-"""``tessera.deep_gemm``: DeepGEMM's dense API on the CPU (``from tessera import deep_gemm``).
+"""``tessera.deep_gemm``: DeepGEMM's GEMM API on the CPU (``from tessera import deep_gemm``).
 
 Names, argument names, defaults, aliases and the in-place convention follow DeepGEMM v2 (see
 /work/shared/specs/deep_gemm.md): GEMMs write into the caller's ``d`` and return None; arrays are
@@ -6,8 +6,16 @@ numpy arrays (ml_dtypes for bfloat16/float8) or torch CPU tensors. tessera takes
 personality (both float32 and packed-UE8M0 scale factors, any operand major-ness). Knobs that only
 tune GPU kernels are kept as inert, validated settings (see ``_runtime``).
 
-Not provided by this module yet (accessing them raises AttributeError): the M- and K-grouped GEMMs,
-einsum, the hyper-connection prenorm GEMM, MQA logits, Mega MoE and the FP4 quantisers.
+The MoE GEMMs (M-grouped contiguous / psum / masked, K-grouped), einsum, fp8_einsum, the
+hyper-connection prenorm GEMM and fp8_gemm_nt_skip_head_mid live in ``_grouped`` and ``_einsum``; the
+FP4 quantisers and the K-grouped scale-factor packer in ``utils``. The contiguous layouts' alignment
+is ``set_mk_alignment_for_contiguous_layout`` (default 128); the CPU kernels need none
+(``get_theoretical_mk_alignment_for_contiguous_layout()`` is 1).
+
+The MQA logits of the sparse-attention indexer (fp8_fp4_mqa_logits, fp8_fp4_paged_mqa_logits, their
+legacy fp8_* names and get_paged_mqa_logits_metadata) live in ``_mqa``.
+
+Not provided by this module yet (accessing them raises AttributeError): Mega MoE.
 """
 from . import testing, utils
 from ._gemm import (
@@ -29,6 +37,32 @@ from ._gemm import (
     fp8_gemm_tt,
     gemm_fp8_fp8_bf16_nt,
 )
+from ._einsum import einsum, fp8_einsum, fp8_gemm_nt_skip_head_mid, tf32_hc_prenorm_gemm
+from ._grouped import (
+    bf16_m_grouped_gemm_nt_masked,
+    fp8_m_grouped_gemm_nt_masked,
+    k_grouped_bf16_gemm_tn_contiguous,
+    k_grouped_fp8_gemm_nt_contiguous,
+    k_grouped_fp8_gemm_tn_contiguous,
+    m_grouped_bf16_gemm_nn_contiguous,
+    m_grouped_bf16_gemm_nt_contiguous,
+    m_grouped_bf16_gemm_nt_masked,
+    m_grouped_fp8_fp4_gemm_nn_contiguous,
+    m_grouped_fp8_fp4_gemm_nt_contiguous,
+    m_grouped_fp8_fp4_gemm_nt_masked,
+    m_grouped_fp8_gemm_nn_contiguous,
+    m_grouped_fp8_gemm_nt_contiguous,
+    m_grouped_fp8_gemm_nt_masked,
+    m_grouped_gemm_fp8_fp8_bf16_nt_contiguous,
+    m_grouped_gemm_fp8_fp8_bf16_nt_masked,
+)
+from ._mqa import (
+    fp8_fp4_mqa_logits,
+    fp8_fp4_paged_mqa_logits,
+    fp8_mqa_logits,
+    fp8_paged_mqa_logits,
+    get_paged_mqa_logits_metadata,
+)
 from ._runtime import (
     get_num_sms,
     get_pdl,
@@ -48,6 +82,16 @@ __all__ = [
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",
     "cublaslt_gemm_nt", "cublaslt_gemm_nn", "cublaslt_gemm_tn", "cublaslt_gemm_tt",
     "gemm_fp8_fp8_bf16_nt",
+    "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nn_contiguous",
+    "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nn_contiguous",
+    "m_grouped_bf16_gemm_nt_contiguous", "m_grouped_bf16_gemm_nn_contiguous",
+    "m_grouped_fp8_fp4_gemm_nt_masked", "m_grouped_fp8_gemm_nt_masked", "fp8_m_grouped_gemm_nt_masked",
+    "m_grouped_bf16_gemm_nt_masked", "bf16_m_grouped_gemm_nt_masked",
+    "m_grouped_gemm_fp8_fp8_bf16_nt_contiguous", "m_grouped_gemm_fp8_fp8_bf16_nt_masked",
+    "k_grouped_fp8_gemm_tn_contiguous", "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_bf16_gemm_tn_contiguous",
+    "einsum", "fp8_einsum", "tf32_hc_prenorm_gemm", "fp8_gemm_nt_skip_head_mid",
     "set_num_sms", "get_num_sms", "set_tc_util", "get_tc_util", "set_pdl", "get_pdl",
     "set_ignore_compile_dims", "set_block_size_multiple_of",
+    "fp8_fp4_mqa_logits", "fp8_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_fp4_paged_mqa_logits",
+    "fp8_paged_mqa_logits",
 ] + utils.__all__

@@ -5,7 +5,10 @@ tessera's thread count (shared by every tessera component). The others tune GPU 
 (tensor-core utilisation, programmatic dependent launch, compile-time dimensions, block-size
 constraints); tessera keeps them as inert knobs that remember their value and keep DeepGEMM's
 validation, so code that sets them runs unchanged. The contiguous-layout M/K alignment is real state:
-grouped layouts and the psum packing of scale factors read it.
+the grouped GEMMs (passed to C++ as their layout's alignment), the grouped layouts they check and the
+psum packing of scale factors read it. tessera's CPU kernels themselves need no alignment, so
+``get_theoretical_mk_alignment_for_contiguous_layout`` answers 1; layouts must still follow the
+configured value (default 128, DeepGEMM's).
 """
 import numbers
 
@@ -95,9 +98,9 @@ def set_block_size_multiple_of(value) -> None:
 def set_mk_alignment_for_contiguous_layout(new_value: int) -> None:
     """Row (M-grouped) or K (K-grouped) alignment of each group in contiguous grouped layouts."""
     v = _check_int("set_mk_alignment_for_contiguous_layout", "new_value", new_value)
-    if v <= 0:
+    if not 0 < v < 2 ** 31:
         raise InvalidArgumentError("set_mk_alignment_for_contiguous_layout: argument 'new_value' must be "
-                                   f"positive, got {v}")
+                                   f"positive (and below 2^31), got {v}")
     _Knobs.mk_alignment = v
 
 
@@ -110,15 +113,14 @@ get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
 get_k_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
 
 
-def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None) -> int:
-    """DeepGEMM's SM100 rule (tessera's default personality): BLOCK_M starts at 224 and steps down by
-    32 while it is above 32 and the smaller block still covers ``expected_m``."""
-    block_m = 224
-    if expected_m is not None:
-        m = _check_int("get_theoretical_mk_alignment_for_contiguous_layout", "expected_m", expected_m)
-        if m < 0:
-            raise InvalidArgumentError("get_theoretical_mk_alignment_for_contiguous_layout: argument "
-                                       f"'expected_m' must be >= 0, got {m}")
-        while block_m > 32 and block_m - 32 >= m:
-            block_m -= 32
-    return block_m
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None, num_groups=None) -> int:
+    """The smallest group alignment the GEMM kernels need. DeepGEMM answers its BLOCK_M (SM90: 128;
+    SM100: 224 stepping down by 32 towards ``expected_m``); tessera's CPU kernels handle any row or K
+    offset, so the answer is 1 whatever the hint. Callers that build layouts with it should also
+    pass it to set_mk_alignment_for_contiguous_layout, which is what the GEMMs check layouts against.
+    ``expected_m`` and ``num_groups`` (a newer DeepGEMM's hint) must be None or ints >= 0."""
+    fn = "get_theoretical_mk_alignment_for_contiguous_layout"
+    for arg, value in (("expected_m", expected_m), ("num_groups", num_groups)):
+        if value is not None and _check_int(fn, arg, value) < 0:
+            raise InvalidArgumentError(f"{fn}: argument '{arg}' must be >= 0, got {value}")
+    return 1

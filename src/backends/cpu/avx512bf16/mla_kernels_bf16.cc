@@ -52,12 +52,20 @@ Scratch carve(void* base, int m, int d_qk, int d_v) {
 size_t q_packed_bytes(int m, int d_qk) { return size_t(round16(m)) * size_t(d_qk) * 2; }
 
 // q [m][d_qk] -> [d_qk/2][mp][2]: element (row c, k) at (k/2)*mp*2 + c*2 + k%2; rows >= m are zero.
+// One dword gather collects a K-pair from 16 rows.
 void pack_q(const void* q, int m, int d_qk, void* packed) {
-  const uint32_t* src = static_cast<const uint32_t*>(q);  // bf16 pairs
-  uint32_t* dst = static_cast<uint32_t*>(packed);
   const int mp = round16(m), kpairs = d_qk / 2;
-  for (int kp = 0; kp < kpairs; ++kp)
-    for (int c = 0; c < mp; ++c) dst[int64_t(kp) * mp + c] = c < m ? src[int64_t(c) * kpairs + kp] : 0u;
+  const __m512i row_offsets = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                 _mm512_set1_epi32(kpairs));
+  uint32_t* dst = static_cast<uint32_t*>(packed);
+  for (int c = 0; c < mp; c += 16) {
+    const __mmask16 rows = m - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (m > c ? m - c : 0)) - 1);
+    const int* src = static_cast<const int*>(q) + int64_t(c) * kpairs;
+    for (int kp = 0; kp < kpairs; ++kp) {
+      const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), rows, row_offsets, src + kp, 4);
+      _mm512_storeu_si512(dst + int64_t(kp) * mp + c, v);
+    }
+  }
 }
 
 size_t scratch_bytes(int m, int d_qk, int d_v) { return carve(nullptr, m, d_qk, d_v).bytes; }
@@ -69,7 +77,7 @@ void attend_tile(const MlaTileArgs& a) {
   for (int t = 0; t < kTileTokens; ++t) sc.rows[t] = t < a.nt ? a.k_rows[t] : sc.zero_row;
   mla_scores_avx512bf16(sc.rows, a.nt, a.q_packed, mp, a.d_qk, sc.s, mp);
   mla_softmax_avx512bf16(sc.s, a.nt, a.m, mp, a.scale, a.visible, a.row_max, a.row_sum, sc.alpha, sc.p_pairs);
-  mla_pv_avx512bf16(sc.rows, a.nt, sc.p_pairs, sc.alpha, a.m, mp, a.d_v, a.o, sc.v_pack);
+  mla_pv_avx512bf16(sc.rows, a.nt, sc.p_pairs, sc.alpha, a.m, mp, a.d_v, a.o, sc.v_pack, a.progress, a.progress_ctx);
 }
 
 const MlaKernelSet kSet = {

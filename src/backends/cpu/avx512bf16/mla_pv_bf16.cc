@@ -63,16 +63,25 @@ void pv_block(const uint16_t* p, int64_t p_step, const uint16_t* v, int64_t v_st
 
 // One column block (NV vectors at column c0) for every row: its V pairs are packed into an L1-sized
 // buffer (pairs x NV x 64 bytes, 12 KiB for a full tile), then 6-row tiles and the row tail stream it.
+// progress(ctx, part, parts) runs before each 6-row tile: part = first + tile index.
+struct Progress {
+  void (*fn)(void*, int, int);
+  void* ctx;
+  int parts;
+};
+
 template <int NV>
 void pv_columns(const void* const* k_rows, int nt, const uint16_t* p_pairs, int m, int mp, int c0, int d_v,
-                const float* alpha, float* o, uint16_t* v_pack) {
+                const float* alpha, float* o, uint16_t* v_pack, const Progress& pr, int first) {
   pack_v_pairs<NV>(k_rows, nt, c0, v_pack);
   const int pairs = (nt + 1) / 2;
   const int64_t p_step = int64_t(mp) * 2, v_step = NV * 32;
   o += c0;
   int r = 0;
-  for (; r + 6 <= m; r += 6)
+  for (; r + 6 <= m; r += 6) {
+    if (pr.fn) pr.fn(pr.ctx, first + r / 6, pr.parts);
     pv_block<6, NV>(p_pairs + 2 * r, p_step, v_pack, v_step, pairs, alpha + r, o + int64_t(r) * d_v, d_v);
+  }
   const uint16_t* p = p_pairs + 2 * r;
   float* orow = o + int64_t(r) * d_v;
   switch (m - r) {
@@ -101,10 +110,17 @@ void mla_o_to_natural_avx512bf16(float* o, int m, int d_v) {
 }
 
 void mla_pv_avx512bf16(const void* const* k_rows, int nt, const uint16_t* p_pairs, const float* alpha, int m, int mp,
-                       int d_v, float* o, uint16_t* v_pack) {
-  int c = 0;
-  for (; c + 64 <= d_v; c += 64) pv_columns<4>(k_rows, nt, p_pairs, m, mp, c, d_v, alpha, o, v_pack);
-  if (c < d_v) pv_columns<2>(k_rows, nt, p_pairs, m, mp, c, d_v, alpha, o, v_pack);
+                       int d_v, float* o, uint16_t* v_pack, void (*progress)(void*, int, int), void* progress_ctx) {
+  const int blocks = (d_v + 63) / 64, tiles = m / 6;
+  const Progress pr{tiles > 0 ? progress : nullptr, progress_ctx, blocks * tiles};
+  for (int blk = 0, c = 0; blk < blocks; ++blk, c += 64) {
+    if (c + 64 <= d_v) {
+      pv_columns<4>(k_rows, nt, p_pairs, m, mp, c, d_v, alpha, o, v_pack, pr, blk * tiles);
+    } else {
+      pv_columns<2>(k_rows, nt, p_pairs, m, mp, c, d_v, alpha, o, v_pack, pr, blk * tiles);
+    }
+  }
+  if (tiles == 0 && progress) progress(progress_ctx, 0, 1);
 }
 
 }  // namespace tessera::cpu

@@ -1,0 +1,59 @@
+// The FlashMLA summary: geometric means per op, then the decode targets (>= 70% of DRAM read on the
+// bytes a case must read, or >= 60% of bf16 peak where it is compute-bound).
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "attention/mla_bench.h"
+
+namespace tessera::bench {
+namespace {
+
+std::vector<const Row*> select_op(const std::vector<Row>& rows, const std::string& op) {
+  std::vector<const Row*> out;
+  for (const Row& r : rows)
+    if (r.op == op) out.push_back(&r);
+  return out;
+}
+
+// Rows meeting their own limit's target (60% of bf16 peak when compute-bound, else 70% of DRAM read).
+int rows_meeting_target(const std::vector<const Row*>& rows) {
+  int met = 0;
+  for (const Row* r : rows) {
+    const double target = r->limit_name == "bf16_peak_gflops" ? 60 : 70;
+    met += r->ok() && r->pct_of_limit >= target;
+  }
+  return met;
+}
+
+}  // namespace
+
+void print_mla_summary(std::FILE* out, const std::vector<Row>& rows) {
+  const char* ops[] = {"mla_sparse_v32", "mla_sparse_model1", "mla_dense", "mla_prefill"};
+  bool any = false;
+  for (const char* op : ops) {
+    const std::vector<const Row*> group = select_op(rows, op);
+    if (group.empty()) continue;
+    if (!any) std::fprintf(out, "\nFlashMLA geometric means (rows that passed):\n");
+    any = true;
+    const GeoMeans g = geo_means(group);
+    std::fprintf(out, "  %-18s %2d rows: %7s of limit  %7s dequant+oneDNN\n", op, g.rows,
+                 format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str());
+  }
+  if (!any) return;
+  std::fprintf(out, "\nFlashMLA targets (each row against its own limit: 60%% of bf16 peak if compute-bound, "
+                    "else 70%% of DRAM read):\n");
+  const char* decode_ops[][2] = {{"sparse FP8 decode", "mla_sparse_v32"}, {"dense decode", "mla_dense"}};
+  for (const auto& d : decode_ops) {
+    std::vector<const Row*> group = select_op(rows, d[1]);
+    if (std::string(d[1]) == "mla_sparse_v32")
+      for (const Row* r : select_op(rows, "mla_sparse_model1")) group.push_back(r);
+    if (group.empty()) continue;
+    const int met = rows_meeting_target(group);
+    std::fprintf(out, "  %-18s %d of %zu rows meet their target, geomean %s of limit %s\n", d[0], met, group.size(),
+                 format_pct(geo_means(group).pct_of_limit).c_str(), met == int(group.size()) ? "[met]" : "[not met]");
+  }
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,282 @@
+// `tessera bench tl`: tile-language kernels (built with the C++ builder, compiled by the tl JIT) against
+// the machine's measured limits and, for GEMM, tessera's own library GEMM on the same shapes. Every
+// result is checked before it is timed; compile time is measured cold (empty cache) and on a cache hit.
+#include "tl/tl_bench.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <unistd.h>
+
+#include "random_fill.h"
+#include "tessera/core/dtype.h"
+#include "tessera/core/memory.h"
+#include "tessera/core/timer.h"
+#include "tessera/gemm.h"
+#include "tessera/tl/kernel.h"
+#include "timing.h"
+#include "tl/tl_kernels.h"
+
+namespace tessera::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Row make_row(const char* op, int64_t m, int64_t n, int64_t k) {
+  Row r;
+  r.component = "tl";
+  r.op = op;
+  r.m = m, r.n = n, r.k = k;
+  return r;
+}
+
+AlignedPtr<uint16_t> random_bf16(int64_t rows, int64_t cols, uint64_t seed) {
+  auto p = aligned_array<uint16_t>(size_t(rows * cols));
+  for_random_normal_blocks(rows, cols, 64, seed, [&](int64_t r0, int64_t nr, const float* v) {
+    for (int64_t i = 0; i < nr * cols; ++i) p[size_t(r0 * cols + i)] = f32_to_bf16(v[i]);
+  });
+  return p;
+}
+
+// Worst |x - y| / (one bf16 ulp of max(|x|, |y|) + 2^-8 * typical) over two bf16 GEMM results: both
+// round an fp32 sum whose order differs (K blocking), so they may differ by one ulp, and values that
+// cancel to near zero by the fp32 rounding of the `typical` magnitude sqrt(K).
+double bf16_mismatch(const uint16_t* x, const uint16_t* y, int64_t n, double typical) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = bf16_to_f32(x[i]), b = bf16_to_f32(y[i]);
+    worst = std::max(worst, std::fabs(a - b) / (std::ldexp(std::max(std::fabs(a), std::fabs(b)), -7) +
+                                                std::ldexp(typical, -8)));
+  }
+  return worst;
+}
+
+bool checked(Row* row, double error) {
+  row->check_error = error;
+  if (error <= 1.0) return true;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "wrong result: check error %.3g x tolerance", error);
+  row->status = buf;
+  std::fprintf(stderr, "[bench tl] %s: %s\n", row->op.c_str(), buf);
+  return false;
+}
+
+class TlBench {
+ public:
+  TlBench(const Options& o, const MachineLimits& l) : opt_(o), lim_(l) {}
+
+  std::vector<Row> run() {
+    guarded("compile", [&] { compile_rows(); });
+    for (int64_t s : opt_.full ? std::vector<int64_t>{512, 1024, 2048, 4096} : std::vector<int64_t>{512, 1024, 2048})
+      guarded("gemm", [&] { gemm_row(s); });
+    guarded("add_relu", [&] { add_row(); });
+    guarded("gemv_fp8", [&] { gemv_row(); });
+    guarded("flash_attention", [&] { flash_row(false); });
+    if (opt_.full) guarded("flash_attention", [&] { flash_row(true); });
+    return std::move(rows_);
+  }
+
+ private:
+  void guarded(const char* what, const std::function<void()>& fn) {
+    std::fprintf(stderr, "[bench tl] %s\n", what);
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      Row r = make_row(what, 0, 0, 0);
+      r.status = std::string("error: ") + e.what();
+      std::fprintf(stderr, "[bench tl] %s FAILED: %s\n", what, e.what());
+      rows_.push_back(r);
+    }
+  }
+
+  tl::Kernel compiled(const tl::Program& p) { return tl::compile(p); }
+
+  // Cold: a fresh cache folder (lowering, code generation, the host compiler, loading). Cache hit: the
+  // same program again with the in-memory map bypassed (lowering, code generation, hashing, dlopen).
+  void compile_rows() {
+    tl::CompileOptions o;
+    o.cache_dir = (std::filesystem::temp_directory_path() / ("tessera-bench-tl-" + std::to_string(::getpid()))).string();
+    std::filesystem::remove_all(o.cache_dir);
+    const tl::Program p = tl_gemm_nt_program(128, 128, 64, 3);
+    auto t0 = Clock::now();
+    const tl::Kernel cold = tl::compile(p, o);
+    Row c = make_row("compile_cold", 0, 0, 0);
+    c.time_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    rows_.push_back(c);
+    o.memory_cache = false;
+    std::vector<double> hits;
+    for (int i = 0; i < 5; ++i) {
+      t0 = Clock::now();
+      const tl::Kernel hit = tl::compile(p, o);
+      hits.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (!hit.stats().disk_cache_hit) throw std::runtime_error("the second compile missed the disk cache");
+    }
+    Row h = make_row("compile_hit", 0, 0, 0);
+    h.time_ms = median(hits);
+    rows_.push_back(h);
+    std::filesystem::remove_all(o.cache_dir);
+  }
+
+  void gemm_row(int64_t s) {
+    Row row = make_row("gemm_bf16_nt", s, s, s);
+    const tl::Kernel k = compiled(tl_gemm_nt_program(128, 128, 64, 3));
+    auto a = random_bf16(s, s, 11), b = random_bf16(s, s, 12);
+    auto c = aligned_array<uint16_t>(size_t(s * s)), d = aligned_array<uint16_t>(size_t(s * s));
+    const TensorView av(a.get(), DType::kBF16, {s, s}), bv(b.get(), DType::kBF16, {s, s});
+    const TensorView cv(c.get(), DType::kBF16, {s, s}), dv(d.get(), DType::kBF16, {s, s});
+    std::fill_n(c.get(), s * s, uint16_t(0x7FA5));
+    k({av, bv, cv});
+    gemm::bf16_gemm_nt(av, bv, dv);
+    if (!checked(&row, bf16_mismatch(c.get(), d.get(), s * s, std::sqrt(double(s))))) return rows_.push_back(row);
+    row.time_ms = time_median([&](int64_t) { k({av, bv, cv}); }).median_ms;
+    row.gflops = 2.0 * double(s) * s * s / (row.time_ms * 1e-3) * 1e-9;
+    row.pct_of_limit = 100.0 * row.gflops / lim_.bf16_peak_gflops;
+    row.limit_name = "bf16_peak_gflops";
+    row.peer = "tessera.gemm";
+    row.peer_time_ms = time_median([&](int64_t) { gemm::bf16_gemm_nt(av, bv, dv); }).median_ms;
+    row.peer_ratio = row.peer_time_ms / row.time_ms;
+    rows_.push_back(row);
+  }
+
+  void add_row() {
+    const int64_t m = 8192, n = 8192;  // 128 MB per operand: DRAM, not cache
+    Row row = make_row("add_relu_bf16", m, n, 0);
+    const tl::Kernel k = compiled(tl_add_relu_program(4, 4096));
+    auto a = random_bf16(m, n, 21), b = random_bf16(m, n, 22), c = aligned_array<uint16_t>(size_t(m * n));
+    prefault(c.get(), size_t(m * n) * 2);
+    const TensorView av(a.get(), DType::kBF16, {m, n}), bv(b.get(), DType::kBF16, {m, n}), cv(c.get(), DType::kBF16, {m, n});
+    k({av, bv, cv});
+    double worst = 0;
+    for (int64_t i = 0; i < m * n; i += 997) {
+      const float want = std::max(bf16_to_f32(a[size_t(i)]) + bf16_to_f32(b[size_t(i)]), 0.0f);
+      worst = std::max(worst, c[size_t(i)] == f32_to_bf16(want) ? 0.0 : 2.0);
+    }
+    if (!checked(&row, worst)) return rows_.push_back(row);
+    row.time_ms = time_median([&](int64_t) { k({av, bv, cv}); }).median_ms;
+    row.gbps = 3.0 * double(m * n) * 2 / (row.time_ms * 1e-3) * 1e-9;
+    row.pct_of_limit = 100.0 * row.gbps / lim_.dram_copy_gbps;
+    row.limit_name = "dram_copy_gbps";
+    rows_.push_back(row);
+  }
+
+  void gemv_row() {
+    const int64_t n = 16384, kk = 8192;  // 128 MB of fp8 weights
+    Row row = make_row("gemv_fp8", 1, n, kk);
+    const tl::Kernel k = compiled(tl_gemv_fp8_program(int(kk), 256));
+    auto w = aligned_array<uint8_t>(size_t(n * kk));
+    auto s = aligned_array<float>(size_t(n * (kk / 128)));
+    auto x = random_bf16(1, kk, 31);
+    auto y = aligned_array<float>(size_t(n));
+    for_random_normal_blocks(n, kk, 64, 32, [&](int64_t r0, int64_t nr, const float* v) {
+      for (int64_t i = 0; i < nr * kk; ++i) w[size_t(r0 * kk + i)] = f32_to_e4m3(v[i] * 4);
+    });
+    for (int64_t i = 0; i < n * (kk / 128); ++i) s[size_t(i)] = 0.5f + float(i % 7) * 0.25f;
+    const TensorView wv(w.get(), DType::kF8E4M3, {n, kk}), sv(s.get(), DType::kF32, {n, kk / 128});
+    const TensorView xv(x.get(), DType::kBF16, {kk}), yv(y.get(), DType::kF32, {n});
+    k({wv, sv, xv, yv});
+    double worst = 0;
+    for (int64_t r = 0; r < n; r += 331) {
+      double want = 0, mag = 0;
+      for (int64_t q = 0; q < kk; ++q) {
+        const double t = double(e4m3_to_f32(w[size_t(r * kk + q)])) * s[size_t(r * (kk / 128) + q / 128)] * bf16_to_f32(x[size_t(q)]);
+        want += t, mag += std::fabs(t);
+      }
+      worst = std::max(worst, std::fabs(y[size_t(r)] - want) / (1e-5 * mag + 1e-6));
+    }
+    if (!checked(&row, worst)) return rows_.push_back(row);
+    row.time_ms = time_median([&](int64_t) { k({wv, sv, xv, yv}); }).median_ms;
+    row.gbps = double(n * kk) / (row.time_ms * 1e-3) * 1e-9;  // weight bytes
+    row.pct_of_limit = 100.0 * row.gbps / lim_.dram_read_gbps;
+    row.limit_name = "dram_read_gbps";
+    rows_.push_back(row);
+  }
+
+  void flash_row(bool causal) {
+    const int batch = 1, heads = 8, seq = 2048, dim = 128;
+    Row row = make_row(causal ? "flash_fwd_causal" : "flash_fwd", seq, heads, dim);
+    const tl::Kernel k = compiled(tl_flash_attention_program(batch, heads, seq, dim, 128, 128, causal));
+    const int64_t elems = int64_t(batch) * seq * heads * dim;
+    auto q = random_bf16(seq, int64_t(heads) * dim, 41), kt = random_bf16(seq, int64_t(heads) * dim, 42);
+    auto v = random_bf16(seq, int64_t(heads) * dim, 43), o = aligned_array<uint16_t>(size_t(elems));
+    const TensorView qv(q.get(), DType::kBF16, {batch, seq, heads, dim}), kv(kt.get(), DType::kBF16, {batch, seq, heads, dim});
+    const TensorView vv(v.get(), DType::kBF16, {batch, seq, heads, dim}), ov(o.get(), DType::kBF16, {batch, seq, heads, dim});
+    k({qv, kv, vv, ov});
+    // float64 attention for a sample of rows of head 0 and the last head
+    double worst = 0;
+    for (int h : {0, heads - 1})
+      for (int r = 0; r < seq; r += 257) {
+        std::vector<double> p(static_cast<size_t>(seq));
+        double mx = -1e300, sum = 0;
+        const int keys = causal ? r + 1 : seq;
+        for (int j = 0; j < keys; ++j) {
+          double dot = 0;
+          for (int d = 0; d < dim; ++d)
+            dot += double(bf16_to_f32(q[size_t((int64_t(r) * heads + h) * dim + d)])) * bf16_to_f32(kt[size_t((int64_t(j) * heads + h) * dim + d)]);
+          p[size_t(j)] = dot / std::sqrt(double(dim));
+          mx = std::max(mx, p[size_t(j)]);
+        }
+        for (int j = 0; j < keys; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+        for (int d = 0; d < dim; ++d) {
+          double want = 0;
+          for (int j = 0; j < keys; ++j) want += p[size_t(j)] / sum * bf16_to_f32(v[size_t((int64_t(j) * heads + h) * dim + d)]);
+          const double got = bf16_to_f32(o[size_t((int64_t(r) * heads + h) * dim + d)]);
+          worst = std::max(worst, std::fabs(got - want) / (2e-2 + std::ldexp(std::fabs(want), -8)));
+        }
+      }
+    if (!checked(&row, worst)) return rows_.push_back(row);
+    row.time_ms = time_median([&](int64_t) { k({qv, kv, vv, ov}); }).median_ms;
+    const double flops = 4.0 * batch * heads * double(seq) * seq * dim * (causal ? 0.5 : 1.0);
+    row.gflops = flops / (row.time_ms * 1e-3) * 1e-9;
+    row.pct_of_limit = 100.0 * row.gflops / lim_.bf16_peak_gflops;
+    row.limit_name = "bf16_peak_gflops";
+    rows_.push_back(row);
+  }
+
+  const Options& opt_;
+  const MachineLimits& lim_;
+  std::vector<Row> rows_;
+};
+
+const Row* find(const std::vector<Row>& rows, const std::string& op) {
+  for (const Row& r : rows)
+    if (r.op == op && r.ok()) return &r;
+  return nullptr;
+}
+
+const char* verdict(bool met) { return met ? "[met]" : "[not met]"; }
+
+}  // namespace
+
+std::vector<Row> run_tl_bench(const Options& options, const MachineLimits& limits) {
+  return TlBench(options, limits).run();
+}
+
+void print_tl_summary(std::FILE* out, const std::vector<Row>& rows) {
+  std::vector<const Row*> gemms;
+  for (const Row& r : rows)
+    if (r.op == "gemm_bf16_nt") gemms.push_back(&r);
+  const GeoMeans g = geo_means(gemms);
+  std::fprintf(out, "\ntile language (tl):\n");
+  std::fprintf(out, "  GEMM bf16 (M=N=K >= 512), %d rows: %s of bf16 peak, %s of tessera's library GEMM (target >= 0.90x) %s\n",
+               g.rows, format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(),
+               std::isfinite(g.peer_ratio) ? verdict(g.peer_ratio >= 0.9) : "[n/a]");
+  struct Target {
+    const char* op;
+    const char* what;
+    double target;
+  };
+  for (const Target& t : {Target{"add_relu_bf16", "elementwise add+relu: of DRAM copy bandwidth", 75},
+                          Target{"gemv_fp8", "dequant GEMV (fp8 weights): of DRAM read bandwidth", 75},
+                          Target{"flash_fwd", "FlashAttention fwd (seq 2048, dim 128, bf16): of bf16 peak", 50}}) {
+    const Row* r = find(rows, t.op);
+    std::fprintf(out, "  %s %s (target >= %.0f%%) %s\n", t.what, r ? format_pct(r->pct_of_limit).c_str() : "n/a",
+                 t.target, r ? verdict(r->pct_of_limit >= t.target) : "[n/a]");
+  }
+  const Row* cold = find(rows, "compile_cold");
+  const Row* hit = find(rows, "compile_hit");
+  std::fprintf(out, "  compile: cold %.0f ms, cache hit %.2f ms (target < 20 ms) %s\n", cold ? cold->time_ms : NAN,
+               hit ? hit->time_ms : NAN, hit ? verdict(hit->time_ms < 20) : "[n/a]");
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,18 @@
+// The tile-language kernels `tessera bench tl` measures, written with the C++ builder API (the same IR
+// the Python frontend builds; examples/tl/*.py holds the Python versions of the same kernels).
+#pragma once
+
+#include "tessera/tl/ir.h"
+
+namespace tessera::bench {
+
+// C[M, N] (bf16) = A[M, K] . B[N, K]^T, bf16 operands, float32 accumulation; M, N, K dynamic.
+tl::Program tl_gemm_nt_program(int block_m, int block_n, int block_k, int stages);
+// C = relu(A + B), bf16 [M, N], M and N dynamic.
+tl::Program tl_add_relu_program(int block_m, int block_n);
+// y[N] (float32) = (W (float8_e4m3 [N, K]) * scale[N, K / 128]) . x (bf16 [K]); N dynamic.
+tl::Program tl_gemv_fp8_program(int k, int block_n);
+// FlashAttention forward, bf16 Q, K, V, O [batch, seq, heads, dim] (the examples/tl layout).
+tl::Program tl_flash_attention_program(int batch, int heads, int seq, int dim, int block_m, int block_n, bool causal);
+
+}  // namespace tessera::bench

@@ -1,0 +1,29 @@
+// tessera/ep/shm_bandwidth.h - the physical limit of an intra-node all-to-all: how fast one process
+// can copy into another process's shared memory while that process does the same in return.
+//
+// Convention (unlike the STREAM-style figures of tessera/info.h, which count read + written bytes):
+// payload bytes, counted once, delivered per second by ONE process while its peer copies the same
+// amount the other way; both copies use the ep data plane's copy loop (non-temporal stores into the
+// peer's region, as dispatch and combine do). A perfect one-copy dispatch moving B bytes to a peer
+// per rank would take B / shm_copy_gbps seconds; that is the denominator of `tessera bench ep`'s
+// percent-of-limit column.
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/ep/group.h"
+
+namespace tessera::ep {
+
+// Forks one helper process; both copy `bytes` (0: 128 MiB, well beyond the caches) per repetition,
+// one thread each; the median of 7 repetitions. Needs no MPI. Throws Error(kRuntime) if shared
+// memory or fork fail. `tessera info` shows this figure.
+double measure_shm_copy_gbps(int64_t bytes = 0);
+
+// The same between the ranks of this rank's node (every rank copies into the next one's segment, all
+// at once, with the ep data plane's threads per rank); collective over the group, every rank gets the
+// node's median. Used by `tessera bench ep` so the limit and the measurement share one run. A
+// one-rank node returns 0.
+double measure_shm_copy_gbps_in_group(Group& group, int64_t bytes = 0);
+
+}  // namespace tessera::ep

@@ -1,0 +1,401 @@
+// tessera/tl/runtime/vector.h - the SIMD layer of generated kernels: TESSERA_TL_VW-lane vectors (GCC
+// vector extensions, which the host compiler maps onto the ISA the kernel is built for), loads and
+// stores of every element type (contiguous, masked, gathered), conversions and math.
+//
+// Lanes of a vectorized T.Parallel loop compute in these types: float32 for every float type narrower
+// than 64 bits (vf), float64 (vd), int32 for narrow integers (vi), uint32 (vu), int64 (vl), uint64
+// (vul). A mask (vm) holds -1 (true) or 0 per lane. Masked loads never touch memory of inactive lanes.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "tessera/tl/runtime/scalar.h"
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define TLRT_AVX512_MASKS 1
+#endif
+
+#ifndef TESSERA_TL_VW
+#define TESSERA_TL_VW 16
+#endif
+
+namespace tlrt {
+
+constexpr int VW = TESSERA_TL_VW;
+typedef float vf __attribute__((vector_size(4 * VW)));
+typedef double vd __attribute__((vector_size(8 * VW)));
+typedef int32_t vi __attribute__((vector_size(4 * VW)));
+typedef uint32_t vu __attribute__((vector_size(4 * VW)));
+typedef int64_t vl __attribute__((vector_size(8 * VW)));
+typedef uint64_t vul __attribute__((vector_size(8 * VW)));
+typedef uint16_t vh __attribute__((vector_size(2 * VW)));
+typedef int16_t vs __attribute__((vector_size(2 * VW)));
+typedef uint8_t vb __attribute__((vector_size(VW)));
+typedef int8_t vsb __attribute__((vector_size(VW)));
+typedef vi vm;
+
+template <class V>
+using elem_t = std::remove_cv_t<std::remove_reference_t<decltype(std::declval<V>()[0])>>;
+
+template <class V>
+inline V splat(elem_t<V> s) {
+  return V{} + s;
+}
+inline vi iota() {
+  vi r;
+  for (int l = 0; l < VW; ++l) r[l] = l;
+  return r;
+}
+inline vm all_m() { return vm{} - 1; }
+inline vm bmask(bool b) { return b ? all_m() : vm{}; }
+// Lanes [0, n) active.
+inline vm first_n(int64_t n) { return iota() < splat<vi>(int32_t(n < VW ? n : VW)); }
+inline bool any(vm m) {
+#ifdef TLRT_AVX512_MASKS
+  if constexpr (VW == 16) return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
+#endif
+  const vm zero = {};
+  return std::memcmp(&m, &zero, sizeof(vm)) != 0;
+}
+
+// Widening / narrowing lane conversions. GCC splits __builtin_convertvector between 32- and 64-byte
+// vectors into 256-bit halves; the AVX-512 instructions do it in one step.
+template <class To, class From>
+inline To convert(From x) {
+#ifdef TLRT_AVX512_MASKS
+  if constexpr (VW == 16 && sizeof(To) == 64 && sizeof(From) == 32) {
+    if constexpr (std::is_signed_v<elem_t<From>>) return (To)_mm512_cvtepi16_epi32((__m256i)x);
+    return (To)_mm512_cvtepu16_epi32((__m256i)x);
+  }
+  if constexpr (VW == 16 && sizeof(To) == 64 && sizeof(From) == 16) {
+    if constexpr (std::is_signed_v<elem_t<From>>) return (To)_mm512_cvtepi8_epi32((__m128i)x);
+    return (To)_mm512_cvtepu8_epi32((__m128i)x);
+  }
+  if constexpr (VW == 16 && sizeof(To) == 32 && sizeof(From) == 64 && std::is_integral_v<elem_t<From>>)
+    return (To)_mm512_cvtepi32_epi16((__m512i)x);
+  if constexpr (VW == 16 && sizeof(To) == 16 && sizeof(From) == 64 && std::is_integral_v<elem_t<From>>)
+    return (To)_mm512_cvtepi32_epi8((__m512i)x);
+#endif
+  return __builtin_convertvector(x, To);
+}
+inline vl widen(vm m) { return __builtin_convertvector(m, vl); }
+inline vm narrow(vl m) { return __builtin_convertvector(m, vi); }
+
+// ---- raw memory access (storage vectors) ----
+template <class R>
+inline R raw_load(const void* p) {
+  R r;
+  std::memcpy(&r, p, sizeof(R));
+  return r;
+}
+template <class R>
+inline void raw_store(void* p, R v) {
+  std::memcpy(p, &v, sizeof(R));
+}
+template <class R>
+inline R raw_load_m(const void* p, vm m) {
+#ifdef TLRT_AVX512_MASKS
+  if constexpr (VW == 16) {
+    const __mmask16 k = _mm512_test_epi32_mask((__m512i)m, (__m512i)m);
+    if constexpr (sizeof(elem_t<R>) == 4) return (R)_mm512_maskz_loadu_epi32(k, p);
+    if constexpr (sizeof(elem_t<R>) == 2) return (R)_mm256_maskz_loadu_epi16(k, p);
+    if constexpr (sizeof(elem_t<R>) == 1) return (R)_mm_maskz_loadu_epi8(k, p);
+  }
+#endif
+  R r = {};
+  const elem_t<R>* s = static_cast<const elem_t<R>*>(p);
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) r[l] = s[l];
+  return r;
+}
+template <class R>
+inline void raw_store_m(void* p, R v, vm m) {
+#ifdef TLRT_AVX512_MASKS
+  if constexpr (VW == 16) {
+    const __mmask16 k = _mm512_test_epi32_mask((__m512i)m, (__m512i)m);
+    if constexpr (sizeof(elem_t<R>) == 4) return _mm512_mask_storeu_epi32(p, k, (__m512i)v);
+    if constexpr (sizeof(elem_t<R>) == 2) return _mm256_mask_storeu_epi16(p, k, (__m256i)v);
+    if constexpr (sizeof(elem_t<R>) == 1) return _mm_mask_storeu_epi8(p, k, (__m128i)v);
+  }
+#endif
+  elem_t<R>* d = static_cast<elem_t<R>*>(p);
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) d[l] = v[l];
+}
+// A store that bypasses the cache when `stream` is set and the address is aligned for it.
+template <class R>
+inline void raw_store_nt(void* p, R v, bool stream) {
+#if defined(__AVX__)
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (stream && a % sizeof(R) == 0) {
+#if defined(__AVX512F__)
+    if constexpr (sizeof(R) == 64) return _mm512_stream_si512(static_cast<__m512i*>(p), (__m512i)v);
+#endif
+    if constexpr (sizeof(R) == 32) return _mm256_stream_si256(static_cast<__m256i*>(p), (__m256i)v);
+    if constexpr (sizeof(R) == 16) return _mm_stream_si128(static_cast<__m128i*>(p), (__m128i)v);
+  }
+#endif
+  (void)stream;
+  raw_store(p, v);
+}
+template <class R>
+inline R raw_gather(const void* p, vl off, vm m) {
+  R r = {};
+  const elem_t<R>* s = static_cast<const elem_t<R>*>(p);
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) r[l] = s[off[l]];
+  return r;
+}
+template <class R>
+inline void raw_scatter(void* p, vl off, R v, vm m) {
+  elem_t<R>* d = static_cast<elem_t<R>*>(p);
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) d[off[l]] = v[l];
+}
+
+// ---- decoders (storage -> compute) and encoders (compute -> storage) ----
+inline vf dec_f32(vf x) { return x; }
+inline vf enc_f32(vf x) { return x; }
+inline vd dec_f64(vd x) { return x; }
+inline vd enc_f64(vd x) { return x; }
+inline vf dec_bf16(vh h) { return (vf)(convert<vu>(h) << 16); }
+inline vh enc_bf16(vf x) {
+  // (vcvtneps2bf16 would be faster but flushes subnormal inputs to zero; this matches ml_dtypes bit for bit)
+  const vu u = (vu)x;
+  const vi nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+  const vu r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return convert<vh>(nan ? (((u >> 16) & 0x8000u) | 0x7FC0u) : r);
+}
+// Small floats decode with integer ops only (multiplying tiny f32 values by 2^k would be exact but slow:
+// subnormal operands take a microcode assist on some cores). A normal code (exponent e > 0) becomes
+// ((code & magnitude) << shift) + rebias; a subnormal code (e == 0) gives that formula's value v for
+// 2^(1-bias) * (1 + m/2^mbits) and the true value is 2v - 2^(1-bias), exact in float32.
+inline vf dec_half_bits(vu u) {  // u: float16 bit patterns in the low 16 bits of each lane
+  const vu mag = u & 0x7FFFu;
+  const vf normal = (vf)((mag << 13) + (112u << 23));
+  const vf value = (mag >> 10) == 0u ? normal * 2.0f - 0x1p-14f : normal;
+  const vu special = 0x7F800000u | ((u & 0x3FFu) << 13);
+  return (vf)(((mag >> 10) == 0x1Fu ? special : (vu)value) | ((u & 0x8000u) << 16));
+}
+inline vf dec_f16(vh h) { return dec_half_bits(convert<vu>(h)); }
+inline vh enc_f16(vf x) {
+  vh r;
+  for (int l = 0; l < VW; ++l) r[l] = f32_to_f16(x[l]);
+  return r;
+}
+inline vf dec_e4m3(vb b) {
+  const vu u = convert<vu>(b);
+  const vu mag = u & 0x7Fu;
+  const vf normal = (vf)((mag << 20) + (120u << 23));
+  const vf value = mag < 8u ? normal * 2.0f - 0x1p-6f : normal;
+  const vu r = (vu)value | ((u & 0x80u) << 24);
+  return (vf)(mag == 0x7Fu ? ((r & 0x80000000u) | 0x7FC00000u) : r);
+}
+inline vb enc_e4m3(vf x) {
+  vb r;
+  for (int l = 0; l < VW; ++l) r[l] = f32_to_e4m3(x[l]);
+  return r;
+}
+inline vf dec_e5m2(vb b) { return dec_half_bits(convert<vu>(b) << 8); }
+inline vb enc_e5m2(vf x) {
+  vb r;
+  for (int l = 0; l < VW; ++l) r[l] = f32_to_e5m2(x[l]);
+  return r;
+}
+inline vi dec_i8(vsb x) { return convert<vi>(x); }
+inline vsb enc_i8(vi x) { return convert<vsb>(x); }
+inline vi dec_u8(vb x) { return convert<vi>(x); }
+inline vb enc_u8(vi x) { return convert<vb>(x); }
+inline vi dec_i16(vs x) { return convert<vi>(x); }
+inline vs enc_i16(vi x) { return convert<vs>(x); }
+inline vi dec_u16(vh x) { return convert<vi>(x); }
+inline vh enc_u16(vi x) { return convert<vh>(x); }
+inline vi dec_i32(vi x) { return x; }
+inline vi enc_i32(vi x) { return x; }
+inline vu dec_u32(vu x) { return x; }
+inline vu enc_u32(vu x) { return x; }
+inline vl dec_i64(vl x) { return x; }
+inline vl enc_i64(vl x) { return x; }
+inline vul dec_u64(vul x) { return x; }
+inline vul enc_u64(vul x) { return x; }
+inline vm dec_bool(vb x) { return convert<vi>(x) != 0; }
+inline vb enc_bool(vm m) { return convert<vb>(m & 1); }
+
+#define TLRT_VECTOR_DTYPE(NAME, STORE_T, RAW, COMPUTE)                                                      \
+  inline COMPUTE ld_##NAME(const STORE_T* p) { return dec_##NAME(raw_load<RAW>(p)); }                       \
+  inline COMPUTE ld_##NAME##_m(const STORE_T* p, vm m) { return dec_##NAME(raw_load_m<RAW>(p, m)); }        \
+  inline COMPUTE ld_##NAME##_g(const STORE_T* p, vl off, vm m) { return dec_##NAME(raw_gather<RAW>(p, off, m)); } \
+  inline void st_##NAME(STORE_T* p, COMPUTE v) { raw_store<RAW>(p, enc_##NAME(v)); }                         \
+  inline void st_##NAME##_m(STORE_T* p, COMPUTE v, vm m) { raw_store_m<RAW>(p, enc_##NAME(v), m); }          \
+  inline void st_##NAME##_nt(STORE_T* p, COMPUTE v, bool stream) { raw_store_nt<RAW>(p, enc_##NAME(v), stream); } \
+  inline void st_##NAME##_s(STORE_T* p, vl off, COMPUTE v, vm m) { raw_scatter<RAW>(p, off, enc_##NAME(v), m); }
+
+TLRT_VECTOR_DTYPE(f32, float, vf, vf)
+TLRT_VECTOR_DTYPE(f64, double, vd, vd)
+TLRT_VECTOR_DTYPE(bf16, uint16_t, vh, vf)
+TLRT_VECTOR_DTYPE(f16, uint16_t, vh, vf)
+TLRT_VECTOR_DTYPE(e4m3, uint8_t, vb, vf)
+TLRT_VECTOR_DTYPE(e5m2, uint8_t, vb, vf)
+TLRT_VECTOR_DTYPE(i8, int8_t, vsb, vi)
+TLRT_VECTOR_DTYPE(u8, uint8_t, vb, vi)
+TLRT_VECTOR_DTYPE(i16, int16_t, vs, vi)
+TLRT_VECTOR_DTYPE(u16, uint16_t, vh, vi)
+TLRT_VECTOR_DTYPE(i32, int32_t, vi, vi)
+TLRT_VECTOR_DTYPE(u32, uint32_t, vu, vu)
+TLRT_VECTOR_DTYPE(i64, int64_t, vl, vl)
+TLRT_VECTOR_DTYPE(u64, uint64_t, vul, vul)
+TLRT_VECTOR_DTYPE(bool, bool, vb, vm)
+#undef TLRT_VECTOR_DTYPE
+
+// ---- selects and comparisons of 64-bit lanes (masks are 32-bit) ----
+inline vf vsel(vm m, vf a, vf b) { return m ? a : b; }
+inline vi vsel(vm m, vi a, vi b) { return m ? a : b; }
+inline vu vsel(vm m, vu a, vu b) { return m ? a : b; }
+inline vd vsel(vm m, vd a, vd b) { return widen(m) ? a : b; }
+inline vl vsel(vm m, vl a, vl b) { return widen(m) ? a : b; }
+inline vul vsel(vm m, vul a, vul b) { return widen(m) ? a : b; }
+
+// ---- rounding to narrower float types (the value stays in a float32 lane) ----
+inline vf vround_bf16(vf x) { return dec_bf16(enc_bf16(x)); }
+inline vf vround_f16(vf x) { return dec_f16(enc_f16(x)); }
+inline vf vround_e4m3(vf x) { return dec_e4m3(enc_e4m3(x)); }
+inline vf vround_e5m2(vf x) { return dec_e5m2(enc_e5m2(x)); }
+
+// ---- math (lane-for-lane equal to the scalar versions in scalar.h) ----
+template <class V>
+inline V vmin(V a, V b) { return a < b ? a : b; }
+template <class V>
+inline V vmax(V a, V b) { return a > b ? a : b; }
+inline vf vabs(vf x) { return (vf)((vu)x & 0x7FFFFFFFu); }
+inline vd vabs(vd x) { return (vd)((vul)x & 0x7FFFFFFFFFFFFFFFull); }
+inline vi vabs(vi x) { return x < 0 ? -x : x; }
+inline vl vabs(vl x) { return x < 0 ? -x : x; }
+
+inline vf vexp2(vf x) {
+  const vm nan = x != x, tiny = x < -126.0f;
+  x = x > 128.0f ? splat<vf>(128.0f) : x;
+  x = tiny ? splat<vf>(0.0f) : x;
+  const float magic = 12582912.0f;
+  const vf t = x + magic;
+  const vi n = (vi)((vu)t - bits(magic));
+  const vf f = x - (t - magic);
+  vf p = splat<vf>(1.5252733804059841e-05f);
+  p = p * f + 1.5403530393381608e-04f;
+  p = p * f + 1.3333558146428443e-03f;
+  p = p * f + 9.6181291076284772e-03f;
+  p = p * f + 5.5504108664821580e-02f;
+  p = p * f + 2.4022650695910071e-01f;
+  p = p * f + 6.9314718055994531e-01f;
+  p = p * f + 1.0f;
+  const vf r = (vf)((vu)p + (vu)(n << 23));
+  return nan ? x : (tiny ? splat<vf>(0.0f) : r);
+}
+inline vf vexp(vf x) {
+  const vm nan = x != x, tiny = x < -87.33f;
+  x = x > 88.8f ? splat<vf>(88.8f) : x;
+  x = tiny ? splat<vf>(0.0f) : x;
+  const float magic = 12582912.0f;
+  const vf t = x * 1.4426950408889634f + magic;
+  const vf nf = t - magic;
+  vi n = (vi)((vu)t - bits(magic));
+  const vf r = (x - nf * 0.693145751953125f) - nf * 1.428606765330187e-06f;
+  vf p = splat<vf>(1.9841269841269841e-04f);
+  p = p * r + 1.3888888888888889e-03f;
+  p = p * r + 8.3333333333333332e-03f;
+  p = p * r + 4.1666666666666664e-02f;
+  p = p * r + 1.6666666666666666e-01f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const vm big = n > 127;
+  n = big ? splat<vi>(127) : n;
+  vf res = (vf)((vu)p + (vu)(n << 23));
+  res = big ? res * 2.0f : res;
+  return nan ? x : (tiny ? splat<vf>(0.0f) : res);
+}
+inline vf vsigmoid(vf x) { return 1.0f / (1.0f + vexp(-x)); }
+inline vf vtanh(vf x) {
+  const vf a = vabs(x);
+  const vf r = a > 9.0f ? splat<vf>(1.0f) : 1.0f - 2.0f / (vexp(2.0f * a) + 1.0f);
+  return (vf)((vu)r | ((vu)x & 0x80000000u));
+}
+inline vf vdecode_e2m1(vi code) {
+  const vi c = code & 7;
+  const vf half = __builtin_convertvector(c, vf) * 0.5f;
+  const vf pow2 = (vf)((vu)((c >> 1) + 126) << 23);
+  const vf mag = c < 2 ? half : pow2 * (1.0f + __builtin_convertvector(c & 1, vf) * 0.5f);
+  return (code & 8) ? -mag : mag;
+}
+
+// Functions without a vector algorithm here run lane by lane (the compiler vectorizes what it can).
+#define TLRT_LANEWISE(NAME, V, FN)       \
+  inline V NAME(V x) {                   \
+    V r;                                 \
+    for (int l = 0; l < VW; ++l) r[l] = FN(x[l]); \
+    return r;                            \
+  }
+TLRT_LANEWISE(vexp2, vd, std::exp2)
+TLRT_LANEWISE(vexp, vd, std::exp)
+TLRT_LANEWISE(vsigmoid, vd, tlrt::sigmoid)
+TLRT_LANEWISE(vlog, vf, std::log)
+TLRT_LANEWISE(vlog, vd, std::log)
+TLRT_LANEWISE(vlog2, vf, std::log2)
+TLRT_LANEWISE(vlog2, vd, std::log2)
+TLRT_LANEWISE(vsqrt, vf, std::sqrt)
+TLRT_LANEWISE(vsqrt, vd, std::sqrt)
+TLRT_LANEWISE(vrsqrt, vf, tlrt::rsqrt)
+TLRT_LANEWISE(vrsqrt, vd, tlrt::rsqrt)
+TLRT_LANEWISE(vtanh, vd, std::tanh)
+TLRT_LANEWISE(vfloor, vf, std::floor)
+TLRT_LANEWISE(vfloor, vd, std::floor)
+TLRT_LANEWISE(vceil, vf, std::ceil)
+TLRT_LANEWISE(vceil, vd, std::ceil)
+TLRT_LANEWISE(vtrunc, vf, std::trunc)
+TLRT_LANEWISE(vtrunc, vd, std::trunc)
+TLRT_LANEWISE(vround, vf, std::nearbyint)
+TLRT_LANEWISE(vround, vd, std::nearbyint)
+TLRT_LANEWISE(vsin, vf, std::sin)
+TLRT_LANEWISE(vsin, vd, std::sin)
+TLRT_LANEWISE(vcos, vf, std::cos)
+TLRT_LANEWISE(vcos, vd, std::cos)
+TLRT_LANEWISE(verf, vf, std::erf)
+TLRT_LANEWISE(verf, vd, std::erf)
+#undef TLRT_LANEWISE
+inline vm visnan(vf x) { return x != x; }
+inline vm visnan(vd x) { return narrow(x != x); }
+inline vm visinf(vf x) { return vabs(x) == __builtin_inff(); }
+inline vm visinf(vd x) { return narrow(vabs(x) == __builtin_inf()); }
+inline vf vpow(vf a, vf b) {
+  vf r;
+  for (int l = 0; l < VW; ++l) r[l] = std::pow(a[l], b[l]);
+  return r;
+}
+inline vd vpow(vd a, vd b) {
+  vd r;
+  for (int l = 0; l < VW; ++l) r[l] = std::pow(a[l], b[l]);
+  return r;
+}
+template <class V>
+inline V vfma(V a, V b, V c) { return a * b + c; }
+
+// Integer floor division / modulo by a vector (Python semantics).
+template <class V>
+inline V vfloordiv(V a, V b) {
+  V r;
+  for (int l = 0; l < VW; ++l) r[l] = floordiv(a[l], b[l]);
+  return r;
+}
+template <class V>
+inline V vfloormod(V a, V b) {
+  V r;
+  for (int l = 0; l < VW; ++l) r[l] = floormod(a[l], b[l]);
+  return r;
+}
+
+}  // namespace tlrt

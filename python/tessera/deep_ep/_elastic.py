@@ -1,0 +1,217 @@
+"""DeepEP's ``ElasticBuffer`` (v2) on CPU ranks: the same class, methods, argument names and defaults
+(see /work/shared/specs/deep_ep.md section 2 and docs/ep.md).
+
+GPU-only knobs are accepted and have no effect: num_sms is the number of worker threads (0: automatic),
+num_qps, sl_idx, num_allocated_qps, num_gpu_timeout_secs, allocate_on_comm_stream and
+prefer_overlap_with_compute change nothing. Arrays are numpy arrays (ml_dtypes for bfloat16 / float8)
+or torch CPU tensors; outputs follow the input's kind.
+"""
+import numpy as np
+
+from .. import _C
+from .._arrays import optional_ref, to_ref
+from .._errors import NotImplementedInTessera
+from . import _group
+from ._event import EventHandle, overlap
+from ._native import output
+
+
+class EPHandle:
+    """What ``ElasticBuffer.dispatch`` returns for ``combine`` and cached dispatch. Attributes follow
+    DeepEP (arrays are numpy; without CPU sync they are filled once the event was waited on)."""
+
+    def __init__(self, native, owner):
+        self._native = native
+        self._owner = owner
+
+    def _array(self, name, dtype, cols=None):
+        flat = np.frombuffer(getattr(self._native, name), dtype=dtype).copy()
+        return flat if cols is None else flat.reshape(-1, cols)
+
+    do_expand = property(lambda self: self._native.do_expand)
+    num_experts = property(lambda self: self._native.num_experts)
+    expert_alignment = property(lambda self: self._native.expert_alignment)
+    num_max_tokens_per_rank = property(lambda self: self._native.num_max_tokens_per_rank)
+    num_sms = property(lambda self: self._native.num_sms)
+    num_recv_tokens = property(lambda self: self._native.num_recv_tokens)
+    num_expanded_tokens = property(lambda self: self._native.num_expanded_tokens)
+    num_recv_tokens_per_expert_list = property(lambda self: list(self._native.num_recv_tokens_per_expert_list))
+    topk_idx = property(lambda self: self._array("topk_idx", np.int64, self._native.num_topk))
+    psum_num_recv_tokens_per_scaleup_rank = property(
+        lambda self: self._array("psum_num_recv_tokens_per_scaleup_rank", np.int32))
+    psum_num_recv_tokens_per_expert = property(lambda self: self._array("psum_num_recv_tokens_per_expert", np.int32))
+    num_unaligned_recv_tokens_per_expert = property(
+        lambda self: self._array("num_unaligned_recv_tokens_per_expert", np.int32))
+    recv_src_metadata = property(lambda self: self._array("recv_src_metadata", np.int32, self._native.num_topk + 2))
+    dst_buffer_slot_idx = property(lambda self: self._array("dst_buffer_slot_idx", np.int32, self._native.num_topk))
+    # Hybrid-mode forwarding state lives inside the native handle.
+    token_metadata_at_forward = None
+    channel_linked_list = None
+
+
+def _experimental(name: str):
+    def method(*args, **kwargs):
+        raise NotImplementedInTessera(
+            f"ElasticBuffer.{name}: experimental in DeepEP and not implemented in tessera.deep_ep "
+            "(AGRS, pipeline-parallel send/recv and Engram sessions; see docs/ep.md)")
+    method.__name__ = name
+    return method
+
+
+def _split_x(fn, x):
+    if isinstance(x, tuple):
+        if len(x) != 2:
+            raise TypeError(f"{fn}: argument 'x' must be an array or a (data, scale_factors) pair")
+        return x[0], x[1]
+    return x, None
+
+
+class ElasticBuffer:
+    """Expert-parallel dispatch/combine buffer (DeepEP v2) between the ranks of ``group``."""
+
+    def __init__(self, group, num_bytes=None, num_cpu_bytes: int = 0, num_max_tokens_per_rank: int = 0,
+                 hidden: int = 0, num_topk: int = 0, use_fp8_dispatch: bool = False, deterministic: bool = False,
+                 allow_hybrid_mode: bool = True, allow_multiple_reduction: bool = True,
+                 prefer_overlap_with_compute: bool = True, sl_idx: int = 3, num_allocated_qps: int = 0,
+                 num_cpu_timeout_secs: int = 300, num_gpu_timeout_secs: int = 100, explicitly_destroy: bool = False):
+        self.group = group
+        self._group = _group.resolve(group, fn="ElasticBuffer")
+        self.allow_hybrid_mode = allow_hybrid_mode
+        self.allow_multiple_reduction = allow_multiple_reduction
+        self.prefer_overlap_with_compute = prefer_overlap_with_compute
+        self.deterministic = deterministic
+        self.explicitly_destroy = explicitly_destroy
+        self.num_allocated_qps = num_allocated_qps
+        self.num_max_tokens_per_rank = num_max_tokens_per_rank
+        self.runtime = _C.EpElasticBuffer(self._group._native, None if num_bytes is None else int(num_bytes),
+                                          int(num_cpu_bytes), int(num_max_tokens_per_rank), int(hidden), int(num_topk),
+                                          bool(use_fp8_dispatch), bool(deterministic), bool(allow_hybrid_mode),
+                                          bool(allow_multiple_reduction), bool(prefer_overlap_with_compute),
+                                          float(num_cpu_timeout_secs), bool(explicitly_destroy))
+        self.rank_idx = self.runtime.rank_idx
+        self.num_ranks = self.runtime.num_ranks
+        self.num_bytes = self.runtime.num_bytes
+        self.num_scaleout_ranks = self.runtime.num_scaleout_ranks
+        self.num_scaleup_ranks = self.runtime.num_scaleup_ranks
+        self.scaleout_rank_idx = self.runtime.scaleout_rank_idx
+        self.scaleup_rank_idx = self.runtime.scaleup_rank_idx
+        self.num_rdma_ranks, self.num_nvlink_ranks = self.num_scaleout_ranks, self.num_scaleup_ranks
+        self.hybrid_mode = self.runtime.hybrid_mode
+
+    # ---- lifetime and sizing ----
+    def destroy(self) -> None:
+        """Releases the shared memory now (requires explicitly_destroy=True)."""
+        if not self.explicitly_destroy:
+            raise RuntimeError("ElasticBuffer.destroy: the buffer was created with explicitly_destroy=False")
+        if self.runtime is not None:
+            self.runtime.destroy()
+            self.runtime = None
+
+    @staticmethod
+    def get_buffer_size_hint(group, num_max_tokens_per_rank: int, hidden: int, num_topk: int = 0,
+                             use_fp8_dispatch: bool = False, allow_hybrid_mode: bool = True,
+                             allow_multiple_reduction: bool = True) -> int:
+        """Receive-region bytes per rank for these MoE settings (a multiple of 2 MiB)."""
+        g = _group.resolve(group, fn="ElasticBuffer.get_buffer_size_hint")
+        return _C.EpElasticBuffer.get_buffer_size_hint(g._native, int(num_max_tokens_per_rank), int(hidden),
+                                                       int(num_topk), bool(use_fp8_dispatch), bool(allow_hybrid_mode),
+                                                       bool(allow_multiple_reduction))
+
+    def barrier(self, use_comm_stream: bool = True, with_cpu_sync: bool = False, sequential: bool = True) -> None:
+        self._rt("barrier").barrier()
+
+    @staticmethod
+    def capture() -> EventHandle:
+        return EventHandle()
+
+    def get_comm_stream(self):
+        """CPUs have no streams: None."""
+        return None
+
+    def get_physical_domain_size(self):
+        return self.num_scaleout_ranks, self.num_scaleup_ranks
+
+    def get_logical_domain_size(self):
+        return self.num_scaleout_ranks, self.num_scaleup_ranks
+
+    def get_theoretical_num_sms(self, num_experts: int, num_topk: int, num_scaleout_topk: int = 0, rdma_gbs: float = 0,
+                                nvlink_gbs: float = 0, sm_read_gbs: float = 200, sm_write_gbs: float = 50) -> int:
+        """Worker threads a dispatch/combine uses on this rank (DeepEP: SMs)."""
+        return self._rt("get_theoretical_num_sms").get_theoretical_num_sms(int(num_experts), int(num_topk))
+
+    def get_theoretical_num_qps(self, num_sms: int) -> int:
+        return 0
+
+    def _rt(self, fn):
+        if self.runtime is None:
+            raise RuntimeError(f"ElasticBuffer.{fn}: the buffer was destroyed")
+        return self.runtime
+
+    # ---- dispatch / combine ----
+    def dispatch(self, x, topk_idx=None, topk_weights=None, cumulative_local_expert_recv_stats=None,
+                 num_experts=None, num_max_tokens_per_rank=None, expert_alignment=None, num_sms: int = 0,
+                 num_qps: int = 0, previous_event=None, previous_event_before_epilogue=None,
+                 async_with_compute_stream: bool = False, allocate_on_comm_stream: bool = False, handle=None,
+                 do_handle_copy: bool = True, do_cpu_sync=None, do_expand: bool = False,
+                 do_zero_padding: bool = False, use_tma_aligned_col_major_sf: bool = False):
+        """Sends every token to the ranks holding its experts. Returns (recv_x, recv_topk_idx,
+        recv_topk_weights, handle, event); recv_x is a (data, scale_factors) pair for FP8 input."""
+        fn = "ElasticBuffer.dispatch"
+        rt = self._rt("dispatch")
+        for event in (previous_event, previous_event_before_epilogue):
+            if event is not None:
+                event.current_stream_wait()
+        data, sf = _split_x(fn, x)
+        if handle is not None and not isinstance(handle, EPHandle):
+            raise TypeError(f"{fn}: argument 'handle' must be an EPHandle from dispatch, got {type(handle).__name__}")
+        recv_x, recv_sf, recv_idx, recv_w, native_handle, event = rt.dispatch(
+            to_ref(data, fn, "x"), optional_ref(sf, fn, "x.sf"), optional_ref(topk_idx, fn, "topk_idx"),
+            optional_ref(topk_weights, fn, "topk_weights"),
+            optional_ref(cumulative_local_expert_recv_stats, fn, "cumulative_local_expert_recv_stats", writable=True),
+            int(num_experts or 0), int(num_max_tokens_per_rank or 0), int(expert_alignment or 0),
+            None if handle is None else handle._native, bool(do_handle_copy), do_cpu_sync, bool(do_expand),
+            bool(do_zero_padding), bool(use_tma_aligned_col_major_sf), bool(async_with_compute_stream), int(num_sms))
+        out_handle = handle if handle is not None else EPHandle(native_handle, self)
+        keep = (data, sf, topk_idx, topk_weights, cumulative_local_expert_recv_stats)
+        recv = output(recv_x, data)
+        if recv_sf is not None:
+            recv = (recv, output(recv_sf, sf))
+        return (recv, output(recv_idx, data), output(recv_w, data), out_handle,
+                overlap(event, async_with_compute_stream, keep))
+
+    def combine(self, x, handle, topk_weights=None, bias=None, num_sms: int = 0, num_qps: int = 0,
+                previous_event=None, previous_event_before_epilogue=None, async_with_compute_stream: bool = False,
+                allocate_on_comm_stream: bool = False):
+        """Reduces every token's expert outputs back on its source rank. Returns (combined_x,
+        combined_topk_weights or None, event)."""
+        fn = "ElasticBuffer.combine"
+        rt = self._rt("combine")
+        for event in (previous_event, previous_event_before_epilogue):
+            if event is not None:
+                event.current_stream_wait()
+        if not isinstance(handle, EPHandle):
+            raise TypeError(f"{fn}: argument 'handle' must be an EPHandle from dispatch, got {type(handle).__name__}")
+        bias0, bias1 = (bias if isinstance(bias, tuple) else (bias, None))
+        combined, combined_w, event = rt.combine(
+            to_ref(x, fn, "x"), handle._native, optional_ref(topk_weights, fn, "topk_weights"),
+            optional_ref(bias0, fn, "bias[0]"), optional_ref(bias1, fn, "bias[1]"), bool(async_with_compute_stream),
+            int(num_sms))
+        keep = (x, topk_weights, bias0, bias1)
+        return output(combined, x), output(combined_w, x), overlap(event, async_with_compute_stream, keep)
+
+    # ---- experimental DeepEP features tessera does not provide ----
+    engram_write = _experimental("engram_write")
+    engram_fetch = _experimental("engram_fetch")
+    pp_set_config = _experimental("pp_set_config")
+    pp_send = _experimental("pp_send")
+    pp_recv = _experimental("pp_recv")
+    create_agrs_session = _experimental("create_agrs_session")
+    destroy_agrs_session = _experimental("destroy_agrs_session")
+    agrs_new_session = _experimental("agrs_new_session")
+    agrs_set_config = _experimental("agrs_set_config")
+    agrs_get_inplace_tensor = _experimental("agrs_get_inplace_tensor")
+    all_gather = _experimental("all_gather")
+    get_engram_storage_size_hint = staticmethod(_experimental("get_engram_storage_size_hint"))
+    get_pp_buffer_size_hint = staticmethod(_experimental("get_pp_buffer_size_hint"))
+    get_agrs_num_max_session_bytes = staticmethod(_experimental("get_agrs_num_max_session_bytes"))
+    get_agrs_buffer_size_hint = staticmethod(_experimental("get_agrs_buffer_size_hint"))

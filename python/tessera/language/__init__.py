@@ -1,0 +1,51 @@
+"""tessera.language - the tile language (``import tessera.language as T``).
+
+TileLang's kernel language on tessera's CPU compiler: write a kernel as a grid of blocks working on
+tiles, then compile it with ``@tessera.jit``. docs/tl.md lists every construct and every difference
+from TileLang.
+
+    import tessera
+    import tessera.language as T
+
+    @tessera.jit(out_idx=[-1])
+    def matmul(M, N, K, block_M=128, block_N=128, block_K=64, dtype="bfloat16"):
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+            with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+                A_s = T.alloc_shared((block_M, block_K), dtype)
+                B_s = T.alloc_shared((block_K, block_N), dtype)
+                C_l = T.alloc_fragment((block_M, block_N), "float32")
+                T.clear(C_l)
+                for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                    T.copy(A[by * block_M, k * block_K], A_s)
+                    T.copy(B[k * block_K, bx * block_N], B_s)
+                    T.gemm(A_s, B_s, C_l)
+                T.copy(C_l, C[by * block_M, bx * block_N])
+        return main
+"""
+from ._dtypes import (DType, bfloat16, bool, double, float, float8_e4m3, float8_e4m3fn, float8_e5m2, float16,  # noqa: A004
+                      float32, float64, half, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+from ._expr import Buffer as BufferProxy
+from ._expr import BufferRef, DynamicDim, Expr, VarBuffer
+from ._kernel import FragmentBuffer, Kernel, LocalBuffer, ParamInfo, PrimFunc, SharedBuffer, Tensor, dynamic, macro, prim_func, symbolic
+from ._loops import Parallel, Persistent, Pipelined, grid, serial, unroll, vectorized
+from ._math import (Cast, abs, ceil, ceildiv, clamp, cos, decode_e2m1, erf, exp, exp2, floor, floordiv, floormod,  # noqa: A004
+                    fma, if_then_else, infinity, isinf, isnan, log, log2, max, max_value, min, min_value, pow, round,
+                    rsqrt, sigmoid, sin, sqrt, tanh, truncdiv, trunc)
+from ._ops import (alloc_fragment, alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add, atomic_max,
+                   atomic_min, clear, copy, cumsum, fill, gemm, no_set_max_nreg, reduce, reduce_absmax, reduce_abssum,
+                   reduce_max, reduce_min, reduce_sum, sync_threads, use_swizzle)
+
+Buffer = Tensor  # TileLang accepts T.Buffer as the parameter annotation too
+
+
+class GemmWarpPolicy:
+    """Accepted for source compatibility; the CPU gemm has no warp partition."""
+    Square = "Square"
+    FullRow = "FullRow"
+    FullCol = "FullCol"
+
+
+def cast(value, dtype):
+    """T.cast(value, dtype) (TileLang's argument order); see also T.Cast(dtype, value)."""
+    return Cast(dtype, value)

@@ -1,0 +1,97 @@
+"""Trace state of the Python frontend: the program being built and the source line of each node.
+
+A ``@T.prim_func`` runs its (rewritten) body once with symbolic values; every ``T.*`` call and
+every arithmetic operator on a symbolic value records IR through a ``tessera._C.TlBuilder``. Before
+recording, :func:`set_loc` finds the innermost frame outside tessera's own packages, so errors found
+by the compiler name the kernel author's file and line.
+"""
+import os
+import sys
+
+from .. import _C
+from .._errors import InvalidArgumentError, NotImplementedInTessera
+
+_OWN_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d) + os.sep
+    for d in ("language", "tl")
+)
+
+
+class Trace:
+    """One program being traced: its builder, the dynamic symbols seen so far, scope flags."""
+
+    def __init__(self, builder):
+        self.builder = builder
+        self.symbols = {}  # name -> _C.TlExpr
+        self.kernel_depth = 0
+        self.loop_depth = 0  # open T.* loops
+        self.bound_at = {}  # (code object, name) -> loop depth where the name got its current value
+        self.pending_name = None  # the assignment target of the value being built (alloc names)
+
+    def symbol(self, name):
+        node = self.symbols.get(name)
+        if node is None:
+            set_loc()
+            node = self.builder.dynamic(name)
+            self.symbols[name] = node
+        return node
+
+    def take_name(self, default):
+        name, self.pending_name = self.pending_name, None
+        return name or default
+
+
+_stack = []
+
+
+def push(trace):
+    _stack.append(trace)
+
+
+def pop():
+    _stack.pop()
+
+
+def active():
+    """The trace being recorded, or None outside a kernel."""
+    return _stack[-1] if _stack else None
+
+
+def current(what="this"):
+    """The trace being recorded; raises when called outside a kernel."""
+    if not _stack:
+        raise error(f"{what} can only be used inside a @T.prim_func (or a @T.macro called from one)")
+    return _stack[-1]
+
+
+def user_frame():
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_OWN_DIRS):
+        f = f.f_back
+    return f
+
+
+def user_loc():
+    f = user_frame()
+    return (f.f_code.co_filename, f.f_lineno) if f is not None else ("<unknown>", 0)
+
+
+def set_loc():
+    """Tags the nodes created next with the author's current source line."""
+    file, line = user_loc()
+    t = active()
+    if t is not None:
+        t.builder.set_loc(file, line)
+    else:
+        _C.tl_set_loc(file, line)
+
+
+def error(message):
+    """An InvalidArgumentError whose message starts with the author's file:line."""
+    file, line = user_loc()
+    return InvalidArgumentError(f"{file}:{line}: {message}")
+
+
+def not_implemented(message):
+    file, line = user_loc()
+    return NotImplementedInTessera(f"{file}:{line}: {message}")

@@ -1,0 +1,108 @@
+"""Loops: ``T.Parallel`` (element-wise nest, vectorized), ``T.Pipelined`` (prefetching serial loop),
+``T.serial``, ``T.unroll``, ``T.vectorized`` and ``T.grid``. Each is a Python iterable that opens the
+loop in the program, yields the loop variable(s) once for the body to be traced, then closes it.
+``range()`` loops are Python loops: they unroll at trace time."""
+from . import _context as ctx
+from ._expr import Expr, as_node
+
+
+def _bounds(start, stop):
+    return (0, start) if stop is None else (start, stop)
+
+
+class _Loop:
+    def __init__(self, kind, start, stop=None, step=None, num_stages=0):
+        self.kind = kind
+        self.start, self.stop = _bounds(start, stop)
+        self.step = 1 if step is None else step
+        self.num_stages = int(num_stages or 0)
+        self.names = ("i",)
+        if not isinstance(self.step, int) or self.step == 0:
+            raise ctx.not_implemented(f"T.{kind}: the step must be a non-zero Python int, got {self.step!r}")
+
+    def _set_names(self, names):
+        if names:
+            self.names = names
+
+    def __iter__(self):
+        t = ctx.current(f"T.{self.kind}")
+        extent = self.stop - self.start if self.step == 1 else (self.stop - self.start + self.step - 1) // self.step
+        n_min, n_ext = as_node(0 if self.step != 1 else self.start), as_node(extent)
+        ctx.set_loc()
+        var = Expr(t.builder.begin_for(self.names[0], n_min, n_ext, self.kind, self.num_stages))
+        t.loop_depth += 1
+        yield var if self.step == 1 else self.start + var * self.step
+        t.loop_depth -= 1
+        t.builder.end_for()
+
+
+def serial(start, stop=None, step=None, **_ignored):
+    return _Loop("serial", start, stop, step)
+
+
+def unroll(start, stop=None, step=None, **_ignored):
+    return _Loop("unrolled", start, stop, step)
+
+
+def vectorized(start, stop=None, **_ignored):
+    return _Loop("parallel", start, stop)
+
+
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None):  # noqa: N802
+    """A serial loop whose T.copy sources are prefetched num_stages - 1 iterations ahead (CPU analogue of
+    TileLang's multi-stage pipeline; order/stage/sync/group are accepted and ignored)."""
+    return _Loop("pipelined", start, stop, None, num_stages)
+
+
+class Parallel:  # noqa: N801 - TileLang's spelling
+    """``for i, j in T.Parallel(M, N)``: iterations are independent; the innermost loop is vectorized."""
+
+    def __init__(self, *extents, coalesced_width=None, loop_layout=None):
+        if not extents:
+            raise ctx.error("T.Parallel needs at least one extent")
+        self.extents = extents
+        self.names = tuple("ijklmn"[d % 6] for d in range(len(extents)))
+
+    def _set_names(self, names):
+        if len(names) == len(self.extents):
+            self.names = names
+
+    def __iter__(self):
+        t = ctx.current("T.Parallel")
+        nodes = [as_node(e) for e in self.extents]
+        ctx.set_loc()
+        vars_ = [Expr(v) for v in t.builder.begin_parallel(nodes, list(self.names))]
+        t.loop_depth += 1
+        yield vars_[0] if len(vars_) == 1 else tuple(vars_)
+        t.loop_depth -= 1
+        t.builder.end_for()
+
+
+class grid:  # noqa: N801
+    """``for i, j in T.grid(M, N)``: a nest of serial loops."""
+
+    def __init__(self, *extents):
+        self.extents = extents
+        self.names = tuple("ijklmn"[d % 6] for d in range(len(extents)))
+
+    def _set_names(self, names):
+        if len(names) == len(self.extents):
+            self.names = names
+
+    def __iter__(self):
+        t = ctx.current("T.grid")
+        vars_ = []
+        for name, e in zip(self.names, self.extents):
+            n = as_node(e)
+            ctx.set_loc()
+            vars_.append(Expr(t.builder.begin_for(name, as_node(0), n, "serial", 0)))
+        t.loop_depth += 1
+        yield vars_[0] if len(vars_) == 1 else tuple(vars_)
+        t.loop_depth -= 1
+        for _ in vars_:
+            t.builder.end_for()
+
+
+def Persistent(*args, **kwargs):  # noqa: N802
+    raise ctx.not_implemented("T.Persistent is not supported on the CPU target (the grid already runs on a "
+                              "persistent thread pool; use T.Kernel)")

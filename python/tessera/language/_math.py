@@ -1,0 +1,157 @@
+"""Math and helper functions of the tile language (``T.exp``, ``T.max``, ``T.if_then_else``, ...).
+With Python-number arguments they compute the Python value (trace-time constants stay constants)."""
+import math
+import numbers
+
+from .. import _C
+from . import _context as ctx
+from ._dtypes import canonical
+from ._expr import Expr, as_node, cast, is_symbolic, wrap
+
+
+def _number(x):
+    return isinstance(x, numbers.Real) and not isinstance(x, Expr)
+
+
+def call(name, *args):
+    nodes = [as_node(a) for a in args]
+    ctx.set_loc()
+    return wrap(_C.tl_call(name, nodes))
+
+
+def _unary(name, py):
+    def f(x):
+        if _number(x) and py is not None:
+            return py(x)
+        return call(name, x)
+
+    f.__name__ = name
+    f.__doc__ = f"T.{name}(x): elementwise {name} (float32 math for narrower floats)."
+    return f
+
+
+exp = _unary("exp", math.exp)
+exp2 = _unary("exp2", lambda x: 2.0 ** x)
+log = _unary("log", math.log)
+log2 = _unary("log2", math.log2)
+sqrt = _unary("sqrt", math.sqrt)
+rsqrt = _unary("rsqrt", lambda x: 1.0 / math.sqrt(x))
+tanh = _unary("tanh", math.tanh)
+sigmoid = _unary("sigmoid", lambda x: 1.0 / (1.0 + math.exp(-x)))
+floor = _unary("floor", math.floor)
+ceil = _unary("ceil", math.ceil)
+trunc = _unary("trunc", math.trunc)
+round = _unary("round", None)  # noqa: A001 - T.round
+sin = _unary("sin", math.sin)
+cos = _unary("cos", math.cos)
+erf = _unary("erf", math.erf)
+isnan = _unary("isnan", None)
+isinf = _unary("isinf", None)
+
+
+def abs(x):  # noqa: A001 - T.abs
+    return x if _number(x) and x >= 0 else (-x if _number(x) else call("abs", x))
+
+
+def pow(x, y):  # noqa: A001 - T.pow
+    return x ** y if _number(x) and _number(y) else call("pow", x, y)
+
+
+def fma(a, b, c):
+    return call("fma", a, b, c)
+
+
+def decode_e2m1(code):
+    """tessera extension: the float32 value of a float4 e2m1 code (low 4 bits of an integer)."""
+    return call("decode_e2m1", code)
+
+
+def _binop(op, a, b):
+    na, nb = as_node(a), as_node(b)
+    ctx.set_loc()
+    return wrap(_C.tl_binary(op, na, nb))
+
+
+def max(a, b, *rest):  # noqa: A001 - T.max
+    """T.max(a, b, ...): the larger value (NaN-propagation as in C's a > b ? a : b)."""
+    if rest:
+        return max(max(a, b), *rest)
+    if _number(a) and _number(b):
+        return a if a >= b else b
+    return _binop("max", a, b)
+
+
+def min(a, b, *rest):  # noqa: A001 - T.min
+    if rest:
+        return min(min(a, b), *rest)
+    if _number(a) and _number(b):
+        return a if a <= b else b
+    return _binop("min", a, b)
+
+
+def clamp(x, lo, hi):
+    return min(max(x, lo), hi)
+
+
+def ceildiv(a, b):
+    """ceil(a / b) for non-negative integers (a Python int when both are)."""
+    if isinstance(a, numbers.Integral) and isinstance(b, numbers.Integral) and not is_symbolic(a) and not is_symbolic(b):
+        return -(-int(a) // int(b))
+    na, nb = as_node(a), as_node(b)
+    ctx.set_loc()
+    return wrap(_C.tl_ceildiv(na, nb))
+
+
+def floordiv(a, b):
+    return a // b
+
+
+def floormod(a, b):
+    return a % b
+
+
+def truncdiv(a, b):
+    """Integer division rounding toward zero."""
+    q = a // b
+    return if_then_else((a % b != 0) & ((a < 0) != (b < 0)), q + 1, q) if is_symbolic(a) or is_symbolic(b) else int(a / b)
+
+
+def if_then_else(cond, then_value, else_value):
+    """cond ? then_value : else_value; only the chosen side is evaluated (its loads never run
+    for lanes that take the other side)."""
+    if not is_symbolic(cond):
+        return then_value if cond else else_value
+    nc, nt, nf = as_node(cond), as_node(then_value), as_node(else_value)
+    ctx.set_loc()
+    return wrap(_C.tl_select(nc, nt, nf))
+
+
+def infinity(dtype="float32"):
+    ctx.set_loc()
+    return wrap(_C.tl_infinity(canonical(dtype)))
+
+
+def max_value(dtype):
+    import numpy as np
+
+    name = canonical(dtype)
+    if name in ("float32", "float16", "bfloat16", "float64", "float8_e4m3", "float8_e5m2"):
+        import ml_dtypes
+        finfo = {"bfloat16": ml_dtypes.finfo(ml_dtypes.bfloat16), "float8_e4m3": ml_dtypes.finfo(ml_dtypes.float8_e4m3fn),
+                 "float8_e5m2": ml_dtypes.finfo(ml_dtypes.float8_e5m2)}.get(name) or np.finfo(name)
+        return cast(name, float(finfo.max))
+    return cast(name, int(np.iinfo(name).max))
+
+
+def min_value(dtype):
+    import numpy as np
+
+    name = canonical(dtype)
+    if name.startswith(("float", "bfloat")):
+        return -max_value(name)
+    return cast(name, int(np.iinfo(name).min))
+
+
+def Cast(dtype, value):  # noqa: N802 - TileLang's spelling
+    """T.Cast(dtype, x): convert x (rounding to nearest even for narrower floats)."""
+    return cast(dtype, value)

@@ -1,0 +1,354 @@
+"""Source rewriting of kernel functions, so plain Python control flow works on symbolic values.
+
+A ``@T.prim_func`` / ``@T.macro`` body runs once at trace time. Python-level values (constants,
+closures, loops over ``range``) simply execute. Constructs whose outcome depends on a symbolic value
+are rewritten to record IR instead:
+
+* ``if c: ... else: ...``  -> both branches are traced under a conditional when ``c`` is symbolic
+  (an ordinary Python ``if`` otherwise);
+* ``a and b``, ``a or b``, ``not a``, ``a < b < c``, ``x if c else y`` -> logical IR when symbolic;
+* ``name = value``         -> a symbolic value is bound once at this point (a "let"), so a later
+  store does not change what the name refers to; assigning to a ``T.alloc_var`` stores into it;
+* ``for i, j in T.Parallel(...)`` -> the loop variables take the author's names.
+
+``return`` / ``break`` / ``continue`` inside an ``if`` on a symbolic condition, and ``while`` loops
+with symbolic conditions, cannot be traced and raise an error naming the line.
+"""
+import ast
+import copy
+import functools
+import sys
+import inspect
+import textwrap
+
+from . import _context as ctx
+from ._expr import BufferRef, Expr, VarBuffer, is_symbolic, logical_and, logical_not, logical_or
+from ._math import if_then_else
+
+_HELPER = "__tl"
+
+
+# ---------------- helpers the rewritten code calls ----------------
+
+class _Helpers:
+    UNBOUND = object()
+
+    @staticmethod
+    def symbolic(x):
+        return is_symbolic(x)
+
+    @staticmethod
+    def then_(cond, has_else):
+        return _IfScope(cond, has_else)
+
+    @staticmethod
+    def else_():
+        return _ElseScope()
+
+    @staticmethod
+    def naming(name):
+        t = ctx.active()
+        if t is not None:
+            t.pending_name = name
+
+    @staticmethod
+    def assign(name, value, scope, updates=False):
+        """name = value; `updates`: the value was computed from the name's previous value (x = x + 1)."""
+        t = ctx.active()
+        if t is not None:
+            t.pending_name = None
+        old = scope.get(name, _Helpers.UNBOUND)
+        if isinstance(old, VarBuffer) and old is not value:
+            old.store(value)
+            return old
+        if t is not None:
+            key = (sys._getframe(1).f_code, name)
+            if updates and t.loop_depth > t.bound_at.get(key, t.loop_depth) and is_symbolic(value):
+                raise ctx.error(f"'{name}' is updated inside a T loop from its value before the loop; the update is "
+                                f"traced once, not once per iteration: carry it in a T.alloc_var (or T.alloc_local)")
+            t.bound_at[key] = t.loop_depth
+        if t is None or t.kernel_depth == 0 or not isinstance(value, Expr) or isinstance(value, VarBuffer):
+            return value
+        if isinstance(value, BufferRef) and any(isinstance(i, slice) for i in value.indices):
+            return value  # a tile operand, not a value
+        node = value.node
+        if node.const_value() is not None or node.var_name() is not None:
+            return value
+        ctx.set_loc()
+        return Expr(t.builder.let(name, node))
+
+    @staticmethod
+    def and_(a, b):
+        if is_symbolic(a):
+            return logical_and(a, b())
+        if not a:
+            return a
+        return b()
+
+    @staticmethod
+    def or_(a, b):
+        if is_symbolic(a):
+            return logical_or(a, b())
+        if a:
+            return a
+        return b()
+
+    @staticmethod
+    def not_(a):
+        return logical_not(a) if is_symbolic(a) else (not a)
+
+    @staticmethod
+    def ifexp(c, t, f):
+        if is_symbolic(c):
+            return if_then_else(c, t(), f())
+        return t() if c else f()
+
+    @staticmethod
+    def named(iterable, names):
+        if hasattr(iterable, "_set_names"):
+            iterable._set_names(names)
+        return iterable
+
+    @staticmethod
+    def unsupported(what):
+        raise ctx.not_implemented(what)
+
+
+class _IfScope:
+    def __init__(self, cond, has_else):
+        self.cond, self.has_else = cond, has_else
+
+    def __enter__(self):
+        node = self.cond.node
+        ctx.set_loc()
+        ctx.current("an if on a symbolic condition").builder.begin_if(node)
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            b = ctx.current().builder
+            b.begin_else() if self.has_else else b.end_if()
+        return False
+
+
+class _ElseScope:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            ctx.current().builder.end_if()
+        return False
+
+
+# ---------------- the AST transformer ----------------
+
+def _call(attr, *args):
+    return ast.Call(func=ast.Attribute(value=ast.Name(id=_HELPER, ctx=ast.Load()), attr=attr, ctx=ast.Load()),
+                    args=list(args), keywords=[])
+
+
+def _lambda(body):
+    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
+                                         kwarg=None, defaults=[]), body=body)
+
+
+def _located(new, old):
+    """new with old's source position (and its sub-nodes too), so errors name old's line."""
+    for n in ast.walk(new):
+        if "lineno" in n._attributes:
+            n.lineno = n.end_lineno = old.lineno
+            n.col_offset = n.end_col_offset = old.col_offset
+    return new
+
+
+def _target_names(t):
+    if isinstance(t, ast.Name):
+        return [t.id]
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return [n for e in t.elts for n in _target_names(e)]
+    return []
+
+
+class _Escapes(ast.NodeVisitor):
+    """Finds return/break/continue that would leave an `if` body (not inside nested loops/functions)."""
+
+    def __init__(self):
+        self.found = None
+
+    def visit_Return(self, node):
+        self.found = self.found or "return"
+
+    def visit_Break(self, node):
+        self.found = self.found or "break"
+
+    def visit_Continue(self, node):
+        self.found = self.found or "continue"
+
+    def visit_For(self, node):
+        for s in node.orelse:
+            self.visit(s)
+        # break/continue inside an inner loop stay inside it; a return does not
+        inner = _Escapes()
+        for s in node.body:
+            inner.visit(s)
+        if inner.found == "return":
+            self.found = self.found or "return"
+
+    visit_While = visit_For
+
+    def visit_FunctionDef(self, node):
+        pass
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_Lambda = visit_FunctionDef
+
+
+class _Rewriter(ast.NodeTransformer):
+    def __init__(self):
+        self.counter = 0
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        self.counter += 1
+        cond = f"__tl_c{self.counter}"
+        assign = ast.Assign(targets=[ast.Name(id=cond, ctx=ast.Store())], value=node.test)
+        esc = _Escapes()
+        for s in node.body + node.orelse:
+            esc.visit(s)
+        if esc.found:
+            stop = ast.Expr(_call("unsupported", ast.Constant(
+                f"'{esc.found}' inside an if on a symbolic condition cannot be traced; restructure it with "
+                f"T.if_then_else or a condition on Python values")))
+            symbolic_body = [_located(stop, node)]
+        else:
+            symbolic_body = [ast.With(items=[ast.withitem(context_expr=_call(
+                "then_", ast.Name(id=cond, ctx=ast.Load()), ast.Constant(bool(node.orelse))))], body=node.body)]
+            if node.orelse:
+                symbolic_body.append(ast.With(items=[ast.withitem(context_expr=_call("else_"))], body=node.orelse))
+        python_if = ast.If(test=ast.Name(id=cond, ctx=ast.Load()), body=copy.deepcopy(node.body),
+                           orelse=copy.deepcopy(node.orelse))
+        dispatch = ast.If(test=_call("symbolic", ast.Name(id=cond, ctx=ast.Load())), body=symbolic_body,
+                          orelse=[python_if])
+        return [assign, dispatch]
+
+    def visit_While(self, node):
+        self.generic_visit(node)
+        return node  # a symbolic condition fails in Expr.__bool__ with a message naming the line
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        fn = "and_" if isinstance(node.op, ast.And) else "or_"
+        expr = node.values[0]
+        for v in node.values[1:]:
+            expr = _call(fn, expr, _lambda(v))
+        return expr
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return _call("not_", node.operand)
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        if len(node.ops) == 1:
+            return node
+        parts = []
+        left = node.left
+        for op, right in zip(node.ops, node.comparators):
+            parts.append(ast.Compare(left=left, ops=[op], comparators=[right]))
+            left = right
+        expr = parts[0]
+        for p in parts[1:]:
+            expr = _call("and_", expr, _lambda(p))
+        return expr
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        return _call("ifexp", node.test, _lambda(node.body), _lambda(node.orelse))
+
+    def visit_Assign(self, node):
+        updates = len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and any(
+            isinstance(n, ast.Name) and n.id == node.targets[0].id for n in ast.walk(node.value))
+        self.generic_visit(node)
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            return node
+        name = node.targets[0].id
+        value = ast.BoolOp(op=ast.Or(), values=[_call("naming", ast.Constant(name)), node.value])
+        node.value = _call("assign", ast.Constant(name), value,
+                           ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[]),
+                           ast.Constant(updates))
+        return node
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        if not isinstance(node.target, ast.Name):
+            return node
+        name = node.target.id
+        old = ast.Name(id=name, ctx=ast.Load())
+        if isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+            # x += v: a T.alloc_var updates in place; anything else rebinds (and re-lets) the name
+            return ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=_call(
+                "assign", ast.Constant(name), ast.BinOp(left=old, op=node.op, right=node.value),
+                ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[]), ast.Constant(True)))
+        return node
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        names = _target_names(node.target)
+        node.iter = _call("named", node.iter, ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()))
+        return node
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # a closure variable not assigned yet
+        return None
+
+
+def rewrite(fn):
+    """fn with its body rewritten (see the module docstring); same file name and line numbers."""
+    if getattr(fn, "__tl_rewritten__", False):
+        return fn
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        first_line = fn.__code__.co_firstlineno
+    except (OSError, TypeError) as e:
+        raise ctx.error(f"cannot read the source of {getattr(fn, '__name__', fn)!r} to trace it: {e}") from e
+    tree = ast.parse(source)
+    fdef = tree.body[0]
+    if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        raise ctx.error(f"{fn!r} is not a plain function")
+    fdef.decorator_list = []
+    # Annotations were evaluated by the original definition (and are read from it); here they would be
+    # evaluated again outside the scope that defined them.
+    for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs:
+        a.annotation = None
+    for a in (fdef.args.vararg, fdef.args.kwarg):
+        if a is not None:
+            a.annotation = None
+    fdef.returns = None
+    rewriter = _Rewriter()
+    fdef.body = [rewriter.visit(s) for s in fdef.body]
+    fdef.body = [s for stmt in fdef.body for s in (stmt if isinstance(stmt, list) else [stmt])]
+    # Free variables of the original become parameters of a wrapper, so closures keep working.
+    free = list(fn.__code__.co_freevars)
+    wrapper = ast.FunctionDef(name="__tl_make", args=ast.arguments(
+        posonlyargs=[], args=[ast.arg(arg=n) for n in free], vararg=None, kwonlyargs=[], kw_defaults=[],
+        kwarg=None, defaults=[]), body=[fdef, ast.Return(value=ast.Name(id=fdef.name, ctx=ast.Load()))],
+        decorator_list=[], returns=None)
+    module = ast.Module(body=[wrapper], type_ignores=[])
+    ast.fix_missing_locations(module)
+    ast.increment_lineno(module, first_line - 1)
+    code = compile(module, fn.__code__.co_filename, "exec")
+    namespace = dict(fn.__globals__)
+    namespace[_HELPER] = _Helpers
+    exec(code, namespace)  # noqa: S102 - the author's own kernel source
+    cells = [_cell_value(c) for c in (fn.__closure__ or ())]
+    new_fn = namespace["__tl_make"](*cells)
+    new_fn.__defaults__ = fn.__defaults__
+    new_fn.__kwdefaults__ = fn.__kwdefaults__
+    functools.update_wrapper(new_fn, fn)
+    new_fn.__tl_rewritten__ = True
+    return new_fn

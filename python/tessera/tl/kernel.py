@@ -1,0 +1,132 @@
+"""JITKernel: a compiled tile-language program you call like a function (TileLang's JITKernel)."""
+import numpy as np
+
+from .. import _C
+from .._arrays import is_torch_tensor, like, to_ref
+from .._errors import InvalidArgumentError
+from ._dtypes import numpy_dtype
+
+
+def _normalize_out_idx(out_idx, n):
+    if out_idx is None:
+        return []
+    if isinstance(out_idx, int):
+        out_idx = [out_idx]
+    result = []
+    for i in out_idx:
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise InvalidArgumentError(f"tessera.jit: out_idx {i} is out of range for {n} parameters")
+        result.append(j)
+    return sorted(set(result))
+
+
+class JITKernel:
+    """A compiled kernel. Call it with the inputs (the parameters not in out_idx); it allocates the
+    outputs (numpy arrays, or torch tensors when an input is a torch tensor), runs, and returns them
+    (one output: the array; several: a list; none: None)."""
+
+    def __init__(self, func, out_idx=None, compile_flags=None, cache_dir=None, target="auto"):
+        if target not in ("auto", "cpu", "c", "llvm", None):
+            raise InvalidArgumentError(f"tessera.jit: target {target!r} is not available; this build has the CPU target "
+                                       f"('auto' / 'cpu')")
+        self.func = func
+        self.params = func.params
+        self.out_idx = _normalize_out_idx(out_idx, len(self.params))
+        for i in self.out_idx:
+            if not self.params[i].is_tensor:
+                raise InvalidArgumentError(f"tessera.jit: out_idx {i} names the scalar parameter '{self.params[i].name}'")
+        self._kernel = _C.tl_compile(func.program, list(compile_flags or []), cache_dir or "", True)
+        self.config = None
+        self.latency = None
+        self.ref_latency = None
+
+    @property
+    def name(self):
+        return self.func.name
+
+    @property
+    def library_path(self):
+        return self._kernel.library_path
+
+    @property
+    def compile_stats(self):
+        """lower_ms, codegen_ms, compile_ms, load_ms, disk_cache_hit, memory_cache_hit."""
+        return dict(self._kernel.stats)
+
+    def get_kernel_source(self):
+        """The generated C++ of this kernel."""
+        return self._kernel.source
+
+    def get_host_source(self):
+        return self._kernel.source
+
+    def export_library(self, path):
+        """Writes a standalone kernel library (load it from C++ with tessera::tl::Kernel::load)."""
+        _C.tl_compile_to_library(self.func.program, str(path), [])
+
+    def get_profiler(self, tensor_supply_type=None):
+        from .profiler import Profiler, TensorSupplyType
+
+        return Profiler(self, tensor_supply_type or TensorSupplyType.Auto)
+
+    def _bind_symbols(self, args_by_param):
+        symbols = {}
+        for p, a in zip(self.params, args_by_param):
+            if a is None or not p.is_tensor:
+                continue
+            shape = tuple(a.shape)
+            for d, dim in enumerate(p.shape):
+                if isinstance(dim, str) and d < len(shape):
+                    symbols.setdefault(dim, int(shape[d]))
+        return symbols
+
+    def output_shape(self, param, symbols):
+        shape = []
+        for dim in param.shape:
+            if isinstance(dim, str):
+                if dim not in symbols:
+                    raise InvalidArgumentError(f"kernel '{self.name}': cannot size output '{param.name}': dynamic "
+                                               f"dimension {dim} is not a dimension of any input")
+                shape.append(symbols[dim])
+            else:
+                shape.append(dim)
+        return tuple(shape)
+
+    def __call__(self, *args):
+        n_in = len(self.params) - len(self.out_idx)
+        if len(args) != n_in:
+            names = [p.name for i, p in enumerate(self.params) if i not in self.out_idx]
+            raise InvalidArgumentError(f"kernel '{self.name}': expected {n_in} inputs ({', '.join(names)}), got {len(args)}")
+        full, it = [], iter(args)
+        for i in range(len(self.params)):
+            full.append(None if i in self.out_idx else next(it))
+        symbols = self._bind_symbols(full)
+        reference = next((a for a in args if is_torch_tensor(a)), None)
+        outputs = []
+        for i in self.out_idx:
+            p = self.params[i]
+            out = like(np.empty(self.output_shape(p, symbols), dtype=numpy_dtype(p.dtype)), reference)
+            full[i] = out
+            outputs.append(out)
+        self.call_all(full)
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def call_all(self, args):
+        """Runs with every parameter given (outputs included), in parameter order."""
+        if len(args) != len(self.params):
+            raise InvalidArgumentError(f"kernel '{self.name}': expected {len(self.params)} arguments, got {len(args)}")
+        refs = []
+        for p, a in zip(self.params, args):
+            if p.is_tensor:
+                refs.append(to_ref(a, f"kernel '{self.name}'", p.name, writable=True))
+            elif isinstance(a, (bool, int, np.integer)):
+                refs.append(int(a))
+            elif isinstance(a, (float, np.floating)):
+                refs.append(float(a))
+            else:
+                raise InvalidArgumentError(f"kernel '{self.name}': argument '{p.name}' must be a Python number, got "
+                                           f"{type(a).__name__}")
+        self._kernel(refs)

@@ -1,0 +1,111 @@
+// Row-level helpers of the MLA tasks (see mla_rows.h).
+#include "attention/flash_mla/mla_rows.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "tessera/core/cpu.h"
+
+namespace tessera::flash_mla {
+
+const cpu::MlaKernelSet* choose_kernels(bool bf16_inputs, int64_t d_qk, int64_t d_v) {
+  if (bf16_inputs && active_isa() >= Isa::kAvx512Bf16) {
+    const cpu::MlaKernelSet* fast = cpu::mla_kernels_avx512bf16();
+    if (fast && d_qk % fast->qk_align == 0 && d_v % fast->v_align == 0) return fast;
+  }
+  return cpu::mla_kernels_scalar();
+}
+
+void load_row(const void* src, DType type, int64_t stride, int64_t n, cpu::MlaElem elem, void* dst) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  if (elem == cpu::MlaElem::kBF16) {  // only bf16 sources reach the bf16 kernels
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    if (stride == 1) {
+      std::memcpy(d, s, size_t(n) * 2);
+    } else {
+      for (int64_t i = 0; i < n; ++i) d[i] = s[i * stride];
+    }
+    return;
+  }
+  float* d = static_cast<float*>(dst);
+  if (type == DType::kBF16) {
+    for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_f32(s[i * stride]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] = f16_to_f32(s[i * stride]);
+  }
+}
+
+void store_row(const float* o, int64_t n, float factor, DType type, void* dst) {
+  if (type == DType::kF32) {
+    float* d = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = o[i] * factor;
+    return;
+  }
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  if (type == DType::kBF16) {
+    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(o[i] * factor);
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(o[i] * factor);
+  }
+}
+
+float sink_factor(const float* sink, float lse) {
+  if (!sink) return 1.0f;
+  if (std::isinf(lse) && lse > 0) return 0.0f;
+  return float(1.0 / (1.0 + std::exp(double(*sink) - double(lse))));
+}
+
+int power_of_two_shift(int64_t n) {
+  if (n <= 0 || (n & (n - 1))) return -1;
+  return __builtin_ctzll(uint64_t(n));
+}
+
+const uint8_t* Fp8Cache::token(int64_t slot) const {
+  int64_t block, off;
+  split_slot(slot, block_size, block_shift, &block, &off);
+  return base + block * block_stride + off * token_stride;
+}
+
+const uint8_t* Fp8Cache::model1_scales(int64_t slot) const {
+  int64_t block, off;
+  split_slot(slot, block_size, block_shift, &block, &off);
+  return base + block * block_stride + block_size * 576 + off * 8;
+}
+
+Fp8Cache check_fp8_cache(const char* fn, const char* arg, const TensorView& c) {
+  check_defined(fn, arg, c);
+  check_dtype(fn, arg, c, {DType::kF8E4M3, DType::kI8, DType::kU8});
+  check_ndim(fn, arg, c, {4});
+  TESSERA_CHECK(c.shape[2] == 1, fn, ": argument '", arg, "' must have num_heads_k == 1 (shape[2]) for the FP8 sparse "
+                "cache, got ", c.shape_str());
+  const int64_t bpt = c.shape[3];
+  TESSERA_CHECK(bpt == 656 || bpt == 584, fn, ": argument '", arg, "' must have 656 (V32) or 584 (MODEL1) bytes per "
+                "token in its last dimension, got ", c.shape_str());
+  TESSERA_CHECK(c.shape[1] >= 1, fn, ": argument '", arg, "' must have block_size >= 1, got ", c.shape_str());
+  TESSERA_CHECK(c.strides[3] == 1, fn, ": argument '", arg, "' must have contiguous token bytes (stride(3) == 1), "
+                "got strides ", c.strides_str());
+  Fp8Cache g;
+  g.base = static_cast<const uint8_t*>(c.data);
+  g.layout = bpt == 656 ? KvCacheLayout::kV32 : KvCacheLayout::kModel1;
+  g.num_blocks = c.shape[0];
+  g.block_size = c.shape[1];
+  g.block_stride = c.strides[0];
+  g.block_shift = power_of_two_shift(g.block_size);
+  if (g.layout == KvCacheLayout::kV32) {
+    TESSERA_CHECK(c.strides[1] >= 656 || c.shape[1] == 1, fn, ": argument '", arg, "' must not overlap tokens "
+                  "(stride(1) >= 656 bytes), got strides ", c.strides_str());
+    g.token_stride = c.shape[1] == 1 ? 656 : c.strides[1];
+    TESSERA_CHECK(c.shape[0] == 1 || g.block_stride >= g.block_size * g.token_stride, fn, ": argument '", arg,
+                  "' must not overlap blocks (stride(0) >= block_size * stride(1)), got strides ", c.strides_str());
+  } else {
+    TESSERA_CHECK(c.strides[1] == 584 || c.shape[1] == 1, fn, ": argument '", arg, "' (MODEL1 layout) must have "
+                  "stride(1) == 584 bytes (the per-block layout of specs/flash_mla.md 4), got strides ",
+                  c.strides_str());
+    g.token_stride = 576;
+    TESSERA_CHECK(c.shape[0] == 1 || g.block_stride >= g.block_size * 584, fn, ": argument '", arg,
+                  "' must not overlap blocks (stride(0) >= block_size * 584), got strides ", c.strides_str());
+  }
+  return g;
+}
+
+}  // namespace tessera::flash_mla

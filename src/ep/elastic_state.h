@@ -1,0 +1,49 @@
+// The state behind an ElasticBuffer, shared by its dispatch and combine implementations.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "ep/comm.h"
+#include "ep/transport.h"
+#include "tessera/ep/elastic_buffer.h"
+
+namespace tessera::ep::detail {
+
+// Operations of one buffer complete in order: a new one first finishes the pending asynchronous one.
+class PendingOps {
+ public:
+  void complete() {
+    if (pending_ && *pending_) Event(pending_).wait();
+  }
+  // Runs finish now (async == false) or keeps it as the pending operation behind the returned Event.
+  Event defer(std::function<void()> finish, bool async) {
+    if (!async) {
+      finish();
+      return Event();
+    }
+    pending_ = std::make_shared<std::function<void()>>(std::move(finish));
+    return Event(pending_);
+  }
+
+ private:
+  std::shared_ptr<std::function<void()>> pending_;
+};
+
+// Bytes of the shared output arena each rank gets (output_arena.h); 0 when direct receive is off.
+int64_t output_arena_bytes(const Topology& t, int64_t region_bytes);
+
+struct ElasticState {
+  std::shared_ptr<Group> group;
+  ElasticBufferConfig config;
+  std::unique_ptr<Comm> comm;
+  Mode mode = Mode::kDirect;
+  int64_t num_bytes = 0;
+  PendingOps pending;
+  bool destroyed = false;
+
+  // Checks the buffer is usable and finishes the pending operation; fn names the caller.
+  Comm& start(const char* fn);
+};
+
+}  // namespace tessera::ep::detail

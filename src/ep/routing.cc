@@ -1,0 +1,108 @@
+#include "ep/routing.h"
+
+#include "tessera/core/error.h"
+
+namespace tessera::ep::detail {
+namespace {
+
+void copy_topk(const char* fn, const TensorView& topk_idx, Routing& r) {
+  r.idx.resize(size_t(r.num_tokens * r.num_topk));
+  for (int64_t t = 0; t < r.num_tokens; ++t) {
+    for (int k = 0; k < r.num_topk; ++k) {
+      const int64_t e = topk_idx.ptr<int64_t>()[t * topk_idx.strides[0] + k * topk_idx.strides[1]];
+      TESSERA_CHECK(e >= -1 && e < r.num_experts, fn, ": argument 'topk_idx' holds expert ", e, " at [", t, ", ", k,
+                    "]; experts must be in [-1, ", r.num_experts, ") (-1 = no expert)");
+      r.idx[size_t(t * r.num_topk + k)] = e;
+    }
+    for (int k = 0; k < r.num_topk; ++k) {
+      const int64_t e = r.idx[size_t(t * r.num_topk + k)];
+      for (int j = 0; j < k && e >= 0; ++j)
+        TESSERA_CHECK(r.idx[size_t(t * r.num_topk + j)] != e, fn, ": argument 'topk_idx' selects expert ", e,
+                      " twice in token ", t, " (lanes ", j, " and ", k, "); the experts of a token must be distinct");
+    }
+  }
+}
+
+void check_common(const char* fn, const TensorView& topk_idx, int num_experts, int num_ranks) {
+  check_defined(fn, "topk_idx", topk_idx);
+  check_dtype(fn, "topk_idx", topk_idx, {DType::kI64});
+  check_ndim(fn, "topk_idx", topk_idx, {2});
+  TESSERA_CHECK(topk_idx.shape[1] >= 1 && topk_idx.shape[1] <= 32, fn, ": argument 'topk_idx' must have 1 to 32 ",
+                "columns (num_topk <= 32), got shape ", topk_idx.shape_str());
+  TESSERA_CHECK(num_experts > 0 && num_experts <= 2048, fn, ": argument 'num_experts' must be in [1, 2048], got ",
+                num_experts);
+  TESSERA_CHECK(num_experts % num_ranks == 0, fn, ": argument 'num_experts' (", num_experts,
+                ") must be divisible by the number of ranks (", num_ranks, ")");
+  TESSERA_CHECK(num_experts / num_ranks <= 256, fn, ": at most 256 experts per rank are supported, got ",
+                num_experts / num_ranks, " (num_experts ", num_experts, " over ", num_ranks, " ranks)");
+}
+
+}  // namespace
+
+void fill_destinations(Routing& r) {
+  r.send_list.assign(size_t(r.num_ranks), {});
+  r.slot.assign(size_t(r.num_tokens * r.num_topk), -1);
+  for (int64_t t = 0; t < r.num_tokens; ++t) {
+    for (int k = 0; k < r.num_topk; ++k) {
+      const int dst = r.rank_of_lane(t, k);
+      if (dst < 0) continue;
+      auto& list = r.send_list[size_t(dst)];
+      if (list.empty() || list.back() != int32_t(t)) list.push_back(int32_t(t));
+      r.slot[size_t(t * r.num_topk + k)] = int32_t(list.size() - 1);
+    }
+  }
+}
+
+Routing route_topk(const char* fn, const TensorView& topk_idx, int num_experts, int num_ranks) {
+  check_common(fn, topk_idx, num_experts, num_ranks);
+  Routing r;
+  r.num_tokens = topk_idx.shape[0];
+  r.num_topk = int(topk_idx.shape[1]);
+  r.num_ranks = num_ranks;
+  r.num_experts = num_experts;
+  r.experts_per_rank = num_experts / num_ranks;
+  copy_topk(fn, topk_idx, r);
+  fill_destinations(r);
+  return r;
+}
+
+Routing route_mask(const char* fn, const TensorView& mask, const TensorView& topk_idx, int num_experts,
+                   int num_ranks) {
+  check_defined(fn, "is_token_in_rank", mask);
+  check_dtype(fn, "is_token_in_rank", mask, {DType::kBool});
+  check_ndim(fn, "is_token_in_rank", mask, {2});
+  TESSERA_CHECK(mask.shape[1] == num_ranks, fn, ": argument 'is_token_in_rank' must have one column per rank (",
+                num_ranks, "), got shape ", mask.shape_str());
+  Routing r;
+  r.num_tokens = mask.shape[0];
+  r.num_ranks = num_ranks;
+  if (topk_idx.data || topk_idx.ndim) {
+    check_common(fn, topk_idx, num_experts, num_ranks);
+    TESSERA_CHECK(topk_idx.shape[0] == r.num_tokens, fn, ": arguments 'topk_idx' ", topk_idx.shape_str(),
+                  " and 'is_token_in_rank' ", mask.shape_str(), " must have the same number of tokens");
+    r.num_topk = int(topk_idx.shape[1]);
+    r.num_experts = num_experts;
+    r.experts_per_rank = num_experts / num_ranks;
+    copy_topk(fn, topk_idx, r);
+  }
+  r.send_list.assign(size_t(num_ranks), {});
+  r.slot.assign(size_t(r.num_tokens * r.num_topk), -1);
+  const uint8_t* m = mask.ptr<uint8_t>();
+  for (int64_t t = 0; t < r.num_tokens; ++t) {
+    for (int d = 0; d < num_ranks; ++d) {
+      if (!m[t * mask.strides[0] + d * mask.strides[1]]) continue;
+      r.send_list[size_t(d)].push_back(int32_t(t));
+    }
+    for (int k = 0; k < r.num_topk; ++k) {
+      const int dst = r.rank_of_lane(t, k);
+      if (dst < 0) continue;
+      TESSERA_CHECK(m[t * mask.strides[0] + dst * mask.strides[1]], fn, ": token ", t, " selects expert ",
+                    r.idx[size_t(t * r.num_topk + k)], " on rank ", dst,
+                    " but is_token_in_rank says it does not go there; the layout does not match topk_idx");
+      r.slot[size_t(t * r.num_topk + k)] = int32_t(r.send_list[size_t(dst)].size() - 1);
+    }
+  }
+  return r;
+}
+
+}  // namespace tessera::ep::detail

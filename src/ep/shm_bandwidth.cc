@@ -1,0 +1,125 @@
+// Process-to-process shared-memory copy bandwidth (see tessera/ep/shm_bandwidth.h).
+#include "tessera/ep/shm_bandwidth.h"
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ep/group_state.h"
+#include "ep/kernels.h"
+#include "ep/parallel.h"
+#include "ep/shm_segment.h"
+#include "tessera/core/error.h"
+#include "tessera/core/memory.h"
+#include "tessera/core/thread_pool.h"
+#include "tessera/core/timer.h"
+
+namespace tessera::ep {
+namespace {
+
+constexpr int kReps = 7;
+constexpr int64_t kDefaultBytes = int64_t(128) << 20;
+
+struct alignas(64) Sync {
+  std::atomic<int> arrived[2 * kReps + 2];
+  int64_t ns[2][kReps];
+};
+
+void arrive_and_wait(std::atomic<int>& counter, int parties) {
+  counter.fetch_add(1);
+  while (counter.load(std::memory_order_acquire) < parties) __builtin_ia32_pause();
+}
+
+// Copies src into dst with the ep copy loop (streaming stores) on `threads` threads.
+void copy_into(char* dst, const char* src, size_t bytes, int threads) {
+  const cpu::EpKernels& k = detail::kernels();
+  const int64_t blocks = int64_t(bytes / 4096);
+  detail::parallel_range(threads, blocks, [&](int64_t b0, int64_t b1) {
+    k.copy(dst + b0 * 4096, src + b0 * 4096, size_t(b1 - b0) * 4096, 1);
+    k.store_fence();
+  });
+}
+
+}  // namespace
+
+double measure_shm_copy_gbps(int64_t bytes) {
+  const size_t n = size_t(bytes > 0 ? bytes : kDefaultBytes) / 4096 * 4096;
+  const size_t shared_bytes = 2 * n + sizeof(Sync);
+  void* p = mmap(nullptr, shared_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) fail(ErrorCode::kRuntime, "measure_shm_copy_gbps: mmap of ", shared_bytes, " bytes failed: ", std::strerror(errno));
+  char* shared = static_cast<char*>(p);
+  detail::prefault_pages(shared, 2 * n);
+  Sync* sync = new (shared + 2 * n) Sync{};
+  const pid_t child = fork();
+  if (child < 0) {
+    munmap(p, shared_bytes);
+    fail(ErrorCode::kRuntime, "measure_shm_copy_gbps: fork failed: ", std::strerror(errno));
+  }
+  const int me = child == 0 ? 1 : 0;
+  // Each process copies its private buffer into the half of the shared mapping the other one owns.
+  char* src = static_cast<char*>(aligned_alloc_bytes(n));
+  std::memset(src, 0x11 * (me + 1), n);
+  char* dst = shared + size_t(1 - me) * n;
+  for (int r = 0; r < kReps; ++r) {
+    arrive_and_wait(sync->arrived[2 * r], 2);
+    const int64_t t0 = now_ns();
+    copy_into(dst, src, n, 1);
+    sync->ns[me][r] = now_ns() - t0;
+    arrive_and_wait(sync->arrived[2 * r + 1], 2);
+  }
+  std::free(src);
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  std::vector<double> rates;
+  for (int r = 0; r < kReps; ++r)
+    rates.push_back(double(n) / (double(std::max(sync->ns[0][r], sync->ns[1][r])) * 1e-9) * 1e-9);
+  munmap(p, shared_bytes);
+  return median(rates);
+}
+
+double measure_shm_copy_gbps_in_group(Group& group, int64_t bytes) {
+  detail::GroupState& st = group.state();
+  const Topology& t = group.topology();
+  const int L = t.num_local_ranks;
+  // Every rank runs the collective parts, so a one-rank node still joins the group-wide gather.
+  const size_t n = size_t(bytes > 0 ? bytes : kDefaultBytes) / 4096 * 4096;
+  const double timeout = 120;
+  double result = 0;
+  if (L > 1) {
+    const uint64_t counter = st.segments_made.fetch_add(1);
+    const std::string base = "/tessera-ep-bw-" + std::to_string(st.nonce) + "-" + std::to_string(counter) + "-";
+    detail::ShmSegment mine = detail::ShmSegment::create(base + std::to_string(t.rank), n);
+    st.node_net->barrier(timeout, "measure_shm_copy_gbps_in_group: create");
+    const int next = t.node_ranks[size_t(t.node)][size_t((t.local_rank + 1) % L)];
+    detail::ShmSegment peer = detail::ShmSegment::open(base + std::to_string(next), n);
+    st.node_net->barrier(timeout, "measure_shm_copy_gbps_in_group: map");
+    mine.unlink();
+    char* src = static_cast<char*>(aligned_alloc_bytes(n));
+    std::memset(src, 0x5A, n);
+    const int threads = std::max(1, num_threads() / st.host_net->size());
+    std::vector<double> rates;
+    for (int r = 0; r < kReps; ++r) {
+      st.node_net->barrier(timeout, "measure_shm_copy_gbps_in_group: start");
+      const int64_t t0 = now_ns();
+      copy_into(peer.data(), src, n, threads);
+      const int64_t ns = now_ns() - t0;
+      std::vector<int64_t> all(static_cast<size_t>(L));
+      st.node_net->allgather(&ns, all.data(), sizeof ns, timeout, "measure_shm_copy_gbps_in_group: gather");
+      rates.push_back(double(n) / (double(*std::max_element(all.begin(), all.end())) * 1e-9) * 1e-9);
+    }
+    std::free(src);
+    result = median(rates);
+  }
+  st.net->barrier(timeout, "measure_shm_copy_gbps_in_group: done");
+  return result;
+}
+
+}  // namespace tessera::ep

@@ -1,0 +1,162 @@
+#include "ep/unpack.h"
+
+#include <cstring>
+
+#include "ep/kernels.h"
+#include "ep/parallel.h"
+
+namespace tessera::ep::detail {
+namespace {
+
+int local_expert(int64_t e, int me, int experts_per_rank) {
+  return e >= 0 && e / experts_per_rank == me ? int(e - int64_t(me) * experts_per_rank) : -1;
+}
+
+void copy_sf(const UnpackOut& out, int64_t row, const char* src) {
+  if (out.sf_col == 4) {
+    std::memcpy(out.sf + row * out.sf_row, src, size_t(out.packs) * 4);
+    return;
+  }
+  for (int64_t p = 0; p < out.packs; ++p) std::memcpy(out.sf + row * out.sf_row + p * out.sf_col, src + p * 4, 4);
+}
+
+void zero_sf(const UnpackOut& out, int64_t row) {
+  for (int64_t p = 0; p < out.packs; ++p) std::memset(out.sf + row * out.sf_row + p * out.sf_col, 0, 4);
+}
+
+// Metadata columns 0 and 1 and the lanes' local experts of token t of group s.
+void fill_meta(const UnpackContext& ctx, int s, const TokenRows& rows, int64_t t, int32_t* meta) {
+  const int K = ctx.num_topk;
+  int master = -1;
+  for (int k = 0; k < K && master < 0; ++k)
+    if (local_expert(rows.idx[t * rows.idx_stride + k], ctx.me, ctx.experts_per_rank) >= 0) master = k;
+  meta[0] = int32_t(int64_t(s) * ctx.num_max + rows.src_token(t));
+  meta[1] = master >= 0 ? s * K + master : -1;
+  for (int k = 0; k < K; ++k) meta[2 + k] = -1;
+}
+
+}  // namespace
+
+RecvLayout layout_of(const std::vector<GroupData>& groups) {
+  RecvLayout l;
+  for (const GroupData& g : groups) {
+    l.base.push_back(l.total);
+    l.count.push_back(g.count);
+    l.total += g.count;
+  }
+  return l;
+}
+
+ExpertCounts count_local_experts(const std::vector<GroupData>& groups, int num_topk, int me, int experts_per_rank,
+                                 int alignment) {
+  ExpertCounts c;
+  c.unaligned.assign(size_t(experts_per_rank), 0);
+  for (const GroupData& g : groups) {
+    if (!g.rows.idx) continue;
+    for (int64_t i = 0; i < g.count; ++i) {
+      const int64_t t = g.token(i);
+      for (int k = 0; k < num_topk; ++k) {
+        const int le = local_expert(g.rows.idx[t * g.rows.idx_stride + k], me, experts_per_rank);
+        if (le >= 0) ++c.unaligned[size_t(le)];
+      }
+    }
+  }
+  for (int e = 0; e < experts_per_rank; ++e) {
+    const int32_t aligned = (c.unaligned[size_t(e)] + alignment - 1) / alignment * alignment;
+    c.aligned.push_back(aligned);
+    c.start.push_back(int32_t(c.expanded));
+    c.expanded += aligned;
+  }
+  return c;
+}
+
+void unpack_non_expand(const UnpackContext& ctx, const std::vector<GroupData>& groups, const RecvLayout& layout,
+                       const UnpackOut& out) {
+  const cpu::EpKernels& kern = kernels();
+  const int K = ctx.num_topk;
+  const bool streaming = layout.total * out.hidden_bytes >= int64_t(kStreamingMinBytes);
+  for (size_t s = 0; s < groups.size(); ++s) {
+    const GroupData& g = groups[s];
+    const int64_t base = layout.base[s];
+    const bool contiguous = !g.picks && g.rows.x_stride == out.hidden_bytes && out.x_pitch == out.hidden_bytes;
+    parallel_range(ctx.threads, g.count, [&](int64_t i0, int64_t i1) {
+      // With direct receive (x_in_place) the senders already wrote the rows into the output.
+      if (contiguous && !g.x_in_place)
+        kern.copy(out.x + (base + i0) * out.x_pitch, g.rows.x + i0 * g.rows.x_stride,
+                  size_t((i1 - i0) * out.hidden_bytes), streaming);
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t t = g.token(i), row = base + i;
+        if (!contiguous && !g.x_in_place)
+          kern.copy(out.x + row * out.x_pitch, g.rows.x + t * g.rows.x_stride, size_t(out.hidden_bytes), streaming);
+        if (out.sf) copy_sf(out, row, g.rows.sf + t * g.rows.sf_stride);
+        for (int k = 0; k < K && (out.topk || out.w); ++k) {
+          const int le = g.rows.idx ? local_expert(g.rows.idx[t * g.rows.idx_stride + k], ctx.me, ctx.experts_per_rank)
+                                    : -1;
+          if (out.topk) out.topk[row * K + k] = le;
+          if (out.w) {
+            const float w = g.rows.w ? g.rows.w[t * g.rows.meta_stride + k] : 0.0f;
+            out.w[row * K + k] = (out.zero_nonlocal_weights && le < 0) ? 0.0f : w;
+          }
+        }
+        if (out.meta) {
+          if (g.rows.idx) {
+            fill_meta(ctx, int(s), g.rows, t, out.meta + row * (K + 2));
+          } else {
+            int32_t* m = out.meta + row * (K + 2);
+            m[0] = int32_t(int64_t(s) * ctx.num_max + g.rows.src_token(t));
+            for (int k = 1; k < K + 2; ++k) m[k] = -1;
+          }
+        }
+      }
+      if (streaming) kern.store_fence();
+    });
+  }
+}
+
+void unpack_expand(const UnpackContext& ctx, const std::vector<GroupData>& groups, const RecvLayout& layout,
+                   const ExpertCounts& counts, const UnpackOut& out) {
+  const cpu::EpKernels& kern = kernels();
+  const int K = ctx.num_topk;
+  // Rows per lane, in (source rank, source token, lane) order: sequential and cheap (N x K integers).
+  std::vector<int32_t> cursor = counts.start;
+  for (size_t s = 0; s < groups.size(); ++s) {
+    const GroupData& g = groups[s];
+    for (int64_t i = 0; i < g.count; ++i) {
+      const int64_t t = g.token(i);
+      int32_t* meta = out.meta + (layout.base[s] + i) * (K + 2);
+      fill_meta(ctx, int(s), g.rows, t, meta);
+      for (int k = 0; k < K; ++k) {
+        const int le = local_expert(g.rows.idx[t * g.rows.idx_stride + k], ctx.me, ctx.experts_per_rank);
+        if (le >= 0) meta[2 + k] = cursor[size_t(le)]++;
+      }
+    }
+  }
+  const bool streaming = counts.expanded * out.hidden_bytes >= int64_t(kStreamingMinBytes);
+  for (size_t s = 0; s < groups.size(); ++s) {
+    const GroupData& g = groups[s];
+    parallel_range(ctx.threads, g.count, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t t = g.token(i);
+        const int32_t* meta = out.meta + (layout.base[s] + i) * (K + 2);
+        for (int k = 0; k < K; ++k) {
+          const int32_t row = meta[2 + k];
+          if (row < 0) continue;
+          kern.copy(out.x + row * out.x_pitch, g.rows.x + t * g.rows.x_stride, size_t(out.hidden_bytes), streaming);
+          if (out.sf) copy_sf(out, row, g.rows.sf + t * g.rows.sf_stride);
+          if (out.w) out.w[row] = g.rows.w ? g.rows.w[t * g.rows.meta_stride + k] : 0.0f;
+        }
+      }
+      if (streaming) kern.store_fence();
+    });
+  }
+  // Padding rows between aligned expert starts: zero.
+  for (size_t e = 0; e < counts.unaligned.size(); ++e) {
+    for (int64_t row = counts.start[e] + counts.unaligned[e]; row < counts.start[e] + counts.aligned[e]; ++row) {
+      std::memset(out.x + row * out.x_pitch, 0, size_t(out.hidden_bytes));
+      if (out.sf) zero_sf(out, row);
+      if (out.w) out.w[row] = 0.0f;
+    }
+  }
+}
+
+}  // namespace tessera::ep::detail

@@ -1,0 +1,21 @@
+// Helpers shared by the passes that work on tile-op regions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/tl/ir.h"
+
+namespace tessera::tl {
+
+// Dimensions of a region whose extent is not the constant 1 (the "tile" dims, in order).
+std::vector<int> tile_dims(const Region& r);
+std::vector<Expr> tile_extents(const Region& r);
+// "[128, 64]" for messages.
+std::string extents_str(const std::vector<Expr>& extents);
+// True when the two extents are provably equal (same constant, or equal after simplification).
+bool same_extent(const Expr& a, const Expr& b);
+// Element (loop indices over the tile dims) -> full index vector of the region's buffer.
+std::vector<Expr> region_index(const Region& r, const std::vector<Expr>& tile_index);
+
+}  // namespace tessera::tl

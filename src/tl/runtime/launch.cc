@@ -1,0 +1,73 @@
+// The TlRuntime of this process: blocks of a grid on tessera's thread pool, and the tile GEMM.
+//
+// Blocks are handed out in small runs from an atomic counter, so grids whose blocks differ in cost
+// (causal attention) stay balanced; a block's result never depends on which thread ran it. Each pool
+// thread gets one arena (its shared/fragment buffers) per launch, reused across the blocks it runs.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+#include "tessera/core/memory.h"
+#include "tessera/core/thread_pool.h"
+#include "tl/runtime/library.h"
+#include "tl/runtime/tile_gemm.h"
+
+namespace tessera::tl {
+namespace {
+
+// Per-thread arena; grows, never shrinks.
+void* arena(int64_t bytes) {
+  thread_local AlignedPtr<char> buf;
+  thread_local int64_t size = 0;
+  if (bytes > size) {
+    buf = aligned_array<char>(size_t(bytes));
+    size = bytes;
+  }
+  return buf.get();
+}
+
+void launch(int64_t num_blocks, int64_t arena_bytes, TlBlockFn fn, void* ctx) {
+  if (num_blocks <= 0) return;
+  const int threads = int(num_blocks < num_threads() ? num_blocks : num_threads());
+  if (threads <= 1) {
+    void* a = arena(arena_bytes);
+    for (int64_t b = 0; b < num_blocks; ++b) fn(ctx, b, a);
+    __builtin_ia32_sfence();  // kernels may have written with non-temporal stores
+    return;
+  }
+  // Blocks are taken in runs of `chunk` consecutive ones: neighbouring blocks (usually neighbouring
+  // memory) stay on one thread, and the last 1/16 of the grid still balances uneven block costs.
+  const int64_t chunk = std::max<int64_t>(1, num_blocks / (int64_t(threads) * 16));
+  std::atomic<int64_t> next{0};
+  parallel_run(
+      [&](int, int) {
+        void* a = arena(arena_bytes);
+        for (int64_t b0; (b0 = next.fetch_add(chunk, std::memory_order_relaxed)) < num_blocks;)
+          for (int64_t b = b0; b < b0 + chunk && b < num_blocks; ++b) fn(ctx, b, a);
+        __builtin_ia32_sfence();
+      },
+      threads);
+}
+
+// Outputs larger than half the last-level cache are streamed (TESSERA_TL_STREAM_BYTES overrides; 0 = never).
+int64_t stream_bytes() {
+  if (const char* v = std::getenv("TESSERA_TL_STREAM_BYTES"); v && *v) {
+    const int64_t n = std::atoll(v);
+    return n > 0 ? n : INT64_MAX;
+  }
+  const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return (l3 > 0 ? int64_t(l3) : int64_t(32) << 20) / 2;  // the inputs want the other half
+}
+
+void gemm(const TlGemmArgs* args) { tile_gemm(*args); }
+
+}  // namespace
+
+const TlRuntime* host_runtime() {
+  static const TlRuntime rt = {TESSERA_TL_ABI_VERSION, launch, gemm, stream_bytes()};
+  return &rt;
+}
+
+}  // namespace tessera::tl

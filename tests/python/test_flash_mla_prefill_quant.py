@@ -1,0 +1,99 @@
+"""tessera.flash_mla sparse prefill (out, max_logits, lse) against float64 with invalid and short index lists,
+the FP8 KV-cache quantiser byte for byte against the spec, and the dense prefill entry point that is not
+implemented on the CPU."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tessera
+from tessera import flash_mla
+from flash_mla_reference import (BF16, E4M3, PREFILL_OUT, PREFILL_STAT, assert_close, attention, layout_meta,
+                                 spec_dequantize, spec_quantize_tokens, token_bytes)
+
+
+@pytest.fixture(params=["scalar", "avx512bf16"])
+def isa(request):
+    if request.param == "avx512bf16" and "avx512_bf16" not in tessera.cpu_info()["features"]:
+        pytest.skip("this CPU lacks avx512_bf16")
+    tessera.set_isa(request.param)
+    yield request.param
+    tessera.set_isa(None)
+
+
+@pytest.mark.parametrize("h_q,h_kv,d,topk_length,sink", [(64, 1, 576, False, False), (128, 1, 512, True, True),
+                                                          (32, 2, 576, False, True)])
+def test_sparse_prefill_matches_float64(rng, isa, h_q, h_kv, d, topk_length, sink):
+    s_q, s_kv, topk = 3, 1000, 768
+    q = rng.standard_normal((s_q, h_q, d)).astype(BF16)
+    kv = rng.standard_normal((s_kv, h_kv, d)).astype(BF16)
+    referenced = rng.random(s_kv) < 0.7
+    kv[~referenced] = np.nan
+    idx = rng.choice(np.flatnonzero(referenced), size=(s_q, h_kv, topk)).astype(np.int32)
+    mask = rng.random(idx.shape) < 0.2
+    idx[mask] = rng.choice(np.array([-1, -5, s_kv, s_kv + 9, 2**31 - 1], np.int32), size=int(mask.sum()))
+    idx[1] = -1  # query 1 has no valid index
+    lengths = rng.integers(topk // 2, topk, s_q).astype(np.int32) if topk_length else None
+    sinks = rng.uniform(-1, 3, h_q).astype(np.float32) if sink else None
+    if sink:
+        sinks[0] = np.inf
+    scale = d ** -0.5
+    out, max_logits, lse = flash_mla.flash_mla_sparse_fwd(q, kv, idx, scale, attn_sink=sinks, topk_length=lengths)
+    assert out.shape == (s_q, h_q, 512) and out.dtype == BF16 and max_logits.shape == lse.shape == (s_q, h_q)
+    ref = np.zeros((s_q, h_q, 512)), np.zeros((s_q, h_q)), np.zeros((s_q, h_q))
+    per_kv = h_q // h_kv
+    for s in range(s_q):
+        for g in range(h_kv):
+            sel = idx[s, g][: lengths[s] if topk_length else topk]
+            sel = sel[(sel >= 0) & (sel < s_kv)]
+            heads = slice(g * per_kv, (g + 1) * per_kv)
+            o, l, m = attention(q[s, heads].astype(np.float64), kv[sel, g].astype(np.float64), 512, scale,
+                                None if sinks is None else sinks[heads])
+            ref[0][s, heads], ref[2][s, heads], ref[1][s, heads] = o, l, m
+    assert_close("out", out.astype(np.float64), ref[0], PREFILL_OUT)
+    assert_close("max_logits", max_logits, ref[1], PREFILL_STAT)
+    assert_close("lse", lse, ref[2], PREFILL_STAT)
+    assert np.isneginf(max_logits[1]).all() and np.isposinf(lse[1]).all() and (out[1].astype(float) == 0).all()
+
+
+@pytest.mark.parametrize("model1", [False, True], ids=["V32", "MODEL1"])
+def test_quantize_k_cache_matches_the_spec_bytes(rng, model1):
+    d, nope = layout_meta(model1)[:2]
+    layout = flash_mla.FP8KVCacheLayout.MODEL1_FP8Sparse if model1 else flash_mla.FP8KVCacheLayout.V32_FP8Sparse
+    assert layout.get_meta()[:2] == (d, nope)
+    k = (rng.standard_normal((3, 5, 1, d)) * 3).astype(BF16)
+    k[0, 1, 0, :100] = 0          # an all-zero tile: scale 2^-13
+    k[1, 2, 0, 7] = 1e6           # a large amax
+    cache = flash_mla.quantize_k_cache(k, layout)
+    assert cache.shape == (3, 5, 1, 584 if model1 else 656) and cache.dtype == E4M3
+    assert cache.strides[0] > 5 * cache.shape[3]  # padded blocks like FlashMLA's reference
+    values, scales, rope = token_bytes(cache, model1)
+    want_values, want_scales = spec_quantize_tokens(k.reshape(-1, d), model1)
+    assert np.array_equal(values, want_values)
+    assert np.array_equal(scales, want_scales)
+    assert np.array_equal(rope.view(np.uint16), k.reshape(-1, d)[:, nope:].view(np.uint16))
+    back = flash_mla.dequantize_k_cache(cache, layout)
+    assert back.dtype == BF16 and back.shape == k.shape
+    assert np.array_equal(back.reshape(-1, d).astype(np.float64), spec_dequantize(cache, model1))
+
+
+def test_quantiser_and_prefill_refuse_bad_input(rng):
+    k = rng.standard_normal((2, 4, 1, 576)).astype(BF16)
+    with pytest.raises(ValueError, match="'input_k_cache'.*512"):
+        flash_mla.quantize_k_cache(k, flash_mla.FP8KVCacheLayout.MODEL1_FP8Sparse)
+    with pytest.raises(tessera.InvalidArgumentError, match="kvcache_layout"):
+        flash_mla.quantize_k_cache(k, "V32")
+    q = rng.standard_normal((2, 64, 576)).astype(BF16)
+    kv = rng.standard_normal((10, 1, 512)).astype(BF16)
+    idx = np.zeros((2, 1, 8), np.int32)
+    with pytest.raises(ValueError, match="flash_mla_sparse_fwd: argument 'kv'"):
+        flash_mla.flash_mla_sparse_fwd(q, kv, idx, 0.1)
+    with pytest.raises(ValueError, match=r"argument 'topk_length': topk_length\[0\] = 9"):
+        flash_mla.flash_mla_sparse_fwd(q, np.zeros((10, 1, 576), BF16), idx, 0.1,
+                                       topk_length=np.array([9, 1], np.int32))
+
+
+def test_dense_prefill_is_not_implemented():
+    for fn in (flash_mla.flash_attn_varlen_func, flash_mla.flash_attn_varlen_qkvpacked_func,
+               flash_mla.flash_attn_varlen_kvpacked_func):
+        with pytest.raises(tessera.NotImplementedInTessera, match="flash_attn_varlen_func"):
+            fn(None, None, None, None, None, 1, 1)
