@@ -53,16 +53,18 @@ constexpr const char* kTlHelp = R"(usage: tessera bench tl [--json] [--full] [--
 Tile-language kernels, written with the C++ builder API (bench/tl/tl_kernels.cc; the same kernels as
 examples/tl/*.py) and compiled by the tl JIT for this machine:
   compile_cold / compile_hit  the GEMM kernel compiled into an empty cache, then loaded from the cache
-  gemm_bf16_nt      C = A . B^T, bf16, M = N = K in {512, 1024, 2048} (+4096 with --full), 128x128x64 tiles
+  gemm_bf16_nt      C = A . B^T, bf16, M = N = K in {512, 1024, 2048} (+4096 with --full), 256x128x128 tiles
   add_relu_bf16     C = relu(A + B), bf16 8192 x 8192
-  gemv_fp8          y = (W * scale) . x, fp8 e4m3 weights 16384 x 8192 with per-128 scales, bf16 x
-  flash_fwd         FlashAttention forward, seq 2048, 8 heads, dim 128, bf16 (+causal with --full)
+  gemv_fp8          y = (W * scale) . x, fp8 e4m3 weights 16384 x 8192 with per-128 scales, bf16 x (T.gemm, 1 row)
+  flash_fwd         FlashAttention forward, seq 2048, 8 heads, dim 128, bf16, 256x128 tiles (+causal with --full)
 Every result is checked first (GEMM: against tessera's library GEMM within one bf16 ulp; the others
 against float64 on samples); then a warm-up and timed calls; the median is reported.
 
 Columns: GFLOP/s (GEMM, attention) or GB/s (add: bytes of A, B and C; GEMV: weight bytes);
-%limit = of bf16_peak_gflops, dram_copy_gbps or dram_read_gbps; peer = tessera's library
-bf16_gemm_nt on the same operands (xpeer = library time / tl time).
+%limit = of bf16_peak_gflops, dram_copy_gbps or dram_read_gbps (measured by `tessera info`, idle);
+peer = tessera's library bf16_gemm_nt on the same operands (xpeer = library time / tl time); for add
+and GEMV the peer is the memory itself, measured in this run: a parallel memcpy (add) or a parallel
+read-only sum (GEMV weights), xpeer = our GB/s / its GB/s (so a shared machine shows in both).
 )";
 
 const std::vector<Component> kComponents = {
