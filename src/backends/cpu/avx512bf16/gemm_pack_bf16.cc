@@ -270,7 +270,7 @@ const void* prepare_a(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc
 }
 
 bool accepts(GemmSrcType t) {
-  return t == GemmSrcType::kBF16 || t == GemmSrcType::kE4M3;
+  return t == GemmSrcType::kBF16 || t == GemmSrcType::kE4M3 || t == GemmSrcType::kE2M1;
 }
 
 }  // namespace
