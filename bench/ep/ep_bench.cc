@@ -27,7 +27,8 @@ experts (uniformly random), non-expanded layout:
   dispatch_bf16   bf16 x                                       (14432 bytes per dispatched token)
   combine_bf16    the bf16 dispatch's rows back, summed        (14368 bytes per combined token)
   ll_dispatch_fp8 / ll_combine_bf16: low-latency mode, 128 tokens per rank (latency in time_ms)
---full adds the expanded layout (dispatch_bf16_expand, expert_alignment 128).
+--full adds the expanded layout (dispatch_bf16_expand, expert_alignment 128): it writes every token once
+per local expert (about 4x the bytes here), which the per-token accounting below does not count.
 
 Bytes (DeepEP's accounting): a dispatched (token, destination rank) pair moves hidden bytes + scale
 packs + topk indices (8 B) + weights (4 B); a combined pair moves hidden * 2 + topk weights.

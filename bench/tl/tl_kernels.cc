@@ -110,14 +110,15 @@ Program tl_flash_attention_program(int batch, int heads, int seq, int dim, int b
       kb.parallel({lift(bm)}, [&](const std::vector<Expr>& i) {
         kb.store(sc, i, exp2(kb.load(mx_prev, i) * scale - kb.load(mx, i) * scale));
       });
-      kb.parallel({lift(bm), lift(bn)}, [&](const std::vector<Expr>& ij) {
-        kb.store(S, ij, exp2(kb.load(S, ij) * scale - kb.load(mx, {ij[0]}) * scale));
+      kb.parallel({lift(bm), lift(bn)}, [&](const std::vector<Expr>& ij) {  // P = bf16(S) in the same pass
+        Expr e = kb.let("e", exp2(kb.load(S, ij) * scale - kb.load(mx, {ij[0]}) * scale));
+        kb.store(S, ij, e);
+        kb.store(P, ij, e);
       });
       kb.reduce(ReduceKind::kSum, whole(S), whole(sum), 1);
       kb.parallel({lift(bm)}, [&](const std::vector<Expr>& i) {
         kb.store(logsum, i, kb.load(logsum, i) * kb.load(sc, i) + kb.load(sum, i));
       });
-      kb.copy(whole(S), whole(P));
       kb.parallel({lift(bm), lift(dim)}, [&](const std::vector<Expr>& ij) {
         kb.store(Acc, ij, kb.load(Acc, ij) * kb.load(sc, {ij[0]}));
       });

@@ -42,11 +42,12 @@ def flashattn(batch, heads, seq_len, dim, is_causal, groups=1, block_M=64, block
         for i in T.Parallel(block_M):
             scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
         for i, j in T.Parallel(block_M, block_N):
-            acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+            p = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+            acc_s[i, j] = p
+            acc_s_cast[i, j] = p  # the bf16 copy for P @ V, in the same pass
         T.reduce_sum(acc_s, scores_sum, dim=1)
         for i in T.Parallel(block_M):
             logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
-        T.copy(acc_s, acc_s_cast)
 
     @T.prim_func
     def main(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype), V: T.Tensor(kv_shape, dtype),

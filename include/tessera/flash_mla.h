@@ -112,10 +112,22 @@ struct SparsePrefillInputs {
 void flash_mla_sparse_fwd(const SparsePrefillInputs& in, const TensorView& out, const TensorView& max_logits,
                           const TensorView& lse);
 
-// ---- dense MHA prefill ----
+// ---- dense MHA prefill (flash_attn_varlen_func, forward) ----
 
-// flash_attn_varlen_func is not implemented on the CPU: throws Error(kNotImplemented).
-[[noreturn]] void flash_attn_varlen_func();
+// q [total_q, h_q, d_qk], k [total_kv, h_kv, d_qk], v [total_kv, h_kv, d_v]: bf16 or fp16 (one dtype), any
+// strides. cu_seqlens_qo / cu_seqlens_kv int32 [b + 1]: prefix sums from 0 to total_q / total_kv; request i
+// has queries [cu_qo[i], cu_qo[i+1]) and keys [cu_kv[i], cu_kv[i+1]), each count <= max_seqlen_qo /
+// max_seqlen_kv. h_q % h_kv == 0 (query head h uses KV head h / (h_q / h_kv)). causal: query j of a request
+// with n_q queries and n_kv keys sees keys 0..n_kv-n_q+j (bottom-right). Outputs: out [total_q, h_q, d_v]
+// (q's dtype, last dim contiguous), lse [total_q, h_q] fp32. The backward pass is not implemented.
+struct VarlenInputs {
+  TensorView q, k, v;
+  TensorView cu_seqlens_qo, cu_seqlens_kv;
+  int64_t max_seqlen_qo = 0, max_seqlen_kv = 0;
+  std::optional<double> softmax_scale;  // default d_qk^-0.5
+  bool causal = false;
+};
+void flash_attn_varlen_fwd(const VarlenInputs& in, const TensorView& out, const TensorView& lse);
 
 // ---- FP8 KV cache ----
 

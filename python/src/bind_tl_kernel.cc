@@ -65,13 +65,15 @@ void bind_tl_kernel(nb::module_& m) {
       .def_prop_ro("stats", [](const Kernel& k) { return stats_dict(k.stats()); })
       .def("__call__", &call, nb::arg("args"));
 
+  // Compiling runs the host compiler for up to seconds: other Python threads keep running meanwhile.
   m.def("tl_compile", [](const Program& p, const std::vector<std::string>& flags, const std::string& dir, bool use_cache) {
     return compile(p, options(flags, dir, use_cache));
-  }, nb::arg("program"), nb::arg("flags"), nb::arg("cache_dir"), nb::arg("use_cache"));
+  }, nb::arg("program"), nb::arg("flags"), nb::arg("cache_dir"), nb::arg("use_cache"),
+     nb::call_guard<nb::gil_scoped_release>());
   m.def("tl_generate_source", &generate_source, nb::arg("program"));
   m.def("tl_compile_to_library", [](const Program& p, const std::string& path, const std::vector<std::string>& flags) {
     compile_to_library(p, path, options(flags, "", true));
-  }, nb::arg("program"), nb::arg("path"), nb::arg("flags"));
+  }, nb::arg("program"), nb::arg("path"), nb::arg("flags"), nb::call_guard<nb::gil_scoped_release>());
   m.def("tl_load_library", &Kernel::load, nb::arg("path"));
   m.def("tl_cache_dir", [](const std::string& dir) { return cache_dir(options({}, dir, true)); }, nb::arg("dir"));
 }

@@ -39,7 +39,13 @@ void check_common(const char* fn, const TensorView& topk_idx, int num_experts, i
 
 }  // namespace
 
+void fill_lane_ranks(Routing& r) {
+  r.lane_rank.resize(r.idx.size());
+  for (size_t i = 0; i < r.idx.size(); ++i) r.lane_rank[i] = r.idx[i] < 0 ? -1 : int32_t(r.idx[i] / r.experts_per_rank);
+}
+
 void fill_destinations(Routing& r) {
+  fill_lane_ranks(r);
   r.send_list.assign(size_t(r.num_ranks), {});
   r.slot.assign(size_t(r.num_tokens * r.num_topk), -1);
   for (int64_t t = 0; t < r.num_tokens; ++t) {
@@ -84,6 +90,7 @@ Routing route_mask(const char* fn, const TensorView& mask, const TensorView& top
     r.num_experts = num_experts;
     r.experts_per_rank = num_experts / num_ranks;
     copy_topk(fn, topk_idx, r);
+    fill_lane_ranks(r);
   }
   r.send_list.assign(size_t(num_ranks), {});
   r.slot.assign(size_t(r.num_tokens * r.num_topk), -1);

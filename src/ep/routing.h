@@ -14,12 +14,10 @@ struct Routing {
   int num_topk = 0, num_ranks = 1, num_experts = 0;
   int experts_per_rank = 0;
   std::vector<int64_t> idx;                      // [T*K] the experts (row-major copy), -1 = none
+  std::vector<int32_t> lane_rank;                // [T*K] the rank holding each lane's expert, -1 = none
   std::vector<std::vector<int32_t>> send_list;   // per destination rank: its tokens, ascending
   std::vector<int32_t> slot;                     // [T*K] index of the token in send_list[rank of lane], or -1
-  int rank_of_lane(int64_t t, int k) const {
-    const int64_t e = idx[size_t(t * num_topk + k)];
-    return e < 0 ? -1 : int(e / experts_per_rank);
-  }
+  int rank_of_lane(int64_t t, int k) const { return lane_rank[size_t(t * num_topk + k)]; }
   int64_t sent_tokens(int dst) const { return int64_t(send_list[size_t(dst)].size()); }
 };
 
@@ -30,7 +28,7 @@ Routing route_topk(const char* fn, const TensorView& topk_idx, int num_experts, 
 Routing route_mask(const char* fn, const TensorView& is_token_in_rank, const TensorView& topk_idx,
                    int num_experts, int num_ranks);
 
-// Rebuilds send lists and slots from a stored idx (cached dispatch).
+// Fills lane_rank, send lists and slots from idx.
 void fill_destinations(Routing& r);
 
 }  // namespace tessera::ep::detail

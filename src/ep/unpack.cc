@@ -8,8 +8,10 @@
 namespace tessera::ep::detail {
 namespace {
 
+// A range check instead of a division: this runs for every lane of every received token.
 int local_expert(int64_t e, int me, int experts_per_rank) {
-  return e >= 0 && e / experts_per_rank == me ? int(e - int64_t(me) * experts_per_rank) : -1;
+  const int64_t first = int64_t(me) * experts_per_rank;
+  return e >= first && e < first + experts_per_rank ? int(e - first) : -1;
 }
 
 void copy_sf(const UnpackOut& out, int64_t row, const char* src) {

@@ -46,6 +46,8 @@ struct UnitBuffers {
   int* visible;
   void* tile;
   const void** tile_rows;
+  void* v_tile;  // separate V rows (separate_v tasks only)
+  const void** v_tile_rows;
   void* kernel_scratch;
 };
 
@@ -69,6 +71,13 @@ UnitBuffers unit_buffers(const MlaTask& t, int nrows) {
   char* tile = static_cast<char*>(thread_scratch(4, size_t(ks.tile_tokens) * (t.d_qk * es + sizeof(void*)) + 64));
   b.tile_rows = reinterpret_cast<const void**>(tile);
   b.tile = tile + ((size_t(ks.tile_tokens) * sizeof(void*) + 63) & ~size_t(63));
+  b.v_tile = nullptr;
+  b.v_tile_rows = nullptr;
+  if (t.separate_v) {
+    char* v = static_cast<char*>(thread_scratch(5, size_t(ks.tile_tokens) * (t.d_v * es + sizeof(void*)) + 64));
+    b.v_tile_rows = reinterpret_cast<const void**>(v);
+    b.v_tile = v + ((size_t(ks.tile_tokens) * sizeof(void*) + 63) & ~size_t(63));
+  }
   return b;
 }
 
@@ -111,6 +120,7 @@ void attend(const MlaTask& t, const TokenList& list, const Unit& u, int64_t p0, 
       visible = b.visible;
     }
     t.fetch(list, p, nt, b.tile, b.tile_rows);
+    if (t.separate_v) t.fetch_v(list, p, nt, b.v_tile, b.v_tile_rows);
     NextTile next{&t, &list, p + tile, int(std::clamp<int64_t>(end - p - tile, 0, tile))};
     cpu::MlaTileArgs a;
     a.q_packed = b.q_packed;
@@ -119,6 +129,7 @@ void attend(const MlaTask& t, const TokenList& list, const Unit& u, int64_t p0, 
     a.d_v = t.d_v;
     a.scale = t.scale;
     a.k_rows = b.tile_rows;
+    a.v_rows = t.separate_v ? b.v_tile_rows : nullptr;
     a.nt = nt;
     a.visible = visible;
     a.o = b.o;
@@ -195,42 +206,49 @@ void combine(const MlaTask& t, const Unit& u, const Partials& parts, float* o) {
 
 }  // namespace
 
-int64_t row_blocks(int rows) { return (rows + cpu::kMlaMaxRows - 1) / cpu::kMlaMaxRows; }
+int64_t row_blocks(int64_t rows) { return (rows + cpu::kMlaMaxRows - 1) / cpu::kMlaMaxRows; }
 
 void run_mla(const MlaTask& t, const Schedule& schedule) {
   if (t.rows == 0 || t.groups() == 0) return;  // nothing to compute or store (e.g. s_q == 0)
-  const int64_t blocks = row_blocks(t.rows);
-  const int block_rows = int((t.rows + blocks - 1) / blocks);  // balanced blocks
-  // Units part by part, and the partial slots of every split (group, row block) in group order.
-  std::vector<Unit> units;
-  std::vector<int64_t> part_begin;
-  std::vector<Unit> split_heads;  // one per (group, row block) with num_splits > 1, split = 0
+  // Group g's rows in balanced blocks of at most kMlaMaxRows; fn(row0, nrows) per block.
+  auto for_each_block = [&](int64_t g, auto&& fn) {
+    const int64_t rows = t.rows_of(g), blocks = row_blocks(rows);
+    for (int64_t rb = 0; rb < blocks; ++rb) {
+      const int64_t r0 = rows * rb / blocks, r1 = rows * (rb + 1) / blocks;
+      fn(int(r0), int(r1 - r0));
+    }
+  };
+  // Partial slots of every split (group, row block), in group order: first_slot[g] is group g's first.
+  std::vector<Unit> split_heads;  // one per split (group, row block), split = 0
+  std::vector<int64_t> first_slot(size_t(t.groups()), -1);
   int64_t slots = 0;
-  std::vector<int64_t> first_slot(size_t(t.groups() * blocks), -1);
   for (int64_t req = 0; req < t.requests; ++req) {
     const int ns = schedule.num_splits[req + 1] - schedule.num_splits[req];
     if (ns <= 1) continue;
-    for (int64_t j = 0; j < t.groups_per_request; ++j)
-      for (int64_t rb = 0; rb < blocks; ++rb) {
-        const int64_t g = req * t.groups_per_request + j;
-        const int row0 = int(rb * block_rows);
-        first_slot[g * blocks + rb] = slots;
-        split_heads.push_back({g, row0, std::min(block_rows, t.rows - row0), 0, ns, slots});
+    for (int64_t g = req * t.groups_per_request; g < (req + 1) * t.groups_per_request; ++g) {
+      first_slot[size_t(g)] = slots;
+      for_each_block(g, [&](int row0, int nrows) {
+        split_heads.push_back({g, row0, nrows, 0, ns, slots});
         slots += ns;
-      }
+      });
+    }
   }
+  // Units part by part.
+  std::vector<Unit> units;
+  std::vector<int64_t> part_begin;
   for (int64_t p = 0; p < schedule.parts; ++p) {
     part_begin.push_back(int64_t(units.size()));
     const int32_t* row = schedule.tile_scheduler_metadata.data() + p * 8;
     int64_t req = row[0], split = row[1];
     for (int64_t item = row[4]; item < row[5]; ++item) {
       const int ns = schedule.num_splits[req + 1] - schedule.num_splits[req];
-      for (int64_t j = 0; j < t.groups_per_request; ++j)
-        for (int64_t rb = 0; rb < blocks; ++rb) {
-          const int64_t g = req * t.groups_per_request + j;
-          const int row0 = int(rb * block_rows);
-          units.push_back({g, row0, std::min(block_rows, t.rows - row0), int(split), ns, first_slot[g * blocks + rb]});
-        }
+      for (int64_t g = req * t.groups_per_request; g < (req + 1) * t.groups_per_request; ++g) {
+        int64_t slot = first_slot[size_t(g)];
+        for_each_block(g, [&](int row0, int nrows) {
+          units.push_back({g, row0, nrows, int(split), ns, slot});
+          if (slot >= 0) slot += ns;
+        });
+      }
       if (++split == ns) {
         split = 0;
         ++req;
@@ -243,8 +261,8 @@ void run_mla(const MlaTask& t, const Schedule& schedule) {
   static thread_local size_t partial_capacity = 0;
   Partials parts;
   parts.stride = (t.d_v + 2 + 15) & ~int64_t(15);
-  parts.max_rows = block_rows;
-  const size_t need = size_t(slots) * size_t(block_rows) * size_t(parts.stride);
+  parts.max_rows = cpu::kMlaMaxRows;
+  const size_t need = size_t(slots) * size_t(parts.max_rows) * size_t(parts.stride);
   if (need > partial_capacity) {
     partial_storage = aligned_array<float>(need);
     partial_capacity = need;

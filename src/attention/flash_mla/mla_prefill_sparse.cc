@@ -1,5 +1,4 @@
-// flash_mla_sparse_fwd: sparse MLA prefill over a bf16 kv (specs/flash_mla.md section 5), and the dense MHA
-// prefill entry that is not implemented on the CPU (section 6).
+// flash_mla_sparse_fwd: sparse MLA prefill over a bf16 kv (specs/flash_mla.md section 5).
 // Group g = (query token s, KV head kvh) with the h_q / h_kv query heads of that KV head as rows; its
 // token list is the valid entries of indices[s, kvh, :topk_length[s]] (0 <= index < s_kv).
 #include <cmath>
@@ -177,11 +176,6 @@ void flash_mla_sparse_fwd(const SparsePrefillInputs& in, const TensorView& out, 
   task->direct = task->kernels->elem == cpu::MlaElem::kBF16 && kv.strides[2] == 1;
   const std::vector<int64_t> lens(size_t(s_q), task->topk);
   run_mla(*task, make_schedule(lens, h_kv * row_blocks(task->rows), num_threads()));
-}
-
-void flash_attn_varlen_func() {
-  TESSERA_NOT_IMPLEMENTED("flash_attn_varlen_func (dense MHA prefill, forward and backward) is not implemented "
-                          "on the CPU; use flash_mla_sparse_fwd for sparse MLA prefill");
 }
 
 }  // namespace tessera::flash_mla

@@ -27,13 +27,16 @@ class MlaTask {
 
   int64_t requests = 0;            // schedule items are (request, split) pairs
   int64_t groups_per_request = 0;  // group g belongs to request g / groups_per_request
-  int rows = 0;                    // query rows per group
+  int rows = 0;                    // query rows per group (the most any group has; see rows_of)
   int d_qk = 0, d_v = 0;
   float scale = 0;
+  bool separate_v = false;  // V rows come from fetch_v (else V is the first d_v elements of each K row)
   const cpu::MlaKernelSet* kernels = nullptr;
 
   int64_t groups() const { return requests * groups_per_request; }
 
+  // Query rows of group g (varlen problems override it; rows_of(g) <= rows).
+  virtual int64_t rows_of(int64_t g) const { return rows; }
   // Fills `list` for group g (thread-private) and returns its length.
   virtual int64_t open_group(int64_t g, TokenList* list) const = 0;
   // How many leading tokens of a list of length n query row r of group g may see (causal masks).
@@ -43,6 +46,8 @@ class MlaTask {
   // Row pointers for list positions [p, p + nt); rows that need conversion are written to buf (nt rows of
   // d_qk elements of the kernels' type).
   virtual void fetch(const TokenList& list, int64_t p, int nt, void* buf, const void** rows) const = 0;
+  // V row pointers for list positions [p, p + nt) when separate_v (rows of d_v elements; buf as in fetch).
+  virtual void fetch_v(const TokenList& list, int64_t p, int nt, void* buf, const void** rows) const {}
   // Hints the memory system about positions [p, p + nt) before they are fetched.
   virtual void prefetch(const TokenList& list, int64_t p, int nt) const {}
   // Final row r of group g: o normalised (d_v values; zeros when the row saw no token), lse (+inf then)
@@ -54,7 +59,7 @@ class MlaTask {
 // caller against task.requests).
 void run_mla(const MlaTask& task, const Schedule& schedule);
 
-// Row blocks per group (the engine processes at most cpu::kMlaMaxRows query rows per unit).
-int64_t row_blocks(int rows);
+// Row blocks of a group of `rows` rows (the engine processes at most cpu::kMlaMaxRows rows per unit).
+int64_t row_blocks(int64_t rows);
 
 }  // namespace tessera::flash_mla

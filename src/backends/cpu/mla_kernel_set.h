@@ -25,6 +25,7 @@ struct MlaTileArgs {
   int d_qk, d_v;
   float scale;
   const void* const* k_rows;  // nt row pointers, each d_qk elements of the set's type
+  const void* const* v_rows;  // nt rows of d_v elements, or nullptr: V is the first d_v elements of k_rows
   int nt;                     // 1..tile_tokens
   const int* visible;         // per row: the first visible[r] tokens of this tile count; nullptr = all nt
   float* o;                   // [m][d_v] fp32, row stride d_v
@@ -74,10 +75,10 @@ void mla_scores_avx512bf16(const void* const* k_rows, int nt, const void* q_pack
 void mla_softmax_avx512bf16(float* s, int nt, int m, int mp, float scale, const int* visible, float* row_max,
                             float* row_sum, float* alpha, uint16_t* p_pairs);
 // pv: o[r][:] = o[r][:] * alpha[r] + sum_t p[t][r] * v_t for r < m, columns in the order o_to_natural
-// undoes; v rows are the first d_v elements of k_rows (nt rows); v_pack is scratch of ceil(nt/2) * 128 bf16.
+// undoes; v_rows: nt rows (the first d_v elements are read); v_pack is scratch of ceil(nt/2) * 128 bf16.
 // progress (may be null) runs before each 6-row register tile (progress(ctx, i, n), i = 0..n-1 in order),
 // spreading the driver's prefetches finely enough that the miss queues drain in between.
-void mla_pv_avx512bf16(const void* const* k_rows, int nt, const uint16_t* p_pairs, const float* alpha, int m,
+void mla_pv_avx512bf16(const void* const* v_rows, int nt, const uint16_t* p_pairs, const float* alpha, int m,
                        int mp, int d_v, float* o, uint16_t* v_pack, void (*progress)(void*, int, int),
                        void* progress_ctx);
 void mla_o_to_natural_avx512bf16(float* o, int m, int d_v);

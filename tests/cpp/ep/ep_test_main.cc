@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "ep_test_util.h"
+#include "tessera/core/thread_pool.h"
 
 namespace {
 
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new FailuresOnly(world.rank()));
   } else {
-    std::printf("ep tests: %s\n", world.topology().describe().c_str());
+    std::printf("ep tests: %s, %d pool threads per rank\n", world.topology().describe().c_str(), tessera::num_threads());
   }
   return RUN_ALL_TESTS();
 }

@@ -171,3 +171,39 @@ TEST(TlPasses, VectorizeOnlyElementwiseInnermostLoops) {
 
 }  // namespace
 }  // namespace tessera::test
+
+namespace tessera::test {
+namespace {
+
+using namespace tessera::tl;
+
+// T.Pipelined prefetches the copies' sources; a shared buffer only copied into and read by T.gemm is
+// elided (the gemm reads the tensor, with the tile's valid extent); others keep their copies.
+TEST(TlPasses, PipelinePrefetchAndGemmCopyElision) {
+  KernelBuilder kb("gemm", test_loc(1));
+  Expr M = kb.dynamic("M"), K = kb.dynamic("K");
+  Buffer A = kb.tensor("A", {M, K}, DataType::kBFloat16), B = kb.tensor("B", {make_int(64), K}, DataType::kBFloat16);
+  Buffer C = kb.tensor("C", {M, make_int(64)}, DataType::kFloat32);
+  kb.kernel({ceildiv(M, 32)}, 128, [&](const std::vector<Expr>& b) {
+    Buffer as = kb.alloc("A_shared", {32, 32}, DataType::kBFloat16, Scope::kShared);
+    Buffer bs = kb.alloc("B_shared", {64, 32}, DataType::kBFloat16, Scope::kShared);
+    Buffer cl = kb.alloc("C_local", {32, 64}, DataType::kFloat32, Scope::kFragment);
+    kb.clear(whole(cl));
+    kb.pipelined(ceildiv(K, 32), 3, [&](Expr k) {
+      kb.copy(corner(A, {b[0] * 32, k * 32}), whole(as));
+      kb.copy(corner(B, {make_int(0), k * 32}), whole(bs));
+      kb.store(bs, {make_int(0), make_int(0)}, lift(0.0f));  // B_shared is also written: its copy stays
+      kb.gemm(whole(as), whole(bs), whole(cl), false, true);
+    });
+    kb.copy(whole(cl), corner(C, {b[0] * 32, make_int(0)}));
+  });
+  const std::string text = to_string(lower_program(kb.finish(), cpu()));
+  EXPECT_NE(text.find("if ((k + 2) < ((K + 31) // 32)):"), std::string::npos) << text;
+  EXPECT_NE(text.find("tlrt::prefetch_2d(&A["), std::string::npos) << text;
+  EXPECT_NE(text.find("tlrt::gemm(rt, &A[(bx * 32), (k * 32)]"), std::string::npos) << text;
+  EXPECT_NE(text.find("&B_shared[0, 0]"), std::string::npos) << text;
+  EXPECT_EQ(text.find("A_shared["), std::string::npos) << "the A copy should be gone:\n" << text;
+}
+
+}  // namespace
+}  // namespace tessera::test

@@ -77,7 +77,7 @@ void attend_tile(const MlaTileArgs& a) {
   for (int t = 0; t < kTileTokens; ++t) sc.rows[t] = t < a.nt ? a.k_rows[t] : sc.zero_row;
   mla_scores_avx512bf16(sc.rows, a.nt, a.q_packed, mp, a.d_qk, sc.s, mp);
   mla_softmax_avx512bf16(sc.s, a.nt, a.m, mp, a.scale, a.visible, a.row_max, a.row_sum, sc.alpha, sc.p_pairs);
-  mla_pv_avx512bf16(sc.rows, a.nt, sc.p_pairs, sc.alpha, a.m, mp, a.d_v, a.o, sc.v_pack, a.progress, a.progress_ctx);
+  mla_pv_avx512bf16(a.v_rows ? a.v_rows : sc.rows, a.nt, sc.p_pairs, sc.alpha, a.m, mp, a.d_v, a.o, sc.v_pack, a.progress, a.progress_ctx);
 }
 
 const MlaKernelSet kSet = {

@@ -109,15 +109,15 @@ void mla_o_to_natural_avx512bf16(float* o, int m, int d_v) {
     }
 }
 
-void mla_pv_avx512bf16(const void* const* k_rows, int nt, const uint16_t* p_pairs, const float* alpha, int m, int mp,
+void mla_pv_avx512bf16(const void* const* v_rows, int nt, const uint16_t* p_pairs, const float* alpha, int m, int mp,
                        int d_v, float* o, uint16_t* v_pack, void (*progress)(void*, int, int), void* progress_ctx) {
   const int blocks = (d_v + 63) / 64, tiles = m / 6;
   const Progress pr{tiles > 0 ? progress : nullptr, progress_ctx, blocks * tiles};
   for (int blk = 0, c = 0; blk < blocks; ++blk, c += 64) {
     if (c + 64 <= d_v) {
-      pv_columns<4>(k_rows, nt, p_pairs, m, mp, c, d_v, alpha, o, v_pack, pr, blk * tiles);
+      pv_columns<4>(v_rows, nt, p_pairs, m, mp, c, d_v, alpha, o, v_pack, pr, blk * tiles);
     } else {
-      pv_columns<2>(k_rows, nt, p_pairs, m, mp, c, d_v, alpha, o, v_pack, pr, blk * tiles);
+      pv_columns<2>(v_rows, nt, p_pairs, m, mp, c, d_v, alpha, o, v_pack, pr, blk * tiles);
     }
   }
   if (tiles == 0 && progress) progress(progress_ctx, 0, 1);

@@ -46,6 +46,11 @@ void rows_block(const TlGemvArgs& g, int n0) {
   const int es = kFp8 ? 1 : 2;
   const char* w[R];
   for (int r = 0; r < R; ++r) w[r] = static_cast<const char*>(g.w) + (int64_t(n0) + r) * g.ldw * es;
+  // Callers walk K in chunks (one T.gemm per K tile), so each row is a short stream the hardware
+  // prefetcher loses among many rows: fetch the next two chunks of these rows ahead of time.
+  const int64_t chunk_bytes = int64_t(g.k_len) * es;
+  for (int r = 0; r < R; ++r)
+    for (int64_t off = chunk_bytes; off < 3 * chunk_bytes; off += 64) _mm_prefetch(w[r] + off, _MM_HINT_T1);
   __m512 acc[M][R];
   for (int m = 0; m < M; ++m)
     for (int r = 0; r < R; ++r) acc[m][r] = _mm512_setzero_ps();

@@ -31,6 +31,7 @@ void attend_tile(const MlaTileArgs& a) {
   if (a.progress) a.progress(a.progress_ctx, 0, 1);
   const float* q = static_cast<const float*>(a.q_packed);
   const float* const* k = reinterpret_cast<const float* const*>(a.k_rows);
+  const float* const* v = a.v_rows ? reinterpret_cast<const float* const*>(a.v_rows) : k;
   float* s = static_cast<float*>(a.scratch);
   for (int r = 0; r < a.m; ++r) {
     const int vis = a.visible ? a.visible[r] : a.nt;
@@ -49,7 +50,7 @@ void attend_tile(const MlaTileArgs& a) {
     for (int t = 0; t < vis; ++t) {
       const float p = std::exp(s[t] - m_new);
       sum += p;
-      for (int c = 0; c < a.d_v; ++c) o[c] += p * k[t][c];
+      for (int c = 0; c < a.d_v; ++c) o[c] += p * v[t][c];
     }
     a.row_max[r] = m_new;
     a.row_sum[r] = sum;

@@ -84,7 +84,6 @@ class CpuEmitter {
   const VarNode* vec_var_ = nullptr;
   Expr names_vec_var_;
   std::map<const VarNode*, Expr> vector_lets_;
-  int temp_counter_ = 0;
 };
 
 std::string codegen_cpu(const Program& lowered, const Target& target);

@@ -205,8 +205,8 @@ CpuEmitter::VExpr CpuEmitter::vexpr(const Expr& e, const std::string& mask) {
       const std::string a = as_vector(x);
       int64_t k = 0;
       const bool integer = is_int(t), pow2 = integer && !y.vec && is_const_int(b->b, &k) && is_power_of_two(k);
-      const std::string c = y.vec ? y.code : (integer && !pow2 ? as_vector(y) : y.code);
       const std::string cv = as_vector(y);
+      const std::string& shift = y.code;  // a uniform shift count stays scalar (vector << int)
       switch (b->op) {
         case BinOp::kAdd: return vec("(" + a + " + " + cv + ")");
         case BinOp::kSub: return vec("(" + a + " - " + cv + ")");
@@ -225,8 +225,8 @@ CpuEmitter::VExpr CpuEmitter::vexpr(const Expr& e, const std::string& mask) {
         case BinOp::kBitAnd: return vec("(" + a + " & " + cv + ")");
         case BinOp::kBitOr: return vec("(" + a + " | " + cv + ")");
         case BinOp::kBitXor: return vec("(" + a + " ^ " + cv + ")");
-        case BinOp::kShl: return vec("(" + a + " << " + c + ")");
-        case BinOp::kShr: return vec("(" + a + " >> " + c + ")");
+        case BinOp::kShl: return vec("(" + a + " << " + shift + ")");
+        case BinOp::kShr: return vec("(" + a + " >> " + shift + ")");
       }
       break;
     }

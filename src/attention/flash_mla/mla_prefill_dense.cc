@@ -1,0 +1,176 @@
+// flash_attn_varlen_fwd: dense MHA prefill forward over variable-length requests (specs/flash_mla.md
+// section 6). Group g = (request i, KV head kvh) with rows (query j, head) for the n_q(i) queries and the
+// h_q / h_kv query heads of that KV head; the token list is the request's keys 0..n_kv(i)-1, with V rows
+// from v (separate_v). bf16 rows with a contiguous last dimension are read in place.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "attention/flash_mla/mla_rows.h"
+#include "attention/flash_mla/mla_schedule.h"
+#include "attention/flash_mla/mla_task.h"
+#include "tessera/core/thread_pool.h"
+
+namespace tessera::flash_mla {
+namespace {
+
+constexpr const char* kFn = "flash_attn_varlen_func";
+
+class VarlenPrefill final : public MlaTask {
+ public:
+  TensorView q, k, v, out, lse;
+  std::vector<int64_t> q_begin, q_len, kv_begin, kv_len;  // per request
+  int64_t h_kv = 0, heads_per_kv = 0;
+  bool causal = false, direct_k = false, direct_v = false;
+
+  int64_t rows_of(int64_t g) const override { return q_len[size_t(g / h_kv)] * heads_per_kv; }
+
+  int64_t open_group(int64_t g, TokenList* list) const override {
+    list->n = kv_len[size_t(g / h_kv)];
+    return list->n;
+  }
+
+  int64_t visible_tokens(int64_t g, int r, int64_t n) const override {
+    if (!causal) return n;
+    const int64_t j = r / heads_per_kv;
+    return std::clamp<int64_t>(n - q_len[size_t(g / h_kv)] + j + 1, 0, n);
+  }
+
+  void load_q(int64_t g, int r0, int nr, void* dst) const override {
+    const int64_t i = g / h_kv, kvh = g % h_kv;
+    const size_t es = kernels->elem == cpu::MlaElem::kBF16 ? 2 : 4;
+    for (int x = 0; x < nr; ++x) {
+      const int64_t r = r0 + x, token = q_begin[size_t(i)] + r / heads_per_kv;
+      const int64_t h = kvh * heads_per_kv + r % heads_per_kv;
+      const uint16_t* src = q.ptr<uint16_t>() + token * q.strides[0] + h * q.strides[1];
+      load_row(src, q.dtype, q.strides[2], d_qk, kernels->elem, static_cast<char*>(dst) + size_t(x) * d_qk * es);
+    }
+  }
+
+  void rows_of_tensor(const TensorView& t, bool direct, int64_t n, const TokenList& list, int64_t p, int nt,
+                      void* buf, const void** rows) const {
+    const int64_t i = list.group / h_kv, kvh = list.group % h_kv;
+    const size_t es = kernels->elem == cpu::MlaElem::kBF16 ? 2 : 4;
+    for (int x = 0; x < nt; ++x) {
+      const uint16_t* src = t.ptr<uint16_t>() + (kv_begin[size_t(i)] + p + x) * t.strides[0] + kvh * t.strides[1];
+      if (direct) {
+        rows[x] = src;
+      } else {
+        void* dst = static_cast<char*>(buf) + size_t(x) * n * es;
+        load_row(src, t.dtype, t.strides[2], n, kernels->elem, dst);
+        rows[x] = dst;
+      }
+    }
+  }
+
+  void fetch(const TokenList& list, int64_t p, int nt, void* buf, const void** rows) const override {
+    rows_of_tensor(k, direct_k, d_qk, list, p, nt, buf, rows);
+  }
+
+  void fetch_v(const TokenList& list, int64_t p, int nt, void* buf, const void** rows) const override {
+    rows_of_tensor(v, direct_v, d_v, list, p, nt, buf, rows);
+  }
+
+  void store(int64_t g, int r, const float* o, float lse_value, float) const override {
+    const int64_t i = g / h_kv, token = q_begin[size_t(i)] + r / heads_per_kv;
+    const int64_t h = (g % h_kv) * heads_per_kv + r % heads_per_kv;
+    char* dst = static_cast<char*>(out.data) + (token * out.strides[0] + h * out.strides[1]) * 2;
+    store_row(o, d_v, 1.0f, out.dtype, dst);
+    lse.ptr<float>()[token * lse.strides[0] + h * lse.strides[1]] = lse_value;
+  }
+};
+
+// Reads a cu_seqlens array into per-request (begin, length); checks the prefix-sum rules.
+void read_cu_seqlens(const char* arg, const TensorView& cu, int64_t b, int64_t total, int64_t max_len,
+                     const char* max_arg, std::vector<int64_t>* begin, std::vector<int64_t>* len) {
+  check_defined(kFn, arg, cu);
+  check_dtype(kFn, arg, cu, {DType::kI32});
+  check_ndim(kFn, arg, cu, {1});
+  check_dim(kFn, arg, cu, 0, b + 1, "batch_size + 1 (cu_seqlens_qo's length)");
+  const int32_t* c = cu.ptr<int32_t>();
+  TESSERA_CHECK(c[0] == 0 && c[b * cu.strides[0]] == total, kFn, ": argument '", arg, "' must run from 0 to ", total,
+                " (the tokens of the tensor it indexes), got ", c[0], " .. ", c[b * cu.strides[0]]);
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t lo = c[i * cu.strides[0]], n = int64_t(c[(i + 1) * cu.strides[0]]) - lo;
+    TESSERA_CHECK(n >= 0 && n <= max_len, kFn, ": argument '", arg, "': request ", i, " has ", n,
+                  " tokens; every count must be in [0, ", max_arg, " = ", max_len, "]");
+    begin->push_back(lo);
+    len->push_back(n);
+  }
+}
+
+}  // namespace
+
+void flash_attn_varlen_fwd(const VarlenInputs& in, const TensorView& out, const TensorView& lse) {
+  const TensorView &q = in.q, &k = in.k, &v = in.v;
+  for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"q", &q}, {"k", &k}, {"v", &v}}) {
+    check_defined(kFn, name, *t);
+    check_dtype(kFn, name, *t, {DType::kBF16, DType::kF16});
+    check_ndim(kFn, name, *t, {3});
+  }
+  TESSERA_CHECK(k.dtype == q.dtype && v.dtype == q.dtype, kFn, ": arguments 'q', 'k' and 'v' must share one dtype, "
+                "got ", dtype_name(q.dtype), ", ", dtype_name(k.dtype), ", ", dtype_name(v.dtype));
+  const int64_t total_q = q.shape[0], h_q = q.shape[1], d_qk = q.shape[2];
+  const int64_t total_kv = k.shape[0], h_kv = k.shape[1], d_v = v.shape[2];
+  TESSERA_CHECK(d_qk >= 1 && k.shape[2] == d_qk, kFn, ": argument 'k' must have head_dim ", d_qk,
+                " (q's last dim), got shape ", k.shape_str());
+  TESSERA_CHECK(v.shape[0] == total_kv && v.shape[1] == h_kv && d_v >= 1, kFn, ": argument 'v' must have shape [",
+                total_kv, ", ", h_kv, ", d_v >= 1] (k's tokens and heads), got ", v.shape_str());
+  TESSERA_CHECK(h_kv >= 1 && h_q >= 1 && h_q % h_kv == 0, kFn, ": num_heads of q (", h_q,
+                ") must be a positive multiple of num_heads of k (", h_kv, ")");
+  TESSERA_CHECK(in.max_seqlen_qo >= 0 && in.max_seqlen_qo * (h_q / h_kv) < (int64_t(1) << 30), kFn,
+                ": max_seqlen_qo * h_q / h_kv must be in [0, 2^30), got ", in.max_seqlen_qo, " * ", h_q / h_kv);
+  TESSERA_CHECK(!in.softmax_scale || std::isfinite(*in.softmax_scale), kFn,
+                ": argument 'softmax_scale' must be finite, got ", *in.softmax_scale);
+  const int64_t b = in.cu_seqlens_qo.ndim == 1 ? in.cu_seqlens_qo.shape[0] - 1 : 0;
+  TESSERA_CHECK(b >= 0, kFn, ": argument 'cu_seqlens_qo' must hold batch_size + 1 >= 1 entries");
+  auto task = std::make_unique<VarlenPrefill>();
+  read_cu_seqlens("cu_seqlens_qo", in.cu_seqlens_qo, b, total_q, in.max_seqlen_qo, "max_seqlen_qo", &task->q_begin,
+                  &task->q_len);
+  read_cu_seqlens("cu_seqlens_kv", in.cu_seqlens_kv, b, total_kv, in.max_seqlen_kv, "max_seqlen_kv", &task->kv_begin,
+                  &task->kv_len);
+  check_defined(kFn, "out", out);
+  check_dtype(kFn, "out", out, {q.dtype});
+  check_ndim(kFn, "out", out, {3});
+  check_dim(kFn, "out", out, 0, total_q, "total_q");
+  check_dim(kFn, "out", out, 1, h_q, "num_heads");
+  check_dim(kFn, "out", out, 2, d_v, "head_dim of v");
+  TESSERA_CHECK(out.strides[2] == 1 || d_v == 1, kFn, ": argument 'out' must have a contiguous last dim, got "
+                "strides ", out.strides_str());
+  check_defined(kFn, "lse", lse);
+  check_dtype(kFn, "lse", lse, {DType::kF32});
+  check_ndim(kFn, "lse", lse, {2});
+  check_dim(kFn, "lse", lse, 0, total_q, "total_q");
+  check_dim(kFn, "lse", lse, 1, h_q, "num_heads");
+  for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"q", &q}, {"k", &k}, {"v", &v}}) {
+    check_no_overlap(kFn, "out", out, name, *t);
+    check_no_overlap(kFn, "lse", lse, name, *t);
+  }
+  check_no_overlap(kFn, "out", out, "lse", lse);
+
+  task->requests = b;
+  task->groups_per_request = h_kv;
+  task->heads_per_kv = h_q / h_kv;
+  task->rows = int(in.max_seqlen_qo * task->heads_per_kv);
+  task->d_qk = int(d_qk);
+  task->d_v = int(d_v);
+  task->scale = float(in.softmax_scale.value_or(1.0 / std::sqrt(double(d_qk))));
+  task->separate_v = true;
+  task->kernels = choose_kernels(q.dtype == DType::kBF16, d_qk, d_v);
+  task->q = q;
+  task->k = k;
+  task->v = v;
+  task->out = out;
+  task->lse = lse;
+  task->h_kv = h_kv;
+  task->causal = in.causal;
+  task->direct_k = task->kernels->elem == cpu::MlaElem::kBF16 && k.strides[2] == 1;
+  task->direct_v = task->kernels->elem == cpu::MlaElem::kBF16 && v.strides[2] == 1;
+  int64_t total_rows = 0;
+  for (int64_t n : task->q_len) total_rows += n * task->heads_per_kv;
+  const int64_t blocks_per_group = b ? std::max<int64_t>(1, row_blocks((total_rows + b - 1) / b)) : 1;
+  run_mla(*task, make_schedule(task->kv_len, h_kv * blocks_per_group, num_threads()));
+}
+
+}  // namespace tessera::flash_mla
