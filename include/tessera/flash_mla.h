@@ -1,8 +1,10 @@
 // tessera/flash_mla.h - FlashMLA's attention on the CPU: MLA decode over a paged KV cache (dense bf16/fp16,
-// or sparse over an FP8 cache), sparse MLA prefill, and the FP8 KV-cache quantiser (specs/flash_mla.md).
+// or sparse over an FP8 cache), sparse MLA prefill, dense MHA prefill (forward), and the FP8 KV-cache
+// quantiser (specs/flash_mla.md).
 //
 // Conventions shared by every function:
-//  - MQA/GQA over one latent vector per KV head: V is the first d_v elements of each K row.
+//  - MQA/GQA over one latent vector per KV head: V is the first d_v elements of each K row (dense prefill:
+//    separate k and v).
 //  - Scores are softmax_scale * q.k^T with bf16 (or fp16) inputs and fp32 accumulation; FP8 tokens are
 //    dequantised e4m3 -> fp32 * scale -> bf16 first. Softmax statistics are natural-log.
 //  - A query row that sees no token gets out = 0 and lse = +inf (max_logits = -inf).

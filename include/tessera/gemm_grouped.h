@@ -49,12 +49,12 @@ void m_grouped_fp8_fp4_gemm_nt_masked(const ScaledTensor& a, const ScaledTensor&
 
 // ---- K-grouped (MoE weight gradient): D[g] = C[g] + A[K_g]^T . B[K_g], D/C [G, M, N] fp32 ----
 // 'tn': A [sum K, M], B [sum K, N] (MN-major). Group sizes: use_psum_layout == false -> grouped_layout
-// int32 [G] of K sizes (ks, if given, must match); true -> exclusive ends, group g starts at
-// align(end[g-1], k_alignment). Empty groups: D[g] = C[g]. FP8 scale factors per channel (recipe
+// int32 [G] of K sizes (ks_cpu, if given, must match); true -> exclusive ends, group g starts at
+// align(end[g-1], k_alignment) (ks_cpu, if given, holds each group's K or that K aligned up). Empty groups: D[g] = C[g]. FP8 scale factors per channel (recipe
 // (1, 1, gran_k)): fp32 [sum_g ceil(k_g/gran_k), M] or packed int32 [sum_g ceil(k_g/(4 gran_k)), M].
 struct KGroupedLayout {
   TensorView grouped_layout;
-  std::vector<int64_t> ks;  // optional copy of the sizes on the host (DeepGEMM's ks_cpu); empty = none
+  std::vector<int64_t> ks;  // DeepGEMM's ks_cpu (optional host copy of the sizes); empty = none
   bool use_psum_layout = false;
   int k_alignment = 128;
 };
@@ -75,8 +75,8 @@ void fp8_gemm_nt_skip_head_mid(const ScaledTensor& a, const ScaledTensor& b, con
 // bf16 einsum: 'bmk,bnk->mn' (fp32 d requires c == d, bf16 d requires no c), 'bhr,hdr->bhd', 'bhd,hdr->bhr'.
 void einsum(const std::string& expr, const TensorView& a, const TensorView& b, const TensorView& d,
             const TensorView* c = nullptr);
-// FP8 einsum 'bhr,hdr->bhd': a = (x [b,h,r], sf [b,h,ceil(r/128)]), b = (y [h,d,r], sf [h,ceil(d/128),ceil(r/128)]).
-// The other expressions raise a not-implemented error.
+// FP8 einsum 'bhr,hdr->bhd': a = (x [b,h,r], sf [b,h,ceil(r/128)]), b = (y [h,d,r], sf [h,ceil(d/128),ceil(r/128)]),
+// d = c + x.y when c is given (c may be d). The other expressions raise a not-implemented error.
 void fp8_einsum(const std::string& expr, const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
                 const TensorView* c = nullptr, const Recipe& recipe = {});
 // d = a . b^T (a [M,K] bf16, b [N,K] fp32, d fp32 [M,N] or [S,M,N]) and sqr_sum[m] = sum_k a[m,k]^2

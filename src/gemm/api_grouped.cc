@@ -78,7 +78,12 @@ GemmProblem segment_problem(const char* fn, const GemmProblem& base, const cpu::
   GemmProblem p = base;
   p.m = r1 - r0;
   const int64_t a_es = a.type == cpu::GemmSrcType::kBF16 ? 2 : a.type == cpu::GemmSrcType::kF32 ? 4 : 1;
-  p.a.data = static_cast<const char*>(a.data) + r0 * a.stride_r * a_es;
+  if (a.fp4_along_r) {
+    TESSERA_CHECK(r0 % 2 == 0, fn, ": a group starts at row ", r0, ", which splits a byte of 'a' packed along M");
+    p.a.data = static_cast<const char*>(a.data) + (r0 / 2) * a.stride_r;
+  } else {
+    p.a.data = static_cast<const char*>(a.data) + r0 * a.stride_r * a_es;
+  }
   p.b = bg;
   p.sb = sbg;
   if (p.group > 0) {

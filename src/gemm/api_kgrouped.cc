@@ -11,6 +11,7 @@ namespace {
 
 struct KRange {
   int64_t k0, k1;
+  int64_t sf_k;  // K values the group's scale-factor rows cover: ceil(sf_k / gran_k) rows (the spec's rule)
 };
 
 int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
@@ -25,7 +26,7 @@ std::vector<KRange> parse_k_layout(const char* fn, const KGroupedLayout& L, int6
   check_dim(fn, "grouped_layout", t, 0, groups, "G (the groups of 'd')");
   const int64_t align = L.k_alignment;
   TESSERA_CHECK(align >= 1, fn, ": the K alignment must be >= 1, got ", align);
-  TESSERA_CHECK(L.ks.empty() || int64_t(L.ks.size()) == groups, fn, ": argument 'ks' must have G = ", groups,
+  TESSERA_CHECK(L.ks.empty() || int64_t(L.ks.size()) == groups, fn, ": argument 'ks_cpu' must have G = ", groups,
                 " entries, got ", L.ks.size());
   std::vector<KRange> r;
   int64_t pos = 0;
@@ -34,18 +35,21 @@ std::vector<KRange> parse_k_layout(const char* fn, const KGroupedLayout& L, int6
     if (!L.use_psum_layout) {
       TESSERA_CHECK(v >= 0 && v % align == 0, fn, ": argument 'grouped_layout' entry ", g, " (K of group ", g, ") = ",
                     v, " must be >= 0 and a multiple of the K alignment ", align);
-      TESSERA_CHECK(L.ks.empty() || L.ks[size_t(g)] == v, fn, ": argument 'ks' entry ", g, " = ", L.ks.empty() ? 0 : L.ks[size_t(g)],
-                    " differs from 'grouped_layout' entry ", v);
-      r.push_back({pos, pos + v});
+      TESSERA_CHECK(L.ks.empty() || L.ks[size_t(g)] == v, fn, ": argument 'ks_cpu' entry ", g, " = ",
+                    L.ks.empty() ? 0 : L.ks[size_t(g)], " differs from 'grouped_layout' entry ", v);
+      r.push_back({pos, pos + v, v});
       pos += v;
     } else {
       const int64_t start = align_up(pos, align);
       TESSERA_CHECK(v >= pos && (v == pos || v >= start), fn, ": argument 'grouped_layout' (psum ends) entry ", g,
                     " = ", v, " must be >= the previous end ", pos, " and not inside the alignment gap before ", start);
       const int64_t k0 = v == pos ? pos : start;
-      TESSERA_CHECK(L.ks.empty() || L.ks[size_t(g)] == v - k0, fn, ": argument 'ks' entry ", g, " = ",
-                    L.ks.empty() ? 0 : L.ks[size_t(g)], " differs from the psum layout's K of group ", g, " = ", v - k0);
-      r.push_back({k0, v});
+      // ks_cpu may give the group's K or that K aligned up (what DeepGEMM's own psum callers pass).
+      const int64_t kg = v - k0, kg_aligned = align_up(kg, align);
+      TESSERA_CHECK(L.ks.empty() || L.ks[size_t(g)] == kg || L.ks[size_t(g)] == kg_aligned, fn, ": argument 'ks_cpu' entry ",
+                    g, " = ", L.ks.empty() ? 0 : L.ks[size_t(g)], " is neither the psum layout's K of group ", g, " (", kg,
+                    ") nor that K aligned to ", align, " (", kg_aligned, ")");
+      r.push_back({k0, v, kg});
       pos = v;
     }
   }
@@ -64,16 +68,17 @@ std::vector<ScaleTable> per_channel_tables(const char* fn, const char* arg, cons
   const bool packed = sf.dtype == DType::kI32;
   int64_t rows = 0;
   for (const KRange& r : ranges) {
-    const int64_t blocks = (r.k1 - r.k0 + gran_k - 1) / gran_k;
+    const int64_t blocks = (r.sf_k + gran_k - 1) / gran_k;
     rows += packed ? (blocks + 3) / 4 : blocks;
   }
   TESSERA_CHECK(sf.shape[0] == rows && sf.shape[1] == mn, fn, ": argument '", arg, "' must have shape [", rows, ", ", mn,
                 "] (", packed ? "packed UE8M0 int32: sum over groups of ceil(k_g / (4 * " : "float32: sum over groups of ceil(k_g / ",
-                gran_k, packed ? "))" : ")", " rows, one column per channel), got ", sf.shape_str());
+                gran_k, packed ? "))" : ")", " rows, one column per channel), got ",
+                sf.shape_str());
   std::vector<ScaleTable> tables;
   int64_t row = 0;
   for (const KRange& r : ranges) {
-    const int64_t blocks = (r.k1 - r.k0 + gran_k - 1) / gran_k;
+    const int64_t blocks = (r.sf_k + gran_k - 1) / gran_k;
     ScaleTable t;
     t.stride_g = mn;
     storage->push_back(aligned_array<float>(size_t(std::max<int64_t>(blocks, 1) * mn)));

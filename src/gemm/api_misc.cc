@@ -176,7 +176,6 @@ void fp8_einsum(const std::string& expr, const ScaledTensor& a, const ScaledTens
   const char* fn = "fp8_einsum";
   if (expr != "bhr,hdr->bhd")
     TESSERA_NOT_IMPLEMENTED(fn, ": expression '", expr, "' (only 'bhr,hdr->bhd' is provided on the CPU)");
-  TESSERA_CHECK(!(c && c->data), fn, ": 'bhr,hdr->bhd' takes no 'c'");
   check_3d(fn, "a", a.data, {DType::kF8E4M3});
   check_3d(fn, "b", b.data, {DType::kF8E4M3});
   check_3d(fn, "d", d, {DType::kBF16, DType::kF32});
@@ -184,6 +183,24 @@ void fp8_einsum(const std::string& expr, const ScaledTensor& a, const ScaledTens
   check_3d(fn, "b.scale", b.scale, {DType::kF32});
   std::vector<GemmProblem> problems = head_problems(fn, true, a.data, b.data, d);
   const int64_t B = a.data.shape[0], H = a.data.shape[1], D = b.data.shape[1], R = b.data.shape[2];
+  if (c && c->data) {  // d = c + x.y per head (c may be d)
+    check_3d(fn, "c", *c, {d.dtype});
+    check_same_shape(fn, "c", *c, "d", d);
+    TESSERA_CHECK(c->shape[2] <= 1 || c->strides[2] == 1, fn, ": argument 'c' must have stride(2) == 1, got strides ",
+                  c->strides_str());
+    if (c->data != d.data) {
+      check_no_overlap(fn, "d", d, "c", *c);
+    } else {
+      TESSERA_CHECK(c->strides[0] == d.strides[0] && c->strides[1] == d.strides[1], fn,
+                    ": when 'c' is 'd' it must have the same strides");
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      GemmProblem& p = problems[size_t(h)];
+      p.c = static_cast<const char*>(c->data) + h * c->strides[1] * dtype_storage_bytes(c->dtype);
+      p.c_type = c->dtype;
+      p.ldc = c->strides[0];
+    }
+  }
   check_no_overlap(fn, "d", d, "a.scale", a.scale);
   check_no_overlap(fn, "d", d, "b.scale", b.scale);
   std::vector<AlignedPtr<float>> stores(size_t(2 * H));

@@ -111,7 +111,7 @@ bool run_fp4_chunks(const GemmProblem& p, const std::vector<float>& a_scale, cpu
 const char* gemv_fp4_refusal(const GemmProblem& p) {
   if (p.m > kGemvMaxM) return "M > 8";
   if (p.b.type != cpu::GemmSrcType::kE2M1) return "weights are not FP4";
-  if (p.b.stride_k != 1) return "weights (B) are not K-contiguous";
+  if (p.b.stride_k != 1 || p.b.fp4_along_r) return "weights (B) are not packed along K";
   if (p.a.type != cpu::GemmSrcType::kE4M3 && p.a.type != cpu::GemmSrcType::kBF16) return "activations are not fp8/bf16";
   if (p.a.stride_k != 1 && p.m > 1) return "activations (A) are not K-contiguous";
   if (p.group <= 0) return "unscaled";

@@ -45,11 +45,13 @@ OperandInfo check_operand(const char* fn, const char* arg, const TensorView& t, 
   info.rows = v.shape[0];
   info.k = v.shape[1];
   if (info.fp4) {
-    // Two values per byte along K: only K-contiguous packed FP4 is supported here.
-    if (!(v.strides[1] == 1 || v.shape[1] <= 1))
-      TESSERA_NOT_IMPLEMENTED(fn, ": argument '", arg, "' is packed FP4 packed along M/N (MN-major); "
-                              "pack it along K (see transpose_packed_fp4)");
-    info.k = v.shape[1] * 2;
+    // Two values per byte along the contiguous dimension: K (K-major) or M/N (MN-major).
+    if (v.strides[1] == 1 || v.shape[1] <= 1) {
+      info.k = v.shape[1] * 2;
+    } else {
+      info.src.fp4_along_r = true;
+      info.rows = v.shape[0] * 2;
+    }
   }
   return info;
 }

@@ -18,6 +18,10 @@ float load(const cpu::GemmSrc& s, int64_t r, int64_t k) {
     case cpu::GemmSrcType::kE4M3:
       return e4m3_to_f32(static_cast<const uint8_t*>(s.data)[r * s.stride_r + k * s.stride_k]);
     case cpu::GemmSrcType::kE2M1: {
+      if (s.fp4_along_r) {
+        const uint8_t byte = static_cast<const uint8_t*>(s.data)[(r / 2) * s.stride_r + k * s.stride_k];
+        return e2m1_to_f32((r & 1) ? byte >> 4 : byte & 0xF);
+      }
       const uint8_t byte = static_cast<const uint8_t*>(s.data)[r * s.stride_r + (k / 2) * s.stride_k];
       return e2m1_to_f32((k & 1) ? byte >> 4 : byte & 0xF);
     }

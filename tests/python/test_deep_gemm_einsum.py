@@ -123,13 +123,23 @@ def test_fp8_einsum_bhr_hdr_bhd(rng, d_dtype):
     check_diff(z, ref, deq_ref, 1e-3, f"fp8_einsum bhr,hdr->bhd d={np.dtype(d_dtype).name}")
 
 
-def test_fp8_einsum_other_expressions_are_not_implemented_and_c_is_refused(rng):
+def test_fp8_einsum_other_expressions_are_not_implemented(rng):
     a, b, _, _ = fp8_einsum_problem(rng, 2, 2, 128, 128)
     z = poisoned((2, 2, 128))
     before = bits(z).copy()
     for expr in ("bhd,hdr->bhr", "bhd,bhr->hdr"):
         with pytest.raises(tessera.NotImplementedInTessera, match="fp8_einsum"):
             deep_gemm.fp8_einsum(expr, a, b, z)
-    with pytest.raises(ValueError, match="takes no 'c'"):
-        deep_gemm.fp8_einsum("bhr,hdr->bhd", a, b, z, c=z)
     np.testing.assert_array_equal(bits(z), before)
+
+
+def test_fp8_einsum_accumulates_into_c(rng):
+    b_size, h, r, d_size = 3, 2, 256, 72
+    a, b, ref, deq_ref = fp8_einsum_problem(rng, b_size, h, r, d_size)
+    c = rng.standard_normal((b_size, h, d_size)).astype(np.float32)
+    d = c.copy()
+    assert deep_gemm.fp8_einsum("bhr,hdr->bhd", a, b, d, c=d) is None  # c is d: accumulate in place
+    check_diff(d, ref + c, deq_ref + c, 1e-3, "fp8_einsum bhr,hdr->bhd c=d")
+    z = poisoned((b_size, h, d_size), np.float32)
+    deep_gemm.fp8_einsum("bhr,hdr->bhd", a, b, z, c=c)
+    check_diff(z, ref + c, deq_ref + c, 1e-3, "fp8_einsum bhr,hdr->bhd separate c")

@@ -135,13 +135,15 @@ def test_fp8_non_power_of_two_sf_cannot_be_packed(rng):
         deep_gemm.get_mn_major_tma_aligned_packed_ue8m0_tensor(sf)
 
 
-def test_mn_major_packed_fp4_is_not_implemented(rng):
-    qa, sfa = deep_gemm.per_token_cast_to_fp8(rng.standard_normal((8, 64), dtype=np.float32), use_ue8m0=True)
-    packed = np.zeros((32, 16), np.int8)  # [K/2, N] bytes: FP4 packed along N
-    sfb = np.ones((16, 2), np.float32)
-    d = poisoned((8, 16), np.float32)
-    before = bits(d).copy()
-    with pytest.raises(NotImplementedError, match="packed FP4 packed along M/N") as err:
-        deep_gemm.fp8_fp4_gemm_nn((qa, sfa), (packed, sfb.T), d, recipe_a=(1, 128), recipe_b=(1, 32))
-    assert isinstance(err.value, tessera.NotImplementedInTessera)
-    np.testing.assert_array_equal(bits(d), before)
+def test_mn_major_packed_fp4_matches_k_major(rng):
+    """FP4 B packed along N ('nn', [K, N/2] bytes) gives the bits of the same values packed along K."""
+    m, n, k = 8, 16, 64
+    qa, sfa = deep_gemm.per_token_cast_to_fp8(rng.standard_normal((m, k), dtype=np.float32), use_ue8m0=True)
+    codes = rng.integers(0, 16, size=(n, k), dtype=np.uint8)
+    along_k = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8).view(np.int8)  # [N, K/2]
+    along_n = (codes[0::2, :] | (codes[1::2, :] << 4)).T.copy().astype(np.uint8).view(np.int8)  # [K, N/2]
+    sfb = np.full((n, k // 32), 0.5, np.float32)
+    d_k, d_n = poisoned((m, n), np.float32), poisoned((m, n), np.float32)
+    deep_gemm.fp8_fp4_gemm_nt((qa, sfa), (along_k, sfb), d_k, recipe_a=(1, 128), recipe_b=(1, 32))
+    deep_gemm.fp8_fp4_gemm_nn((qa, sfa), (along_n, sfb.T), d_n, recipe_a=(1, 128), recipe_b=(1, 32))
+    np.testing.assert_array_equal(bits(d_k), bits(d_n))

@@ -1,6 +1,6 @@
 """tessera.flash_mla sparse prefill (out, max_logits, lse) against float64 with invalid and short index lists,
-the FP8 KV-cache quantiser byte for byte against the spec, and the dense prefill entry point that is not
-implemented on the CPU."""
+dense varlen prefill (flash_attn_varlen_func and its packed forms) against float64, and the FP8 KV-cache
+quantiser byte for byte against the spec."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -92,8 +92,55 @@ def test_quantiser_and_prefill_refuse_bad_input(rng):
                                        topk_length=np.array([9, 1], np.int32))
 
 
-def test_dense_prefill_is_not_implemented():
-    for fn in (flash_mla.flash_attn_varlen_func, flash_mla.flash_attn_varlen_qkvpacked_func,
-               flash_mla.flash_attn_varlen_kvpacked_func):
-        with pytest.raises(tessera.NotImplementedInTessera, match="flash_attn_varlen_func"):
-            fn(None, None, None, None, None, 1, 1)
+def varlen_reference(q, k, v, q_lens, kv_lens, causal):
+    total_q, h_q, d_qk = q.shape
+    h_kv = k.shape[1]
+    out, lse = np.zeros((total_q, h_q, v.shape[2])), np.zeros((total_q, h_q))
+    q0 = k0 = 0
+    for n_q, n_kv in zip(q_lens, kv_lens):
+        for j in range(n_q):
+            limit = min(max(n_kv - n_q + j + 1, 0), n_kv) if causal else n_kv
+            for h in range(h_q):
+                g = h // (h_q // h_kv)
+                keys = np.concatenate([k[k0:k0 + limit, g], v[k0:k0 + limit, g]], axis=1).astype(np.float64)
+                qx = np.concatenate([q[q0 + j, h].astype(np.float64), np.zeros(v.shape[2])])[None, :]
+                o, l, _ = attention(qx, keys, keys.shape[1], d_qk ** -0.5)
+                out[q0 + j, h], lse[q0 + j, h] = o[0, d_qk:], l[0]
+        q0, k0 = q0 + n_q, k0 + n_kv
+    return out, lse
+
+
+@pytest.mark.parametrize("h_q,h_kv,d_qk,causal", [(8, 8, 192, True), (8, 2, 128, False)])
+def test_varlen_prefill_matches_float64(rng, isa, h_q, h_kv, d_qk, causal):
+    q_lens, kv_lens = [30, 0, 45], [600, 0, 800]
+    q = rng.standard_normal((sum(q_lens), h_q, d_qk)).astype(BF16)
+    k = rng.standard_normal((sum(kv_lens), h_kv, d_qk)).astype(BF16)
+    v = rng.standard_normal((sum(kv_lens), h_kv, 128)).astype(BF16)
+    cu_q = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    cu_kv = np.concatenate([[0], np.cumsum(kv_lens)]).astype(np.int32)
+    out, lse = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_kv, max(q_lens), max(kv_lens), causal=causal)
+    assert out.shape == (sum(q_lens), h_q, 128) and lse.shape == (sum(q_lens), h_q) and lse.strides[0] == 4
+    ref_out, ref_lse = varlen_reference(q, k, v, q_lens, kv_lens, causal)
+    assert_close("out", out.astype(np.float64), ref_out, PREFILL_OUT)
+    assert_close("lse", lse, ref_lse, (1e-6, 8.01 / 65536, 1e-10))
+    # The packed forms slice the same tensors.
+    kv = np.concatenate([k, v], axis=2)
+    out2, lse2 = flash_mla.flash_attn_varlen_kvpacked_func(q, kv, cu_q, cu_kv, max(q_lens), max(kv_lens), d_qk,
+                                                           causal=causal)
+    assert np.array_equal(out.view(np.uint16), out2.view(np.uint16)) and np.array_equal(lse, lse2)
+
+
+def test_varlen_prefill_options():
+    q = np.zeros((4, 2, 128), BF16)
+    cu = np.array([0, 4], np.int32)
+    with pytest.raises(ValueError, match="dropout_p"):
+        flash_mla.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, dropout_p=0.1)
+    with pytest.raises(tessera.NotImplementedInTessera, match="is_varlen"):
+        flash_mla.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, is_varlen=False)
+    with pytest.raises(ValueError, match="max_seqlen_kv"):
+        flash_mla.flash_attn_varlen_func(q, q, q, cu, cu, 4, 3)
+    qkv = np.random.default_rng(0).standard_normal((4, 2, 3 * 128)).astype(BF16)
+    o1, _ = flash_mla.flash_attn_varlen_qkvpacked_func(qkv, cu, 4, 128, causal=True)
+    o2, _ = flash_mla.flash_attn_varlen_func(qkv[:, :, :128], qkv[:, :, 128:256], qkv[:, :, 256:], cu, cu, 4, 4,
+                                             causal=True)
+    assert np.array_equal(o1.view(np.uint16), o2.view(np.uint16))

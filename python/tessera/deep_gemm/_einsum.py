@@ -38,7 +38,7 @@ def einsum(expr, a, b, d, c=None, use_cublaslt=False) -> None:
 def fp8_einsum(expr, a, b, d, c=None, recipe=(1, 128, 128)) -> None:
     """FP8 einsum 'bhr,hdr->bhd': a = (e4m3 x [b, h, r], sf [b, h, ceil(r/128)] per token),
     b = (e4m3 y [h, d, r], sf [h, ceil(d/128), ceil(r/128)] per block), d [b, h, d] bfloat16 or float32;
-    c must be None (accumulation is not provided on the CPU). Other expressions (DeepGEMM's SM100-only
+    with c, d = c + a.b (c may be d). Other expressions (DeepGEMM's SM100-only
     'bhd,hdr->bhr' and 'bhd,bhr->hdr') raise tessera.NotImplementedInTessera. Returns None."""
     fn = "fp8_einsum"
     a_data, a_sf = _pair(fn, "a", a)

@@ -13,8 +13,8 @@ Names, argument names and defaults follow FlashMLA (see /work/shared/specs/flash
   (V32 656-byte or MODEL1 584-byte tokens) when ``indices`` is given.
 - ``flash_mla_sparse_fwd``: sparse prefill -> ``(out, max_logits, lse)``.
 - ``quantize_k_cache`` / ``dequantize_k_cache`` with ``FP8KVCacheLayout``: the FP8 cache byte layouts.
-- ``flash_attn_varlen_func`` (and the packed variants): dense MHA prefill is not implemented on the CPU
-  and raises ``tessera.NotImplementedInTessera``.
+- ``flash_attn_varlen_func`` (and the qkv/kv-packed variants): dense MHA prefill, forward only (no
+  autograd; ``is_varlen=False`` raises ``tessera.NotImplementedInTessera``).
 
 Results are bitwise identical for any thread count; split boundaries depend only on the problem.
 """

@@ -1,4 +1,4 @@
-"""FlashMLA's scheduling metadata, decode, sparse prefill and (not implemented) dense prefill entry points.
+"""FlashMLA's scheduling metadata, decode, sparse prefill and dense prefill (forward) entry points.
 
 Outputs are new arrays of the caller's kind (numpy, or torch CPU tensors sharing the numpy memory).
 Validation happens in C++ before anything is computed; errors are ``tessera.InvalidArgumentError`` (a
@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _C
 from .._arrays import like, optional_ref, to_numpy, to_ref
-from .._errors import InvalidArgumentError
+from .._errors import InvalidArgumentError, NotImplementedInTessera
 
 _HELP = ("; your input arguments are inconsistent with sched_meta: pass the same shapes and flags to every "
          "flash_mla_with_kvcache call that shares one FlashMLASchedMeta (or get a new one from get_mla_metadata)")
@@ -192,16 +192,47 @@ def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk
     return like(out, q), like(max_logits, q), like(lse, q)
 
 
-def flash_attn_varlen_func(*args, **kwargs):
-    """Dense MHA prefill (forward and backward): not implemented on the CPU; raises NotImplementedInTessera."""
-    _C.flash_attn_varlen_func()
+def flash_attn_varlen_func(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv, dropout_p=0.0,
+                           softmax_scale=None, causal=False, deterministic=False, is_varlen=True):
+    """Dense MHA prefill, forward -> ``(out [total_q, h_q, d_v] in q's dtype, lse [total_q, h_q] float32)``.
+
+    q [total_q, h_q, d_qk], k [total_kv, h_kv, d_qk], v [total_kv, h_kv, d_v] (bf16 or fp16);
+    cu_seqlens_qo / cu_seqlens_kv int32 [b + 1] prefix sums; causal masks bottom-right (query j of a request
+    with n_q queries sees keys 0..n_kv-n_q+j); h_q % h_kv == 0. A query that sees no key gets out 0 and
+    lse +inf. dropout_p must be 0; ``deterministic`` is accepted (every result is deterministic here);
+    is_varlen=False and the backward pass are not implemented.
+    """
+    fn = "flash_attn_varlen_func"
+    if dropout_p != 0.0:
+        raise InvalidArgumentError(f"{fn}: argument 'dropout_p' must be 0.0 (dropout is not supported), got {dropout_p}")
+    if not is_varlen:
+        raise NotImplementedInTessera(f"not implemented: {fn} with is_varlen=False (pass cu_seqlens)")
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if getattr(x, "ndim", None) != 3:
+            raise InvalidArgumentError(f"{fn}: argument '{name}' must be a 3-D array [tokens, heads, head_dim]")
+    total_q, h_q = int(q.shape[0]), int(q.shape[1])
+    out = np.empty((total_q, h_q, int(v.shape[2])), dtype=to_numpy(q).dtype)
+    lse = np.empty((h_q, total_q), dtype=np.float32).T  # FlashMLA's layout: contiguous along the tokens
+    _C.flash_attn_varlen_fwd(to_ref(q, fn, "q"), to_ref(k, fn, "k"), to_ref(v, fn, "v"),
+                             to_ref(cu_seqlens_qo, fn, "cu_seqlens_qo"), to_ref(cu_seqlens_kv, fn, "cu_seqlens_kv"),
+                             _int(fn, "max_seqlen_qo", max_seqlen_qo), _int(fn, "max_seqlen_kv", max_seqlen_kv),
+                             None if softmax_scale is None else float(softmax_scale), bool(causal),
+                             to_ref(out, fn, "out", writable=True), to_ref(lse, fn, "lse", writable=True))
+    return like(out, q), like(lse, q)
 
 
-def flash_attn_varlen_qkvpacked_func(*args, **kwargs):
-    """Not implemented on the CPU (see flash_attn_varlen_func)."""
-    _C.flash_attn_varlen_func()
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, head_dim_qk, dropout_p=0.0, softmax_scale=None,
+                                     causal=False, deterministic=False, is_varlen=True):
+    """flash_attn_varlen_func on qkv [total, h, 2 * head_dim_qk + d_v] (q, k, v side by side)."""
+    return flash_attn_varlen_func(qkv[:, :, :head_dim_qk], qkv[:, :, head_dim_qk:2 * head_dim_qk],
+                                  qkv[:, :, 2 * head_dim_qk:], cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
+                                  dropout_p, softmax_scale, causal, deterministic, is_varlen)
 
 
-def flash_attn_varlen_kvpacked_func(*args, **kwargs):
-    """Not implemented on the CPU (see flash_attn_varlen_func)."""
-    _C.flash_attn_varlen_func()
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv, head_dim_qk,
+                                    dropout_p=0.0, softmax_scale=None, causal=False, deterministic=False,
+                                    is_varlen=True):
+    """flash_attn_varlen_func with kv [total_kv, h_kv, head_dim_qk + d_v] (k, v side by side)."""
+    return flash_attn_varlen_func(q, kv[:, :, :head_dim_qk], kv[:, :, head_dim_qk:], cu_seqlens_qo, cu_seqlens_kv,
+                                  max_seqlen_qo, max_seqlen_kv, dropout_p, softmax_scale, causal, deterministic,
+                                  is_varlen)

@@ -1,5 +1,6 @@
 // flash_mla_with_kvcache and get_mla_metadata (specs/flash_mla.md sections 2-3).
 #include <cmath>
+#include <utility>
 
 #include "attention/flash_mla/mla_decode.h"
 #include "attention/flash_mla/mla_schedule.h"
@@ -38,9 +39,16 @@ void check_decode_outputs(const char* fn, const KvcacheInputs& in, const TensorV
   check_dim(fn, "lse", lse, 2, q.shape[1], "seq_len_q");
   check_no_overlap(fn, "out", out, "q", q);
   check_no_overlap(fn, "out", out, "lse", lse);
-  check_no_overlap(fn, "lse", lse, "q", q);
-  check_no_overlap(fn, "out", out, "k_cache", in.k_cache);
-  check_no_overlap(fn, "lse", lse, "k_cache", in.k_cache);
+  const std::pair<const char*, const TensorView*> inputs[] = {
+      {"q", &in.q}, {"k_cache", &in.k_cache}, {"block_table", in.block_table}, {"cache_seqlens", in.cache_seqlens},
+      {"indices", in.indices}, {"attn_sink", in.attn_sink}, {"extra_k_cache", in.extra_k_cache},
+      {"extra_indices_in_kvcache", in.extra_indices_in_kvcache}, {"topk_length", in.topk_length},
+      {"extra_topk_length", in.extra_topk_length}};
+  for (const auto& [name, view] : inputs) {
+    if (!view) continue;
+    check_no_overlap(fn, "out", out, name, *view);
+    check_no_overlap(fn, "lse", lse, name, *view);
+  }
 }
 
 SchedConfig decode_config(const KvcacheInputs& in) {

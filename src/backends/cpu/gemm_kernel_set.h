@@ -16,8 +16,9 @@ enum class GemmSrcType : int {
 };
 
 // An operand as the driver sees it: element (r, k) of an R x K matrix, r = row of the output it feeds
-// (m for A, n for B). Strides count elements of the stored type (bytes for kE2M1, which must then be
-// K-contiguous: stride_k == 1 meaning one byte = two k).
+// (m for A, n for B). Strides count elements of the stored type. kE2M1 strides count bytes: packed
+// along K, value (r, k) is nibble k&1 of byte r*stride_r + (k/2)*stride_k (stride_k == 1); packed along
+// rows (fp4_along_r), it is nibble r&1 of byte (r/2)*stride_r + k*stride_k.
 struct GemmSrc {
   const void* data;
   GemmSrcType type;
@@ -27,6 +28,7 @@ struct GemmSrc {
   // then permuted within aligned 64-value blocks identically on both sides (which leaves dot products
   // unchanged); k0 and kc passed to prepare_a/pack_b are multiples of 64. Ignored by other sets.
   bool lane_order = false;
+  bool fp4_along_r = false;
 };
 
 // Scales of one operand, expanded to fp32: scale of row r in K-group g at scale[g * group_stride + r].

@@ -148,7 +148,7 @@ TEST(MlaBadInput, SparseDecode) {
   expect_refused("sparse", cases, [&] { return p.inputs(); }, &p.out, &p.lse);
 }
 
-TEST(MlaBadInput, SparsePrefillAndVarlen) {
+TEST(MlaBadInput, SparsePrefill) {
   Rng rng = Rng::for_current_test();
   PrefillProblem p;
   p.s_q = 2;
@@ -176,8 +176,6 @@ TEST(MlaBadInput, SparsePrefillAndVarlen) {
   EXPECT_TRUE(throws_invalid(
       [&] { flash_mla::flash_mla_sparse_fwd(p.inputs(), p.out.view, p.max_logits.view, lse_wrong); }, {"'lse'"}));
   EXPECT_TRUE(p.out.bytes == before);
-  EXPECT_TRUE(throws_error([] { flash_mla::flash_attn_varlen_func(); }, ErrorCode::kNotImplemented,
-                           {"flash_attn_varlen_func"}));
 }
 
 TEST(MlaBadInput, Quantiser) {

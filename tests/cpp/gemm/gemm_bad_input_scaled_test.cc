@@ -138,12 +138,5 @@ TEST_F(ScaledGemmBadInput, ScaleShapeMessagesUseTheCallersOrientation) {
   EXPECT_NO_THROW(call_scaled(Layout::kNN, a_, b_, d_, nullptr, recipe_));
 }
 
-// Documented limitation (src/gemm/operands.cc): packed FP4 must be packed along K.
-TEST_F(ScaledGemmBadInput, PackedFp4AlongMnIsNotImplemented) {
-  b_.data = scratch_view(DType::kI8, {kN, kK / 2}, {1, kN});
-  b_.scale = scratch_view(DType::kF32, {kN, kK / 32}, {kK / 32, 1}, 32768);
-  EXPECT_TRUE(rejects({"fp8_fp4_gemm_nt", "'b'", "packed FP4", "MN-major"}, nullptr, ErrorCode::kNotImplemented));
-}
-
 }  // namespace
 }  // namespace tessera::test

@@ -271,7 +271,7 @@ PreparedGemm prepare_scaled(const ScaleRecipe& r, Layout layout, const GemmShape
   PreparedGemm g;
   g.family = Family::kFp8Fp4;
   g.layout = layout;
-  // Packed FP4 is only accepted packed along K.
+  // Packed FP4 operands here are packed along K; fp4_mn_packed_test.cc covers packing along M/N.
   g.a = make_operand(r.a_type, s.m, s.k, a_rows_first(layout), is_fp4(r.a_type) ? Major::kK : s.a_major, s.pad, rng);
   g.b = make_operand(r.b_type, s.n, s.k, b_rows_first(layout), is_fp4(r.b_type) ? Major::kK : s.b_major, s.pad, rng);
   g.sa = make_scales(r.sfa, s.m, s.k, r.gran_mn_a, r.gran_k_a, a_rows_first(layout), rng);

@@ -209,7 +209,7 @@ TEST(KGrouped, BadLayoutsLeaveDUntouched) {
   EXPECT_TRUE(throws_invalid([&] { run({64, 40}, false); }, {kFn, "grouped_layout", "multiple of the K alignment"}));
   EXPECT_TRUE(throws_invalid([&] { run({64, 64}, false); }, {kFn, "96"}));
   EXPECT_TRUE(throws_invalid([&] { run({64}, false); }, {kFn, "grouped_layout"}));
-  EXPECT_TRUE(throws_invalid([&] { run({64, 32}, false, {64, 0}); }, {kFn, "'ks'"}));
+  EXPECT_TRUE(throws_invalid([&] { run({64, 32}, false, {64, 0}); }, {kFn, "'ks_cpu'"}));
   EXPECT_TRUE(throws_invalid([&] { run({90, 60}, true); }, {kFn, "grouped_layout"}));
   EXPECT_TRUE(throws_invalid([&] { run({20, 25}, true); }, {kFn, "grouped_layout", "gap"}));  // inside [20, 32)
   EXPECT_TRUE(before == d.bytes);

@@ -38,8 +38,9 @@ int64_t natural_k(const GemmSrc& s, int64_t k) {
 
 uint16_t scalar_to_bf16(const GemmSrc& s, int64_t r, int64_t k) {
   if (is_fp4(s)) {
-    const uint8_t byte = static_cast<const uint8_t*>(s.data)[r * s.stride_r + (k / 2) * s.stride_k];
-    const int code = (k & 1) ? byte >> 4 : byte & 0xF;
+    const uint8_t byte = s.fp4_along_r ? static_cast<const uint8_t*>(s.data)[(r / 2) * s.stride_r + k * s.stride_k]
+                                       : static_cast<const uint8_t*>(s.data)[r * s.stride_r + (k / 2) * s.stride_k];
+    const int code = (s.fp4_along_r ? (r & 1) : (k & 1)) ? byte >> 4 : byte & 0xF;
     static const uint16_t kBits[8] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0};
     return uint16_t(kBits[code & 7] | ((code & 8) ? 0x8000 : 0));
   }
@@ -162,7 +163,15 @@ inline __m512i zip_pair_rows(const GemmSrc& s, int64_t rbase, int64_t r_end, int
   const char* p0 = static_cast<const char*>(s.data) + (rbase + k * s.stride_k) * es;
   const char* p1 = p0 + s.stride_k * es;
   __m512i x;
-  if (s.type == GemmSrcType::kBF16) {
+  if (is_fp4(s)) {  // packed along rows (stride_r == 1 byte per two rows; rbase is even)
+    const char* b0 = static_cast<const char*>(s.data) + rbase / 2 + k * s.stride_k;
+    const __mmask16 bytes0 = k < k_total ? half_mask((r_end - rbase + 1) / 2) & 0xFF : 0;
+    const __mmask16 bytes1 = k + 1 < k_total ? bytes0 : 0;
+    const __m128i lo = _mm_maskz_loadu_epi8(bytes0, b0), hi = _mm_maskz_loadu_epi8(bytes1, b0 + s.stride_k);
+    __m512i unused;
+    avx512bf16::e2m1x64_to_bf16(fp4_tables(), _mm512_zextsi128_si512(_mm_unpacklo_epi64(lo, hi)), &x, &unused);
+    x = _mm512_maskz_mov_epi16(__mmask32(m0) | (__mmask32(m1) << 16), x);  // rows beyond r_end are zero
+  } else if (s.type == GemmSrcType::kBF16) {
     x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi16(m0, p0)), _mm256_maskz_loadu_epi16(m1, p1),
                            1);
   } else {
@@ -206,7 +215,7 @@ void pack_b_generic(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int
 void pack_b(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total, int nr,
             void* dst) {
   uint16_t* d = static_cast<uint16_t*>(dst);
-  if (s.stride_k == 1) return pack_b_kcontig(s, r0, rows, r_total, k0, kc, k_total, nr, d);
+  if (s.stride_k == 1 && !s.fp4_along_r) return pack_b_kcontig(s, r0, rows, r_total, k0, kc, k_total, nr, d);
   if (s.stride_r == 1) return pack_b_rcontig(s, r0, rows, r_total, k0, kc, k_total, nr, d);
   pack_b_generic(s, r0, rows, r_total, k0, kc, k_total, nr, d);
 }
@@ -259,7 +268,7 @@ const void* prepare_a(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc
   }
   uint16_t* b = static_cast<uint16_t*>(buf);
   *lda = kc;
-  if (s.stride_k == 1) {
+  if (s.stride_k == 1 && !s.fp4_along_r) {
     copy_a_kcontig(s, r0, rows, k0, kc, k_total, b);
   } else if (s.stride_r == 1) {
     copy_a_rcontig(s, r0, rows, k0, kc, k_total, b);
