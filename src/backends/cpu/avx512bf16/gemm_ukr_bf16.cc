@@ -47,25 +47,49 @@ void ukr_rows(const UkrArgs& p) {
     }
 
     const bool overwrite = g == 0 && !p.accumulate;
-    __m512 col_scale[NV];
-    if (kScaled)
+    if (kScaled) {
+      __m512 col_scale[NV];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) col_scale[v] = _mm512_loadu_ps(p.col_scale + g * p.col_scale_stride + 16 * v);
+      // Block-scaled weights give every row of a panel the same scale (128-row blocks): then the
+      // products rs * cs are computed once per column vector instead of once per row (same bits).
+      const float* rsp = p.row_scale + g * p.row_scale_stride;
+      bool uniform = true;
 #pragma GCC unroll 16
-    for (int r = 0; r < M; ++r) {
-      float* c = p.c + r * p.ldc;
-      __m512 rs;
-      if (kScaled) rs = _mm512_set1_ps(p.row_scale[g * p.row_scale_stride + r]);
+      for (int r = 1; r < M; ++r) uniform &= rsp[r] == rsp[0];
+      if (uniform) {
+        __m512 s[NV];
+        const __m512 rs = _mm512_set1_ps(rsp[0]);
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        if (kScaled) {
-          const __m512 s = _mm512_mul_ps(rs, col_scale[v]);
-          const __m512 prev = overwrite ? _mm512_setzero_ps() : _mm512_loadu_ps(c + 16 * v);
-          _mm512_storeu_ps(c + 16 * v, _mm512_fmadd_ps(acc[r][v], s, prev));
-        } else {
-          _mm512_storeu_ps(c + 16 * v,
-                           overwrite ? acc[r][v] : _mm512_add_ps(_mm512_loadu_ps(c + 16 * v), acc[r][v]));
+        for (int v = 0; v < NV; ++v) s[v] = _mm512_mul_ps(rs, col_scale[v]);
+#pragma GCC unroll 16
+        for (int r = 0; r < M; ++r) {
+          float* c = p.c + r * p.ldc;
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v) {
+            const __m512 prev = overwrite ? _mm512_setzero_ps() : _mm512_loadu_ps(c + 16 * v);
+            _mm512_storeu_ps(c + 16 * v, _mm512_fmadd_ps(acc[r][v], s[v], prev));
+          }
         }
+      } else {
+#pragma GCC unroll 16
+        for (int r = 0; r < M; ++r) {
+          float* c = p.c + r * p.ldc;
+          const __m512 rs = _mm512_set1_ps(rsp[r]);
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v) {
+            const __m512 prev = overwrite ? _mm512_setzero_ps() : _mm512_loadu_ps(c + 16 * v);
+            _mm512_storeu_ps(c + 16 * v, _mm512_fmadd_ps(acc[r][v], _mm512_mul_ps(rs, col_scale[v]), prev));
+          }
+        }
+      }
+    } else {
+#pragma GCC unroll 16
+      for (int r = 0; r < M; ++r) {
+        float* c = p.c + r * p.ldc;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v)
+          _mm512_storeu_ps(c + 16 * v, overwrite ? acc[r][v] : _mm512_add_ps(_mm512_loadu_ps(c + 16 * v), acc[r][v]));
       }
     }
   }
