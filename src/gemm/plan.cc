@@ -71,12 +71,21 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
 
   // NC: the b-side block packed for the whole K and reused by every a-side block: ~2 MiB (L3-resident).
   const int64_t nc_budget = (2 << 20) / (plan.k_pad * ks.elem_bytes);
+  // A b-side small enough to pack whole (<= 6 MiB, well inside the shared L3) is one block: every extra
+  // block re-reads (and re-converts) the whole a-side (measured: M=128, N=7168, K=16384 fp8 took two
+  // 64-column blocks and ran at 52% of peak).
+  const int64_t whole_budget = (6 << 20) / (plan.k_pad * ks.elem_bytes);
+  auto block_cols = [&](int64_t y, int nr) {
+    const int64_t whole = round_up(y, nr);
+    if (whole <= whole_budget) return whole;
+    return std::max<int64_t>(nr, nc_budget / nr * nr);
+  };
 
   Choice best{-1.0, false, 0};
   for (int swap = 0; swap < 2; ++swap)
     for (int t = 0; t < ks.num_tiles; ++t) {
       const cpu::GemmTile& tile = ks.tiles[t];
-      const int64_t nc = std::max<int64_t>(tile.nr, nc_budget / tile.nr * tile.nr);
+      const int64_t nc = block_cols(swap ? p.m : p.n, tile.nr);
       const double cost =
           swap ? choice_cost(p.b, p.a, p.n, p.m, p.k, tile, nc) : choice_cost(p.a, p.b, p.m, p.n, p.k, tile, nc);
       if (best.cost < 0 || cost < best.cost) best = {cost, swap != 0, t};
@@ -108,7 +117,7 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
     plan.split_y = dup_if_split_y <= dup_if_split_x;
   }
 
-  const int64_t nc = std::clamp<int64_t>(nc_budget / nr * nr, nr, round_up(plan.y, nr));
+  const int64_t nc = block_cols(plan.y, nr);
   plan.nc = int(round_up(env_int("TESSERA_GEMM_NC", int(nc)), nr));
   plan.panel_outer = a_prep_units(xs) > 0 && int64_t(plan.nc) * plan.kc * ks.elem_bytes <= (512 << 10);
   if (const char* v = std::getenv("TESSERA_GEMM_PANEL_OUTER")) plan.panel_outer = *v == '1';

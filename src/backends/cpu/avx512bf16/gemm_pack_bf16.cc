@@ -13,15 +13,17 @@ namespace {
 
 using avx512bf16::E4m3Tables;
 
-const E4m3Tables& tables() {
-  static const E4m3Tables t = avx512bf16::make_e4m3_tables();
-  return t;
+// Lookup tables for fp8/fp4 conversion. Functions copy them into locals once (by value): a reference
+// would be re-read after every store (stores may alias any memory), adding 4+ loads per 64 values.
+struct Luts {
+  E4m3Tables e4m3;
+  avx512bf16::E2m1Tables e2m1;
+};
+Luts luts() {
+  static const Luts l = {avx512bf16::make_e4m3_tables(), avx512bf16::make_e2m1_tables()};
+  return l;
 }
 
-const avx512bf16::E2m1Tables& fp4_tables() {
-  static const avx512bf16::E2m1Tables t = avx512bf16::make_e2m1_tables();
-  return t;
-}
 
 bool is_fp8(const GemmSrc& s) { return s.type == GemmSrcType::kE4M3; }
 bool is_fp4(const GemmSrc& s) { return s.type == GemmSrcType::kE2M1; }
@@ -68,7 +70,7 @@ __mmask16 half_mask(int64_t valid) {
 
 // Loads 64 K-values of one K-contiguous row (`valid` of them, zeros beyond) as two bf16 vectors:
 // v0 = packed positions 0..31, v1 = 32..63.
-inline void load_k64(const GemmSrc& s, const char* p, int64_t valid, __m512i* v0, __m512i* v1) {
+inline void load_k64(const GemmSrc& s, const Luts& L, const char* p, int64_t valid, __m512i* v0, __m512i* v1) {
   if (s.type == GemmSrcType::kBF16) {
     *v0 = _mm512_maskz_loadu_epi16(word_mask(valid), p);
     *v1 = _mm512_maskz_loadu_epi16(word_mask(valid - 32), p + 64);
@@ -77,7 +79,7 @@ inline void load_k64(const GemmSrc& s, const char* p, int64_t valid, __m512i* v0
   if (is_fp4(s)) {
     const int64_t valid_bytes = valid <= 0 ? 0 : (valid + 1) / 2;
     const __m512i bytes = _mm512_zextsi256_si512(_mm256_maskz_loadu_epi8(__mmask32(byte_mask(valid_bytes)), p));
-    avx512bf16::e2m1x64_to_bf16(fp4_tables(), bytes, v0, v1);
+    avx512bf16::e2m1x64_to_bf16(L.e2m1, bytes, v0, v1);
     if (valid < 64 && (valid & 1)) {  // an odd K: the last byte's high nibble is beyond K
       const __mmask32 m0 = word_mask(valid), m1 = word_mask(valid - 32);
       *v0 = _mm512_maskz_mov_epi16(m0, *v0);
@@ -87,9 +89,9 @@ inline void load_k64(const GemmSrc& s, const char* p, int64_t valid, __m512i* v0
   }
   const __m512i bytes = valid >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(byte_mask(valid), p);
   if (s.lane_order) {
-    avx512bf16::e4m3x64_to_bf16_lanes(tables(), bytes, v0, v1);
+    avx512bf16::e4m3x64_to_bf16_lanes(L.e4m3, bytes, v0, v1);
   } else {
-    avx512bf16::e4m3x64_to_bf16(tables(), bytes, v0, v1);
+    avx512bf16::e4m3x64_to_bf16(L.e4m3, bytes, v0, v1);
   }
 }
 
@@ -122,6 +124,7 @@ inline void transpose16x16(__m512i r[16]) {
 // b-panels from a K-contiguous source: 16 rows x 64 K at a time, transposed into 32 pair-rows.
 void pack_b_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
                     int nr, uint16_t* dst) {
+  const Luts L = luts();
   const int es = is_fp8(s) || is_fp4(s) ? 1 : 2;  // bytes per row-stride unit
   const int panels = (rows + nr - 1) / nr;
   for (int p = 0; p < panels; ++p) {
@@ -134,7 +137,7 @@ void pack_b_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int
           const int64_t row = rbase + i;
           if (row < r0 + rows && row < r_total) {
             const char* src = static_cast<const char*>(s.data) + row * s.stride_r * es + k_bytes(s, k0 + kk);
-            load_k64(s, src, k_total - (k0 + kk), &lo[i], &hi[i]);
+            load_k64(s, L, src, k_total - (k0 + kk), &lo[i], &hi[i]);
           } else {
             lo[i] = hi[i] = _mm512_setzero_si512();
           }
@@ -154,7 +157,7 @@ void pack_b_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int
 // From a row-contiguous (MN-major) source: the K pair (k, k+1) of 16 consecutive rows starting at
 // rbase as one vector of 16 dwords (row i's pair in dword i); rows at or beyond r_end and K at or
 // beyond k_total read as zero.
-inline __m512i zip_pair_rows(const GemmSrc& s, int64_t rbase, int64_t r_end, int64_t k, int64_t k_total) {
+inline __m512i zip_pair_rows(const GemmSrc& s, const Luts& L, int64_t rbase, int64_t r_end, int64_t k, int64_t k_total) {
   alignas(64) static const uint16_t kZip[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                                 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const int es = is_fp8(s) ? 1 : 2;
@@ -169,7 +172,7 @@ inline __m512i zip_pair_rows(const GemmSrc& s, int64_t rbase, int64_t r_end, int
     const __mmask16 bytes1 = k + 1 < k_total ? bytes0 : 0;
     const __m128i lo = _mm_maskz_loadu_epi8(bytes0, b0), hi = _mm_maskz_loadu_epi8(bytes1, b0 + s.stride_k);
     __m512i unused;
-    avx512bf16::e2m1x64_to_bf16(fp4_tables(), _mm512_zextsi128_si512(_mm_unpacklo_epi64(lo, hi)), &x, &unused);
+    avx512bf16::e2m1x64_to_bf16(L.e2m1, _mm512_zextsi128_si512(_mm_unpacklo_epi64(lo, hi)), &x, &unused);
     x = _mm512_maskz_mov_epi16(__mmask32(m0) | (__mmask32(m1) << 16), x);  // rows beyond r_end are zero
   } else if (s.type == GemmSrcType::kBF16) {
     x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi16(m0, p0)), _mm256_maskz_loadu_epi16(m1, p1),
@@ -178,7 +181,7 @@ inline __m512i zip_pair_rows(const GemmSrc& s, int64_t rbase, int64_t r_end, int
     const __m128i b0 = _mm_maskz_loadu_epi8(m0, p0), b1 = _mm_maskz_loadu_epi8(m1, p1);
     const __m512i bytes = _mm512_zextsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1));
     __m512i unused;
-    avx512bf16::e4m3x64_to_bf16(tables(), bytes, &x, &unused);
+    avx512bf16::e4m3x64_to_bf16(L.e4m3, bytes, &x, &unused);
   }
   return _mm512_permutexvar_epi16(_mm512_load_si512(kZip), x);
 }
@@ -186,6 +189,7 @@ inline __m512i zip_pair_rows(const GemmSrc& s, int64_t rbase, int64_t r_end, int
 // b-panels from a row-contiguous (MN-major) source: one zipped pair-row per 16 columns.
 void pack_b_rcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
                     int nr, uint16_t* dst) {
+  const Luts L = luts();
   const int64_t r_end = r0 + rows < r_total ? r0 + rows : r_total;
   const int panels = (rows + nr - 1) / nr;
   for (int p = 0; p < panels; ++p) {
@@ -194,7 +198,7 @@ void pack_b_rcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int
       const int64_t rbase = r0 + p * nr + grp * 16;
       for (int kp = 0; kp < kc / 2; ++kp)
         _mm512_storeu_si512(panel + kp * (2 * nr) + grp * 32,
-                            zip_pair_rows(s, rbase, r_end, k0 + natural_k(s, 2 * kp), k_total));
+                            zip_pair_rows(s, L, rbase, r_end, k0 + natural_k(s, 2 * kp), k_total));
     }
   }
 }
@@ -221,14 +225,41 @@ void pack_b(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0,
 }
 
 // Copies/converts rows x kc K-values into buf (row stride kc), zero beyond k_total: 64 values per step.
+// fp8 rows whose chunk lies entirely inside K: unmasked loads and stores, conversion chosen once
+// (measured in L1: 0.165 cycles per value through the general path, dominated by per-chunk branching).
+template <bool kLane>
+void copy_fp8_rows_full(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, uint16_t* buf) {
+  const E4m3Tables t = luts().e4m3;
+  for (int r = 0; r < rows; ++r) {
+    const char* src = static_cast<const char*>(s.data) + (r0 + r) * s.stride_r + k0;
+    uint16_t* out = buf + int64_t(r) * kc;
+    for (int kk = 0; kk < kc; kk += 64) {
+      __m512i lo, hi;
+      const __m512i bytes = _mm512_loadu_si512(src + kk);
+      if (kLane) {
+        avx512bf16::e4m3x64_to_bf16_lanes(t, bytes, &lo, &hi);
+      } else {
+        avx512bf16::e4m3x64_to_bf16(t, bytes, &lo, &hi);
+      }
+      _mm512_storeu_si512(out + kk, lo);
+      _mm512_storeu_si512(out + kk + 32, hi);
+    }
+  }
+}
+
 void copy_a_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, uint16_t* buf) {
+  const Luts L = luts();
+  if (is_fp8(s) && kc % 64 == 0 && k0 + kc <= k_total) {
+    return s.lane_order ? copy_fp8_rows_full<true>(s, r0, rows, k0, kc, buf)
+                        : copy_fp8_rows_full<false>(s, r0, rows, k0, kc, buf);
+  }
   const int es = is_fp8(s) || is_fp4(s) ? 1 : 2;  // bytes per row-stride unit
   for (int r = 0; r < rows; ++r) {
     const char* src = static_cast<const char*>(s.data) + (r0 + r) * s.stride_r * es;
     uint16_t* out = buf + int64_t(r) * kc;
     for (int kk = 0; kk < kc; kk += 64) {
       __m512i lo, hi;
-      load_k64(s, src + k_bytes(s, k0 + kk), k_total - (k0 + kk), &lo, &hi);
+      load_k64(s, L, src + k_bytes(s, k0 + kk), k_total - (k0 + kk), &lo, &hi);
       _mm512_mask_storeu_epi16(out + kk, word_mask(kc - kk), lo);
       _mm512_mask_storeu_epi16(out + kk + 32, word_mask(kc - kk - 32), hi);
     }
@@ -238,11 +269,12 @@ void copy_a_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, 
 // MN-major source (stride_r == 1): 16 pairs of 16 rows are zipped, then a 16 x 16 dword transpose turns
 // them into 16 rows of 16 pairs (~0.2 ops per value instead of a scalar gather).
 void copy_a_rcontig(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, uint16_t* buf) {
+  const Luts L = luts();
   for (int rb = 0; rb < rows; rb += 16)
     for (int kpb = 0; kpb < kc / 2; kpb += 16) {
       __m512i z[16];
       for (int j = 0; j < 16; ++j)
-        z[j] = kpb + j < kc / 2 ? zip_pair_rows(s, r0 + rb, r0 + rows, k0 + natural_k(s, 2 * (kpb + j)), k_total)
+        z[j] = kpb + j < kc / 2 ? zip_pair_rows(s, L, r0 + rb, r0 + rows, k0 + natural_k(s, 2 * (kpb + j)), k_total)
                                 : _mm512_setzero_si512();
       transpose16x16(z);
       const __mmask32 m = word_mask(kc - 2 * kpb);
