@@ -6,10 +6,15 @@
 #include <string.h>
 
 #include "backends/cpu/avx512bf16/fp8_convert.h"
+#include "backends/cpu/avx512bf16/masks.h"
 #include "backends/cpu/gemm_kernel_set.h"
 
 namespace tessera::cpu {
 namespace {
+
+using avx512bf16::byte_mask;
+using avx512bf16::half_mask;
+using avx512bf16::word_mask;
 
 using avx512bf16::E4m3Tables;
 
@@ -52,21 +57,6 @@ uint16_t scalar_to_bf16(const GemmSrc& s, int64_t r, int64_t k) {
   return uint16_t(avx512bf16::e4m3_magnitude_to_bf16_bits(b & 0x7F) | ((b & 0x80) << 8));
 }
 
-__mmask32 word_mask(int64_t valid) {
-  if (valid <= 0) return 0;
-  if (valid >= 32) return 0xFFFFFFFFu;
-  return (__mmask32(1) << valid) - 1;
-}
-__mmask64 byte_mask(int64_t valid) {
-  if (valid <= 0) return 0;
-  if (valid >= 64) return ~__mmask64(0);
-  return (__mmask64(1) << valid) - 1;
-}
-__mmask16 half_mask(int64_t valid) {
-  if (valid <= 0) return 0;
-  if (valid >= 16) return 0xFFFF;
-  return __mmask16((1u << valid) - 1);
-}
 
 // Loads 64 K-values of one K-contiguous row (`valid` of them, zeros beyond) as two bf16 vectors:
 // v0 = packed positions 0..31, v1 = 32..63.

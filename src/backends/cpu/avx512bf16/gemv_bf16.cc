@@ -11,10 +11,14 @@
 #include <immintrin.h>
 
 #include "backends/cpu/avx512bf16/fp8_convert.h"
+#include "backends/cpu/avx512bf16/masks.h"
 #include "backends/cpu/gemm_kernel_set.h"
 
 namespace tessera::cpu {
 namespace {
+
+using avx512bf16::byte_mask;
+using avx512bf16::word_mask;
 
 using avx512bf16::E4m3Tables;
 
@@ -25,16 +29,6 @@ const E4m3Tables& tables() {
   return t;
 }
 
-inline __mmask64 byte_mask(int64_t valid) {
-  if (valid <= 0) return 0;
-  if (valid >= 64) return ~__mmask64(0);
-  return (__mmask64(1) << valid) - 1;
-}
-inline __mmask32 word_mask(int64_t valid) {
-  if (valid <= 0) return 0;
-  if (valid >= 32) return 0xFFFFFFFFu;
-  return (__mmask32(1) << valid) - 1;
-}
 
 // Loads one 64-value chunk of K as two bf16 vectors (lane order for fp8). kMasked reads only `valid`
 // values (zeros beyond).

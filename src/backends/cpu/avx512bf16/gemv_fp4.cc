@@ -7,10 +7,14 @@
 #include <immintrin.h>
 
 #include "backends/cpu/avx512bf16/fp8_convert.h"
+#include "backends/cpu/avx512bf16/masks.h"
 #include "backends/cpu/gemm_kernel_set.h"
 
 namespace tessera::cpu {
 namespace {
+
+using avx512bf16::byte_mask;
+using avx512bf16::word_mask;
 
 using avx512bf16::E4m3Tables;
 
@@ -19,16 +23,6 @@ const E4m3Tables& fp8_tables() {
   return t;
 }
 
-inline __mmask64 byte_mask(int64_t valid) {
-  if (valid <= 0) return 0;
-  if (valid >= 64) return ~__mmask64(0);
-  return (__mmask64(1) << valid) - 1;
-}
-inline __mmask32 word_mask(int64_t valid) {
-  if (valid <= 0) return 0;
-  if (valid >= 32) return 0xFFFFFFFFu;
-  return (__mmask32(1) << valid) - 1;
-}
 
 // 64 packed bytes (128 values) -> four bf16 vectors in "fp4 lane order" with in-lane byte ops only:
 // out[0] lane L word j = value 32L + 2j, out[1] = 32L + 16 + 2j, out[2] = 32L + 2j + 1,

@@ -1,0 +1,52 @@
+// Scalar element reads of GEMM sources as fp32, shared by the fp32-FMA kernel folders (avx2/, avx512/).
+// Every function is static: each ISA translation unit gets its own copy, so nothing compiled with ISA
+// flags can escape (backends/cpu/README.md, rule 1).
+#pragma once
+
+#include <stdint.h>
+#include <string.h>
+
+#include "backends/cpu/gemm_kernel_set.h"
+
+namespace tessera::cpu::scalar_convert {
+
+// Exact float8_e4m3fn -> fp32. Uses an integer-to-float conversion for subnormal codes instead of
+// rescaling an fp32 denormal, so the result does not depend on the MXCSR denormals-are-zero flag.
+static inline float e4m3_to_f32_scalar(uint8_t b) {
+  const uint32_t sign = uint32_t(b & 0x80) << 24, mag = b & 0x7Fu;
+  uint32_t bits;
+  if (mag == 0x7F) {
+    bits = 0x7FC00000u;
+  } else if (mag < 8) {
+    const float sub = float(int(mag)) * (1.0f / 512);  // m * 2^-9
+    memcpy(&bits, &sub, 4);
+  } else {
+    bits = (mag << 20) + (120u << 23);  // exponent e - 7 + 127, mantissa moved to the top
+  }
+  bits |= sign;
+  float out;
+  memcpy(&out, &bits, 4);
+  return out;
+}
+
+static inline float src_to_f32(const GemmSrc& s, int64_t r, int64_t k) {
+  const int64_t off = r * s.stride_r + k * s.stride_k;
+  switch (s.type) {
+    case GemmSrcType::kBF16: {
+      const uint32_t bits = uint32_t(static_cast<const uint16_t*>(s.data)[off]) << 16;
+      float out;
+      memcpy(&out, &bits, 4);
+      return out;
+    }
+    case GemmSrcType::kE4M3:
+      return e4m3_to_f32_scalar(static_cast<const uint8_t*>(s.data)[off]);
+    default:
+      return static_cast<const float*>(s.data)[off];
+  }
+}
+
+static inline int src_elem_bytes(GemmSrcType t) {
+  return t == GemmSrcType::kBF16 ? 2 : t == GemmSrcType::kE4M3 ? 1 : 4;
+}
+
+}  // namespace tessera::cpu::scalar_convert
