@@ -181,7 +181,7 @@ class TlBench {
     }
     if (!checked(&row, worst)) return rows_.push_back(row);
     row.time_ms = time_median([&](int64_t) { k({av, bv, cv}); }).median_ms;
-    row.gbps = 3.0 * double(m * n) * 2 / (row.time_ms * 1e-3) * 1e-9;
+    row.gbps = 3.0 * double(m * n) * 2 / (row.time_ms * 1e-3) * 1e-9;  // A and B read, C written
     row.pct_of_limit = 100.0 * row.gbps / lim_.dram_copy_gbps;
     row.limit_name = "dram_copy_gbps";
     row.peer = "memcpy (now)";
@@ -297,9 +297,12 @@ void print_tl_summary(std::FILE* out, const std::vector<Row>& rows) {
     const char* what;
     double target;
   };
-  for (const Target& t : {Target{"add_relu_bf16", "elementwise add+relu: of DRAM copy bandwidth", 75},
-                          Target{"gemv_fp8", "dequant GEMV (fp8 weights): of DRAM read bandwidth", 75},
-                          Target{"flash_fwd", "FlashAttention fwd (seq 2048, dim 128, bf16): of bf16 peak", 50}}) {
+  // Bytes moved, counted like the limits and peers: add = 2 reads + 1 write per element (copy limit and
+  // memcpy count read + written bytes); GEMV = weight bytes read (read limit and read sum).
+  for (const Target& t :
+       {Target{"add_relu_bf16", "elementwise add+relu (bytes read + written): of DRAM copy bandwidth", 75},
+        Target{"gemv_fp8", "dequant GEMV (fp8 weights, bytes read): of DRAM read bandwidth", 75},
+        Target{"flash_fwd", "FlashAttention fwd (seq 2048, dim 128, bf16): of bf16 peak", 50}}) {
     const Row* r = find(rows, t.op);
     std::fprintf(out, "  %s %s (target >= %.0f%%) %s", t.what, r ? format_pct(r->pct_of_limit).c_str() : "n/a",
                  t.target, r ? verdict(r->pct_of_limit >= t.target) : "[n/a]");

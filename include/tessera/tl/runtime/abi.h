@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define TESSERA_TL_ABI_VERSION 1
+#define TESSERA_TL_ABI_VERSION 2
 
 /* C[m, n] (+)= sum_k A[m, k] * B[n, k] over a tile; A and B of any supported element type (codes are
  * tessera::tl::DataType values), seen through strides; C is float32 with row stride ldc. A operand may
@@ -50,6 +50,8 @@ typedef struct TlRuntime {
   /* Kernels whose global outputs total more bytes than this write them with non-temporal stores
    * (they would not stay in the cache anyway, and streaming saves the read-for-ownership). */
   int64_t stream_bytes;
+  /* Threads launch() spreads blocks over (kernels choose between block schedules with it). */
+  int32_t (*num_threads)(void);
 } TlRuntime;
 
 /* Arguments of one call, indexed by parameter position: data[i] and strides[i] (elements, one per

@@ -66,7 +66,7 @@ class CpuEmitter {
 
   // ---- entry points (cpu_entry.cc) ----
   void emit_context();
-  void emit_block_function(size_t launch);
+  void emit_block_function(size_t launch, bool band);  // band: the row-sweep variant (passes/row_sweep.h)
   void emit_launch_function();
   void emit_signature();
   void emit_locals(const std::string& ctx);
@@ -80,6 +80,9 @@ class CpuEmitter {
   std::map<const BufferNode*, int64_t> arena_offset_;  // shared / fragment buffers in the block arena
   std::vector<const LaunchNode*> launches_;  // the program's grids, run in order
   std::vector<int64_t> arena_bytes_;
+  std::vector<Stmt> band_bodies_;     // per grid: its row-sweep body, or undefined
+  std::vector<bool> block_streams_;  // per grid: its block function has streaming stores
+  bool uses_stream_ = false;         // the block function being emitted wrote a streaming store
   // Inside a vectorized loop: the loop variable and the let-bound variables holding vectors.
   const VarNode* vec_var_ = nullptr;
   Expr names_vec_var_;

@@ -2,6 +2,7 @@
 // exported C functions of the kernel ABI (tessera/tl/runtime/abi.h).
 #include "tl/codegen/cpu/cpu_emitter.h"
 #include "tl/ir/visitor.h"
+#include "tl/passes/row_sweep.h"
 #include "tl/passes/tile_op_registry.h"
 #include "tl/runtime/signature.h"
 
@@ -45,22 +46,33 @@ void CpuEmitter::emit_locals(const std::string& ctx) {
   for (const Expr& s : prog_.symbols) line("const int32_t " + name_of(s) + " = " + ctx + "." + name_of(s) + ";");
 }
 
-void CpuEmitter::emit_block_function(size_t index) {
+void CpuEmitter::emit_block_function(size_t index, bool band) {
   const LaunchNode* launch = launches_[index];
-  line("// T.Kernel #" + std::to_string(index) + " (" + launch->loc.str() + "): " + std::to_string(arena_bytes_[index]) +
-       " bytes of shared/fragment buffers per thread");
-  open("void tl_block_" + std::to_string(index) + "(void* tl_ctx_ptr, int64_t tl_block_id, void* tl_arena_ptr)");
+  const std::string id = std::to_string(index);
+  if (band) {
+    line("// T.Kernel #" + id + " by bands: every block of grid dimension 0 for one (by, bz), row by row, so a");
+    line("// thread streams whole rows of the tensors (src/tl/passes/row_sweep.h)");
+  } else {
+    line("// T.Kernel #" + id + " (" + launch->loc.str() + "): " + std::to_string(arena_bytes_[index]) +
+         " bytes of shared/fragment buffers per thread");
+  }
+  // A template on the streaming decision: each instance has its stores fixed at compile time (no flag
+  // test per store in the vector loops).
+  line("template <bool tl_stream>");
+  open(std::string(band ? "void tl_band_" : "void tl_block_") + id +
+       "(void* tl_ctx_ptr, int64_t tl_block_id, void* tl_arena_ptr)");
   line("const tl_ctx& c = *static_cast<const tl_ctx*>(tl_ctx_ptr);");
   line("char* const tl_arena = static_cast<char*>(tl_arena_ptr);");
   line("(void)tl_arena;");
-  line("const bool tl_stream = c.tl_stream;");
-  line("(void)tl_stream;");
   emit_locals("c");
   static const char* const kIndex[] = {"tl_block_id % c.grid[0]", "tl_block_id / c.grid[0] % c.grid[1]",
                                        "tl_block_id / (c.grid[0] * c.grid[1])"};
-  for (size_t d = 0; d < launch->block_vars.size(); ++d)
-    line("const int32_t " + name_of(launch->block_vars[d]) + " = int32_t(" + kIndex[d] + ");");
-  stmt(launch->body);
+  static const char* const kBandIndex[] = {"", "tl_block_id % c.grid[1]", "tl_block_id / c.grid[1]"};
+  for (size_t d = band ? 1 : 0; d < launch->block_vars.size(); ++d)
+    line("const int32_t " + name_of(launch->block_vars[d]) + " = int32_t(" + (band ? kBandIndex : kIndex)[d] + ");");
+  uses_stream_ = false;
+  stmt(band ? band_bodies_[index] : launch->body);
+  if (!band) block_streams_.push_back(uses_stream_);
   close();
   line("");
 }
@@ -108,8 +120,20 @@ void CpuEmitter::emit_launch_function() {
       line("c.grid[" + std::to_string(d) + "] = " + (d < launch->grid.size() ? "int64_t(" + expr(launch->grid[d]) + ")" : "1") + ";");
     close();
     open("if (c.grid[0] > 0 && c.grid[1] > 0 && c.grid[2] > 0)");
-    line("rt->launch(c.grid[0] * c.grid[1] * c.grid[2], " + std::to_string(arena_bytes_[n]) + ", tl_block_" +
-         std::to_string(n) + ", &c);");
+    auto instance = [&](const std::string& fn) {
+      return block_streams_[n] ? "c.tl_stream ? " + fn + "<true> : " + fn + "<false>" : fn + "<false>";
+    };
+    const std::string arena = std::to_string(arena_bytes_[n]), id = std::to_string(n);
+    if (band_bodies_[n].defined()) {
+      // Bands when each thread gets several (the pool balances runs of them); else single blocks.
+      line("const int64_t tl_bands = c.grid[1] * c.grid[2];");
+      open("if (c.grid[0] > 1 && tl_bands >= 4 * int64_t(rt->num_threads()))");
+      line("rt->launch(tl_bands, " + arena + ", " + instance("tl_band_" + id) + ", &c);");
+      --indent_;
+      open("} else");
+    }
+    line("rt->launch(c.grid[0] * c.grid[1] * c.grid[2], " + arena + ", " + instance("tl_block_" + id) + ", &c);");
+    if (band_bodies_[n].defined()) close();
     close();
   }
   line("return 0;");
@@ -151,7 +175,11 @@ std::string CpuEmitter::emit() {
   --indent_;
   line("");
   emit_context();
-  for (size_t n = 0; n < launches_.size(); ++n) emit_block_function(n);
+  for (size_t n = 0; n < launches_.size(); ++n) {
+    band_bodies_.push_back(row_sweep_body(launches_[n]));
+    emit_block_function(n, false);
+    if (band_bodies_[n].defined()) emit_block_function(n, true);
+  }
   line("}  // namespace");
   line("");
   emit_launch_function();

@@ -290,6 +290,7 @@ void CpuEmitter::vstmt(const Stmt& s, const std::string& mask) {
           line("tlrt::st_" + sfx + "_m(" + addr + ", " + value + ", " + mask + ");");
         } else if (st->buffer->scope == Scope::kGlobal) {
           line("tlrt::st_" + sfx + "_nt(" + addr + ", " + value + ", tl_stream);");
+          uses_stream_ = true;
         } else {
           line("tlrt::st_" + sfx + "(" + addr + ", " + value + ");");
         }
@@ -384,6 +385,7 @@ bool CpuEmitter::raw_copy(const StoreNode* st, const std::string& mask) {
     line("tlrt::raw_store_m<" + raw + ">(" + dst + ", " + bits + ", " + mask + ");");
   } else if (st->buffer->scope == Scope::kGlobal) {
     line("tlrt::raw_store_nt<" + raw + ">(" + dst + ", " + bits + ", tl_stream);");
+    uses_stream_ = true;
   } else {
     line("tlrt::raw_store<" + raw + ">(" + dst + ", " + bits + ");");
   }

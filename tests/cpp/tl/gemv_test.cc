@@ -1,0 +1,103 @@
+// The tile-language GEMV kernel (src/backends/cpu/tl_gemv.h), which T.gemm runs when A has at most four
+// rows: against float64 for every row count, row-block remainders (blocks of 4 rows), K tails and
+// K longer than one activation pass, fp8 and bf16 weights, padded strides, accumulate; bitwise
+// repeatable; a NaN weight gives NaN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/tl_gemv.h"
+#include "tessera/core/cpu.h"
+#include "tl_test_util.h"
+
+namespace tessera::test {
+namespace {
+
+struct Case {
+  int rows, n_rows, k_len;
+  bool fp8, accumulate;
+};
+
+// Random weights: bf16 values, or every fp8 code except the two NaNs (subnormals and zeros included).
+std::vector<uint8_t> random_weights(Rng& rng, int64_t n, bool fp8) {
+  std::vector<uint8_t> w(size_t(n) * (fp8 ? 1 : 2));
+  if (fp8) {
+    for (uint8_t& b : w) {
+      b = uint8_t(rng.bits32());
+      if ((b & 0x7F) == 0x7F) b ^= 1;
+    }
+  } else {
+    const std::vector<uint16_t> v = to_bf16(random_floats(rng, size_t(n)));
+    std::memcpy(w.data(), v.data(), w.size());
+  }
+  return w;
+}
+
+float weight(const std::vector<uint8_t>& w, int64_t i, bool fp8) {
+  if (fp8) return e4m3_to_f32(w[size_t(i)]);
+  uint16_t h;
+  std::memcpy(&h, w.data() + 2 * i, 2);
+  return bf16_to_f32(h);
+}
+
+void check(const Case& c, Rng& rng) {
+  const int64_t lda = c.k_len + 5, ldw = c.k_len + 3, ldo = c.n_rows + 2;
+  const std::vector<uint16_t> a = to_bf16(random_floats(rng, size_t(c.rows * lda)));
+  const std::vector<uint8_t> w = random_weights(rng, c.n_rows * ldw, c.fp8);
+  std::vector<float> out(size_t(c.rows * ldo));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = float(i % 7) - 3.0f;  // accumulate adds to these
+  const std::vector<float> before = out;
+  cpu::TlGemvArgs g{};
+  g.a = a.data(), g.lda = lda, g.rows = c.rows;
+  g.w = w.data(), g.w_fp8 = c.fp8, g.ldw = ldw, g.n_rows = c.n_rows, g.k_len = c.k_len;
+  g.out = out.data(), g.ldo = ldo, g.accumulate = c.accumulate;
+  cpu::tl_gemv_avx512bf16()(g);
+  const std::string what = "rows=" + std::to_string(c.rows) + " n=" + std::to_string(c.n_rows) +
+                           " k=" + std::to_string(c.k_len) + (c.fp8 ? " fp8" : " bf16") + (c.accumulate ? " acc" : "");
+  for (int m = 0; m < c.rows; ++m) {
+    for (int n = 0; n < c.n_rows; ++n) {
+      double want = c.accumulate ? before[size_t(m * ldo + n)] : 0.0, mag = std::fabs(want);
+      for (int k = 0; k < c.k_len; ++k) {
+        const double t = double(bf16_to_f32(a[size_t(m * lda + k)])) * weight(w, n * ldw + k, c.fp8);
+        want += t, mag += std::fabs(t);
+      }
+      // fp32 sums: each of 16 lanes adds k/32 pair products, then the lanes and the old value are added
+      const double tolerance = (c.k_len / 32.0 + 8) * std::ldexp(mag, -24) + 1e-30;
+      ASSERT_LE(std::fabs(out[size_t(m * ldo + n)] - want), tolerance) << what << " at (" << m << ", " << n << ")";
+    }
+    for (int64_t n = c.n_rows; n < ldo; ++n)
+      ASSERT_EQ(out[size_t(m * ldo + n)], before[size_t(m * ldo + n)]) << what << ": wrote past the rows";
+  }
+  std::vector<float> again = before;
+  g.out = again.data();
+  cpu::tl_gemv_avx512bf16()(g);
+  ASSERT_EQ(again, out) << what << ": not repeatable";
+}
+
+TEST(TlGemv, MatchesFloat64) {
+  if (!isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "the kernel needs AVX512_BF16";
+  Rng rng = Rng::for_current_test();
+  for (bool fp8 : {true, false})
+    for (int rows = 1; rows <= 4; ++rows)
+      for (int n_rows : {1, 3, 4, 7, 8, 13, 20})
+        for (int k_len : {1, 31, 64, 100, 128, 2048, 2100})
+          check({rows, n_rows, k_len, fp8, (n_rows + k_len) % 2 == 1}, rng);
+}
+
+TEST(TlGemv, NanWeightGivesNan) {
+  if (!isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "the kernel needs AVX512_BF16";
+  std::vector<uint16_t> a(128, f32_to_bf16(1.0f));
+  std::vector<uint8_t> w(8 * 128, 0x38);  // 1.0 in e4m3
+  w[3 * 128 + 77] = 0x7F;
+  std::vector<float> out(8, 0.0f);
+  cpu::TlGemvArgs g{};
+  g.a = a.data(), g.lda = 128, g.rows = 1, g.w = w.data(), g.w_fp8 = 1, g.ldw = 128, g.n_rows = 8, g.k_len = 128;
+  g.out = out.data(), g.ldo = 8;
+  cpu::tl_gemv_avx512bf16()(g);
+  for (int n = 0; n < 8; ++n) EXPECT_EQ(std::isnan(out[size_t(n)]), n == 3) << n;
+  EXPECT_EQ(out[0], 128.0f);
+}
+
+}  // namespace
+}  // namespace tessera::test
