@@ -8,6 +8,9 @@
 
 namespace tessera::select::detail {
 
+struct SelectKernels;
+struct Bf16Selection;
+
 struct TopkJob {
   const char* input;
   int64_t input_row_bytes;  // row stride in bytes
@@ -35,6 +38,8 @@ struct TopkJob {
 
 // Writes row r's selected entries (count <= k, already in output order) and the fills after them.
 void write_row(const TopkJob& job, int64_t r, const int32_t* keys, const int32_t* index, int64_t count);
+// Writes row r of a bf16 input from its selection (select/topk_bf16.h): k entries in index order.
+void emit_row_bf16(const TopkJob& job, int64_t r, const SelectKernels& kernels, const Bf16Selection& sel);
 // Marks row r as containing NaN: every index kNanRowMarker, every value a quiet NaN.
 void write_nan_row(const TopkJob& job, int64_t r);
 

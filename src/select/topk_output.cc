@@ -1,6 +1,7 @@
 // Output rows of the top-k: indices (+ offset) in int32 or int64, value bits, fills, NaN markers.
 #include <cstring>
 
+#include "select/topk_bf16.h"
 #include "select/topk_job.h"
 #include "select/topk_row.h"
 
@@ -36,6 +37,14 @@ void write_row(const TopkJob& job, int64_t r, const int32_t* keys, const int32_t
   } else {
     write_values<uint32_t>(job, r, keys, count);
   }
+}
+
+void emit_row_bf16(const TopkJob& job, int64_t r, const SelectKernels& kernels, const Bf16Selection& sel) {
+  char* idx = job.indices + r * job.indices_row_bytes;
+  emit_bf16(kernels, sel, job.k, job.offsets ? job.offsets[r * job.offsets_stride] : 0,
+            job.indices_64 ? nullptr : reinterpret_cast<int32_t*>(idx),
+            job.indices_64 ? reinterpret_cast<int64_t*>(idx) : nullptr,
+            job.values ? reinterpret_cast<uint16_t*>(job.values + r * job.values_row_bytes) : nullptr, nullptr);
 }
 
 void write_nan_row(const TopkJob& job, int64_t r) {

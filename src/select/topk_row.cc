@@ -60,9 +60,9 @@ SelectKernels select_kernels() {
   if (int(active_isa()) >= int(Isa::kAvx512)) {
     const cpu::SelectFilterFn filter = cpu::select_filter_avx512();
     const cpu::SelectCompactFn compact = cpu::select_compact_avx512();
-    if (filter && compact) return {filter, compact};
+    if (filter && compact) return {filter, compact, cpu::select_bf16_kernels_avx512()};
   }
-  return {cpu::select_filter_scalar(), cpu::select_compact_scalar()};
+  return {cpu::select_filter_scalar(), cpu::select_compact_scalar(), cpu::select_bf16_kernels_scalar()};
 }
 
 int64_t candidate_capacity(int k) {

@@ -7,10 +7,12 @@
 
 namespace tessera::select::detail {
 
-// The filter and compaction kernels for the active instruction set (AVX-512 or the scalar reference).
+// The kernels for the active instruction set (AVX-512 or the scalar reference): the streaming filter
+// and compaction of the general path, and the bf16 in-cache path's kernels (select/topk_bf16.h).
 struct SelectKernels {
   cpu::SelectFilterFn filter;
   cpu::SelectCompactFn compact;
+  cpu::SelectBf16Kernels bf16;
 };
 SelectKernels select_kernels();
 

@@ -41,10 +41,76 @@ using SelectFilterFn = void (*)(SelectFilterArgs* args);
 // entries beyond n.
 using SelectCompactFn = int64_t (*)(int32_t* keys, int32_t* index, int64_t n, int32_t kth, int64_t take_equal);
 
+// ---- bf16 rows: one pass collects packed candidates, the k-th key is found by counting ----
+// (src/select/topk_bf16.cc). Keys are the 16-bit ordered keys above, as int16. A packed candidate is
+// (uint16(key) << 16) | (index - base) for an element index in [base, base + 65536): as an int32 it
+// orders like its key.
+
+// Ordered keys of `runs` runs of 32 elements of a bf16 row, run j starting at element starts[j]; key
+// 32*j + i is element starts[j] + i. out holds 32 * runs entries.
+using SelectSampleFn = void (*)(const void* row, const int64_t* starts, int runs, int16_t* out);
+
+// One pass over bf16 elements [pos, end) (end - base <= 65536) appending, in index order, the packed
+// candidate of every element with key > lo to packed[count...]. Stops, like SelectFilterArgs, before a
+// 32-element vector could push count past capacity (pos < end on return then). min_key / max_key as in
+// the filter.
+struct SelectCollectArgs {
+  const void* row;  // element 0 of a bf16 row
+  int64_t pos, end, base;
+  int32_t lo;        // in [-32769, 32767]
+  int32_t* packed;   // holds capacity + kSelectFilterSlack entries
+  int64_t count;
+  int64_t capacity;
+  int32_t min_key, max_key;
+  // Expected fraction of elements that pass, in 1/1024 units (a hint, as in SelectFilterArgs).
+  int expected_hits_per_1024;
+};
+using SelectCollectFn = void (*)(SelectCollectArgs* args);
+
+// The keys lo < key <= hi of n packed candidates, in order, to keys[0...] (n + kSelectFilterSlack
+// entries); returns their number and sets *above to the number of keys > hi. lo in [-32769, 32767],
+// hi in [lo + 1, 32767].
+using SelectWindowKeysFn = int64_t (*)(const int32_t* packed, int64_t n, int32_t lo, int32_t hi, int16_t* keys,
+                                       int64_t* above);
+
+// counts[j] = the number of keys[0..n) greater than t[j], for two thresholds at once (a bisection or
+// interpolation step in src/select/topk_bf16.cc). t[j] in [-32768, 32767].
+using SelectCount2Fn = void (*)(const int16_t* keys, int64_t n, const int32_t t[2], int64_t counts[2]);
+
+// Writes, in order, the packed candidates [0, n) (indices base + low 16 bits) with key > kth, and those
+// with key == kth while equal_left > 0 (decremented for each), at entries count... of the outputs;
+// count advances. Outputs: exactly one of index32 (index + offset, wrapping like an int32 store) and
+// index64 (index + offset); optional (null = not written) values (the element's bf16 bits) and keys
+// (the ordered key, int32). Stores never reach entry `selected` or beyond.
+struct SelectEmitArgs {
+  const int32_t* packed;
+  int64_t n, base;
+  int32_t kth;
+  int64_t equal_left;
+  int64_t count, selected;
+  int64_t offset;
+  int32_t* index32;
+  int64_t* index64;
+  uint16_t* values;
+  int32_t* keys;
+};
+using SelectEmitFn = void (*)(SelectEmitArgs* args);
+
+struct SelectBf16Kernels {
+  SelectSampleFn sample;
+  SelectCollectFn collect;
+  SelectWindowKeysFn window_keys;
+  SelectCount2Fn count2;
+  SelectEmitFn emit;
+};
+
 SelectFilterFn select_filter_scalar();
 SelectCompactFn select_compact_scalar();
+SelectBf16Kernels select_bf16_kernels_scalar();
 // nullptr when the library was built without AVX-512 kernels.
 SelectFilterFn select_filter_avx512();
 SelectCompactFn select_compact_avx512();
+// Only after cpu_features() reported AVX-512 (F, BW, DQ, VL).
+SelectBf16Kernels select_bf16_kernels_avx512();
 
 }  // namespace tessera::cpu

@@ -12,6 +12,9 @@ namespace tessera::cpu {
 namespace {
 
 constexpr int kUnroll = 4;
+// fp32 elements ahead of the scan that it prefetches (8 KiB): the hardware prefetchers stop at page
+// boundaries (measured on Zen 5, one thread, 129280-element rows: +10%).
+constexpr int64_t kPrefetchAhead = 2048;
 
 // a ^ (b & c): the ordered key of value bits a with sign mask b and magnitude mask c.
 inline __m512i key_f32(__m512i u, __m512i mag) {
@@ -76,6 +79,10 @@ void filter_f32(SelectFilterArgs* a) {
   const int dense = dense_hits(a, 16 * kUnroll);
 
   while (pos + 16 * kUnroll <= end && count + 16 * kUnroll <= cap) {
+    if (pos + kPrefetchAhead < end) {
+#pragma GCC unroll 4
+      for (int j = 0; j < kUnroll; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + pos + kPrefetchAhead + 16 * j), _MM_HINT_T0);
+    }
     __m512i k[kUnroll];
     __mmask16 m[kUnroll];
 #pragma GCC unroll 4
