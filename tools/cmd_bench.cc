@@ -1,4 +1,4 @@
-// `tessera bench [component] [--json] [--full] [--threads N]`.
+// `tessera bench [component] [--json] [--full] [--threads N] [--cached-limits]`.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +15,7 @@ namespace {
 
 void usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: tessera bench [component] [--json] [--full] [--threads N]\n"
+               "usage: tessera bench [component] [--json] [--full] [--threads N] [--cached-limits]\n"
                "\n"
                "Runs benchmarks of tessera against peer libraries in the same process and prints one row per case\n"
                "(time, GFLOP/s, GB/s, percent of this machine's measured limit, ratio to each peer), then\n"
@@ -29,6 +29,10 @@ void usage(std::FILE* out) {
                "  --json       print one JSON array of rows instead of the table\n"
                "  --full       every case, not the quick subset\n"
                "  --threads N  threads for tessera and the peers (default: all, or TESSERA_NUM_THREADS)\n"
+               "  --cached-limits  take the limits from `tessera info`'s cache instead of measuring them at the\n"
+               "               start of the run (DRAM bandwidth on a shared machine drifts by 2x within hours,\n"
+               "               so percentages are computed against limits measured in the same run by default;\n"
+               "               `bench ep` always uses the cache: its ranks share the machine)\n"
                "\n"
                "`tessera bench <component> --help` describes a component's cases and columns.\n");
 }
@@ -44,13 +48,15 @@ bool parse_threads(const char* text, int* out) {
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  bool json = false, full = false, help = false;
+  bool json = false, full = false, help = false, cached_limits = false;
   int threads = 0;
   const bench::Component* only = nullptr;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (!std::strcmp(a, "--json")) {
       json = true;
+    } else if (!std::strcmp(a, "--cached-limits")) {
+      cached_limits = true;
     } else if (!std::strcmp(a, "--full")) {
       full = true;
     } else if (!std::strcmp(a, "--help") || !std::strcmp(a, "-h")) {
@@ -85,7 +91,10 @@ int run_bench(int argc, char** argv) {
   }
 
   if (threads > 0) set_num_threads(threads);
-  const MachineLimits& limits = machine_limits();
+  // Same-run limits: the percentages then compare figures measured minutes apart, not days.
+  const bool refresh = !cached_limits && !(only && !std::strcmp(only->name, "ep"));
+  if (refresh) std::fprintf(stderr, "[bench] measuring this machine's limits (about 1 s; --cached-limits skips)\n");
+  const MachineLimits& limits = machine_limits(refresh);
   for (const std::string& w : machine_limits_warnings(limits))
     std::fprintf(stderr, "tessera bench: warning: machine limits: %s\n", w.c_str());
   bench::Options options;
@@ -104,9 +113,9 @@ int run_bench(int argc, char** argv) {
   } else {
     std::printf(
         "tessera %s bench on %s, %d threads; limits: bf16 peak %.1f GFLOP/s, DRAM read %.1f GB/s "
-        "(tessera info)\n\n",
+        "(%s)\n\n",
         limits.version.c_str(), limits.cpu_model.c_str(), options.threads, limits.bf16_peak_gflops,
-        limits.dram_read_gbps);
+        limits.dram_read_gbps, refresh ? "measured at the start of this run" : "tessera info cache");
     bench::print_table(stdout, rows);
     bench::print_summary(stdout, rows);
   }

@@ -13,10 +13,12 @@ namespace tessera::cpu {
 using ComputePeakFn = double (*)(int64_t iters, float* sink);
 
 // Streaming loops over float buffers whose length n is a multiple of kStreamBlockFloats.
-//  read_sum: sums every element with vector loads into several independent accumulators.
+//  read_sum: sums every element with vector loads into several independent accumulators, walking
+//            kReadStreams parts of the range at once.
 //  copy:     dst[i] = src[i]; streaming != 0 uses non-temporal stores (DRAM copies, like a large
 //            memcpy), 0 uses ordinary stores (cache-resident copies).
 constexpr int64_t kStreamBlockFloats = 256;  // 1 KiB: 16 zmm or 32 ymm per unrolled iteration
+constexpr int kReadStreams = 4;              // read_sum walks this many parts of its range at once
 struct StreamKernels {
   const char* name;
   float (*read_sum)(const float* src, int64_t n);

@@ -31,6 +31,8 @@ const DeterminismCase kCases[] = {
      {129, 97, 256, kKm, kKm, 1, kBf16, CMode::kSeparate}},
     {"fp8 token x block decode gemv", Family::kFp8Fp4, kE4m3, "fp8 token(1,128) x block(128,128) f32", Layout::kNT,
      {8, 200, 576, kKm, kKm, 0, kBf16, CMode::kNone}},
+    {"fp8 decode gemv, odd rows (a lone row of a pair) and a K tail", Family::kFp8Fp4, kE4m3,
+     "fp8 token(1,128) x block(128,128) f32", Layout::kNT, {3, 203, 704, kKm, kKm, 0, kF32, CMode::kNone}},
     {"fp8 per-channel ue8m0 packed", Family::kFp8Fp4, kE4m3, "fp8 ue8m0 packed (SM100 defaults)", Layout::kNT,
      {129, 200, 576, kKm, kKm, 0, kF32, CMode::kNone}},
     {"fp4 x fp4 ue8m0", Family::kFp8Fp4, kFp4, "fp4 x fp4 ue8m0 packed (defaults)", Layout::kNT,
