@@ -26,7 +26,8 @@ already does), so they measure DRAM. Data is random normal (fp8: quantised like 
 
 Columns:
   GFLOP/s = 2MNK / time;  GB/s = bytes of A, B (+ scales) and D / time
-  %limit  = M <= 4: weight bytes (B and its scales) per second / dram_read_gbps
+  %limit  = M <= 4: weight bytes (B and its scales) per second / DRAM read GB/s measured right after
+            the row (tessera info's loop; the figure drifts on a shared machine)
             M >= 64: GFLOP/s / bf16_peak_gflops (all threads; see `tessera info`)
   peer    = oneDNN bf16 matmul (bf16_gemm_nt), or dequantise A and B to bf16 with their scales and
             then oneDNN bf16 matmul, both steps timed (fp8_gemm_nt)
@@ -41,7 +42,8 @@ about 20 rows), m_grouped_fp8_fp4_masked (FP8 x FP4 weights, 1 and 4 rows per gr
   quick: 4 x 256 and 8 x 128 rows (N,K 4096x2048 / 4096x4096), 8 groups masked, 8 groups decode;
   --full adds 4 x 1024 (7168x3072), 8 x 512 psum (6144x2048), 6 x 192 masked, 8 x 64 FP8 x FP4.
   M       = rows multiplied (sum over groups); GFLOP/s = 2MNK / time
-  %limit  = decode: FP4 weight bytes (packed) per second / dram_read_gbps; else GFLOP/s / bf16 peak
+  %limit  = decode: FP4 weight bytes (packed) per second / DRAM read GB/s measured right after the
+            row; else GFLOP/s / bf16 peak
   peer    = tessera's dense GEMM doing the same work in the same run: one GEMM over all M rows
             (contiguous layouts) or one GEMM per group (masked: each group has its own weights);
             xpeer = dense time / grouped time (target >= 0.90)
@@ -61,7 +63,8 @@ Every result is checked first (GEMM: against tessera's library GEMM within one b
 against float64 on samples); then a warm-up and timed calls; the median is reported.
 
 Columns: GFLOP/s (GEMM, attention) or GB/s (add: bytes of A, B and C; GEMV: weight bytes);
-%limit = of bf16_peak_gflops, dram_copy_gbps or dram_read_gbps (measured by `tessera info`, idle);
+%limit = of bf16_peak_gflops, dram_copy_gbps (measured at the start of the run) or the DRAM read
+bandwidth measured right after the row (GEMV);
 peer = tessera's library bf16_gemm_nt on the same operands (xpeer = library time / tl time); for add
 and GEMV the peer is the memory itself, measured in this run: a parallel memcpy (add) or a parallel
 read-only sum (GEMV weights), xpeer = our GB/s / its GB/s (so a shared machine shows in both).

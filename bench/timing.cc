@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tessera/core/timer.h"
+#include "tessera/info.h"
 
 namespace tessera::bench {
 
@@ -28,6 +29,10 @@ Timing time_median(const std::function<void(int64_t)>& call, double budget_s, in
 // ones were not).
 void settle_threads() {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+double dram_read_gbps_now() {
+  return measure_dram_read_gbps();
 }
 
 }  // namespace tessera::bench

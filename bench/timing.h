@@ -20,4 +20,8 @@ Timing time_median(const std::function<void(int64_t)>& call, double budget_s = 0
 // next measurement, so they do not steal cores from it.
 void settle_threads();
 
+// The DRAM read bandwidth to compare a memory-bound row with: measured right after the row was timed
+// (tessera::measure_dram_read_gbps), because on a shared machine the figure drifts within minutes.
+double dram_read_gbps_now();
+
 }  // namespace tessera::bench

@@ -159,7 +159,7 @@ class GemmBench {
     row->gflops = 2.0 * double(m) * double(n) * double(k) / seconds * 1e-9;
     row->gbps = double(a.bytes() + b0.bytes() + 2 * m * n) / seconds * 1e-9;
     if (decode) {
-      row->pct_of_limit = 100.0 * double(b0.bytes()) / seconds * 1e-9 / lim_.dram_read_gbps;
+      row->pct_of_limit = 100.0 * double(b0.bytes()) / seconds * 1e-9 / dram_read_gbps_now();
       row->limit_name = "dram_read_gbps";
     } else {
       row->pct_of_limit = 100.0 * row->gflops / lim_.bf16_peak_gflops;

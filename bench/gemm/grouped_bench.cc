@@ -35,7 +35,7 @@ void run_case(const GroupedCase& c, const MachineLimits& limits, uint64_t seed, 
   row->gflops = 2.0 * double(run->valid_rows) * double(c.n) * double(c.k) / seconds * 1e-9;
   row->gbps = double(run->bytes) / seconds * 1e-9;
   if (is_decode(c)) {
-    row->pct_of_limit = 100.0 * double(run->weight_data_bytes) / seconds * 1e-9 / limits.dram_read_gbps;
+    row->pct_of_limit = 100.0 * double(run->weight_data_bytes) / seconds * 1e-9 / dram_read_gbps_now();
     row->limit_name = "dram_read_gbps";
   } else {
     row->pct_of_limit = 100.0 * row->gflops / limits.bf16_peak_gflops;

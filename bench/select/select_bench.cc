@@ -29,7 +29,7 @@ successive calls rotate through the copies, so the rows are never cache-resident
 and the peer's) is checked first: distinct indices, min(selected) >= max(unselected), values bitwise
 copies of the input. Then a warm-up and timed calls (at least 5, about 0.3 s); medians reported.
   GB/s   = (input bytes + output bytes) / time (DeepSelect's own metric)
-  %limit = GB/s / dram_read_gbps (see `tessera info`)
+  %limit = GB/s / DRAM read GB/s measured right after the row (tessera info's loop)
   peer   = std::nth_element on (value, index) pairs + std::sort of the k selected, rows spread over
            the same thread pool; xpeer = peer time / our time
 )";
@@ -135,7 +135,7 @@ class SelectBench {
     const double bytes = double(batch_bytes) + double(c.rows * c.k) * ((idx64 ? 8 : 4) + (values ? es : 0));
     row->time_ms = ms;
     row->gbps = bytes / (ms * 1e-3) * 1e-9;
-    row->pct_of_limit = 100.0 * row->gbps / lim_.dram_read_gbps;
+    row->pct_of_limit = 100.0 * row->gbps / dram_read_gbps_now();
     row->limit_name = "dram_read_gbps";
 
     // ---- peer: nth_element + sort ----

@@ -216,7 +216,7 @@ class TlBench {
     if (!checked(&row, worst)) return rows_.push_back(row);
     row.time_ms = time_median([&](int64_t) { k({wv, sv, xv, yv}); }).median_ms;
     row.gbps = double(n * kk) / (row.time_ms * 1e-3) * 1e-9;  // weight bytes
-    row.pct_of_limit = 100.0 * row.gbps / lim_.dram_read_gbps;
+    row.pct_of_limit = 100.0 * row.gbps / dram_read_gbps_now();
     row.limit_name = "dram_read_gbps";
     row.peer = "read sum (now)";
     row.peer_ratio = row.gbps / parallel_read_gbps(w.get(), n * kk);

@@ -61,6 +61,12 @@ const MachineLimits& machine_limits(bool refresh = false);
 // Measures now, without reading or writing the cache.
 MachineLimits measure_machine_limits();
 
+// The all-thread DRAM read bandwidth (GB/s), measured now with the loop behind dram_read_gbps (about
+// 0.1 s; the buffer is allocated on the first call and kept). On a shared machine this figure drifts
+// by up to 2x within minutes, so benchmarks measure it next to each memory-bound case. Must not be
+// called from inside a parallel region.
+double measure_dram_read_gbps();
+
 // The cache file for the current key, and the read of it: false when it is missing, unreadable,
 // malformed or written for another key.
 std::string machine_limits_cache_file();

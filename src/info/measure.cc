@@ -10,11 +10,13 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "info/peak_loops.h"
 #include "tessera/core/cpu.h"
+#include "tessera/core/error.h"
 #include "tessera/core/memory.h"
 #include "tessera/core/thread_pool.h"
 #include "tessera/core/timer.h"
@@ -155,16 +157,19 @@ BandwidthBuffers make_buffers(int64_t l2_bytes, int64_t l3_bytes, int threads) {
   return b;
 }
 
+// Thread t's share of the DRAM read; returns the bytes it read.
+double read_share(const cpu::StreamKernels& k, const BandwidthBuffers& b, int t, int nt, std::vector<float>* sinks) {
+  int64_t i0, i1;
+  share(b.dram_floats, t, nt, &i0, &i1);
+  (*sinks)[size_t(t) * 16] += k.read_sum(b.dram.get() + i0, i1 - i0);
+  return double(i1 - i0) * 4;
+}
+
 void measure_bandwidth(const cpu::StreamKernels& k, BandwidthBuffers& b, int threads, MachineLimits* m) {
   float* dram = b.dram.get();
   std::vector<float> sinks(static_cast<size_t>(threads) * 16, 0.0f);
 
-  auto read = [&](int t, int nt) {
-    int64_t i0, i1;
-    share(b.dram_floats, t, nt, &i0, &i1);
-    sinks[size_t(t) * 16] += k.read_sum(dram + i0, i1 - i0);
-    return double(i1 - i0) * 4;
-  };
+  auto read = [&](int t, int nt) { return read_share(k, b, t, nt, &sinks); };
   m->dram_read_gbps_1t = median_rate(1, read) * 1e-9;
   m->dram_read_gbps = median_rate(threads, read) * 1e-9;
 
@@ -194,6 +199,18 @@ void measure_bandwidth(const cpu::StreamKernels& k, BandwidthBuffers& b, int thr
 }
 
 }  // namespace
+
+double measure_dram_read_gbps() {
+  TESSERA_CHECK(!in_parallel_region(), "measure_dram_read_gbps: must not be called inside a parallel region");
+  static std::mutex mutex;
+  static BandwidthBuffers buffers;
+  std::lock_guard<std::mutex> lock(mutex);
+  const info::PeakLoops loops = info::select_peak_loops();
+  if (!buffers.dram) buffers = make_buffers(cache_bytes(2, 1 * kMiB), cache_bytes(3, 32 * kMiB), num_threads());
+  std::vector<float> sinks(static_cast<size_t>(num_threads()) * 16, 0.0f);
+  return median_rate(num_threads(), [&](int t, int nt) { return read_share(*loops.stream, buffers, t, nt, &sinks); }) *
+         1e-9;
+}
 
 MachineLimits measure_machine_limits() {
   const int64_t t0 = now_ns();
