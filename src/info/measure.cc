@@ -139,8 +139,9 @@ struct BandwidthBuffers {
   int64_t l2_floats = 0;
 };
 
-BandwidthBuffers make_buffers(int64_t l2_bytes, int64_t l3_bytes, int threads) {
-  BandwidthBuffers b;
+// The DRAM buffer alone (what measure_dram_read_gbps needs).
+void make_dram_buffer(int64_t l3_bytes, BandwidthBuffers* out) {
+  BandwidthBuffers& b = *out;
   const int64_t dram_bytes = std::clamp<int64_t>(8 * l3_bytes, 64 * kMiB, 1024 * kMiB);
   b.dram_floats = dram_bytes / 4 / (2 * cpu::kStreamBlockFloats) * (2 * cpu::kStreamBlockFloats);
   b.dram = aligned_array<float>(size_t(b.dram_floats));
@@ -148,6 +149,11 @@ BandwidthBuffers make_buffers(int64_t l2_bytes, int64_t l3_bytes, int threads) {
   parallel_for(b.dram_floats, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) dram[i] = 1.0f + float(i & 1023) * 1e-3f;
   });
+}
+
+BandwidthBuffers make_buffers(int64_t l2_bytes, int64_t l3_bytes, int threads) {
+  BandwidthBuffers b;
+  make_dram_buffer(l3_bytes, &b);
   // Source + destination = 256 KiB per thread, or half the L2 on CPUs with small L2 caches.
   const int64_t pair_bytes = std::min<int64_t>(256 * 1024, l2_bytes / 2);
   b.l2_floats =
@@ -206,7 +212,7 @@ double measure_dram_read_gbps() {
   static BandwidthBuffers buffers;
   std::lock_guard<std::mutex> lock(mutex);
   const info::PeakLoops loops = info::select_peak_loops();
-  if (!buffers.dram) buffers = make_buffers(cache_bytes(2, 1 * kMiB), cache_bytes(3, 32 * kMiB), num_threads());
+  if (!buffers.dram) make_dram_buffer(cache_bytes(3, 32 * kMiB), &buffers);
   std::vector<float> sinks(static_cast<size_t>(num_threads()) * 16, 0.0f);
   return median_rate(num_threads(), [&](int t, int nt) { return read_share(*loops.stream, buffers, t, nt, &sinks); }) *
          1e-9;
