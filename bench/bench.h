@@ -31,6 +31,9 @@ struct Row {
   double time_ms = kNotAvailable, gflops = kNotAvailable, gbps = kNotAvailable;
   double pct_of_limit = kNotAvailable;
   std::string limit_name;              // which MachineLimits figure pct_of_limit divides by
+  // The highest pct_of_limit an ideal implementation of this case reaches, when it is below 100%
+  // (ep dispatch: the rank's own tokens are copied too but not counted; NaN: no such bound).
+  double pct_ceiling = kNotAvailable;
   double check_error = kNotAvailable;  // worst verification error / its tolerance (<= 1 passes)
   std::string peer;                    // the first peer's name; empty when it is not available in this build
   double peer_time_ms = kNotAvailable, peer_ratio = kNotAvailable;

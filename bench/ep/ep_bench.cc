@@ -4,6 +4,7 @@
 // memory copy limit measured between the same ranks and MPI_Alltoallv moving the same payload.
 #include "ep/ep_bench.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -70,11 +71,17 @@ Row base_row(const std::string& op, const EpCase& c, int64_t tokens) {
   return r;
 }
 
-// Adds the local-excluded row (with its limit and peer) and the logical row.
+// Adds the local-excluded row (with its limit and peer) and the logical row. once_bytes > 0: the
+// bytes an ideal implementation touches once besides writing (dispatch) or reading (combine) every
+// pair: each sent token read once / each combined token written once; it sets the row's ceiling.
 void add_rows(Run& run, Row row, double ms, double remote_bytes, double all_bytes, const std::vector<int64_t>& send,
-              const std::vector<int64_t>& recv) {
+              const std::vector<int64_t>& recv, double once_bytes = 0) {
   const int R = run.group->size();
   const double remote = sum_over_ranks(*run.group, remote_bytes) / R, all = sum_over_ranks(*run.group, all_bytes) / R;
+  const double once = sum_over_ranks(*run.group, once_bytes) / R;
+  // The limit moves L payload bytes per second with 2L bytes of memory traffic (read + write); an
+  // ideal case moves `remote` with once + all bytes of traffic.
+  if (once > 0) row.pct_ceiling = 100.0 * 2.0 * remote / (once + all);
   // The limit is measured again right after each case: on a shared machine the copy rate drifts.
   const double limit = ep::measure_shm_copy_gbps_in_group(*run.group, kLimitBytes);
   run.limits.push_back(limit);
@@ -92,6 +99,13 @@ void add_rows(Run& run, Row row, double ms, double remote_bytes, double all_byte
   logical.peer_time_ms = logical.peer_ratio = kNotAvailable;
   run.rows.push_back(row);
   run.rows.push_back(logical);
+}
+
+// This rank's tokens with at least one destination.
+int64_t tokens_sent(const EpInputs& in) {
+  int64_t n = 0;
+  for (int64_t t = 0; t < in.T; ++t) n += std::any_of(&in.idx[size_t(t * in.K)], &in.idx[size_t((t + 1) * in.K)], [](int64_t e) { return e >= 0; });
+  return n;
 }
 
 // Per destination rank: how many of this rank's tokens go there.
@@ -168,22 +182,30 @@ void normal_cases(Run& run, bool full) {
     const double ms = median_call_ms(*run.group, kWarmup, run.reps, [&] { buf.dispatch(a); });
     const int64_t bytes = dispatch_token_bytes(c, fp8);
     add_rows(run, row, ms, remote_sum(scaled(out_tokens, bytes), me), all_sum(scaled(out_tokens, bytes)),
-             scaled(out_tokens, bytes), scaled(in_tokens, bytes));
+             scaled(out_tokens, bytes), scaled(in_tokens, bytes), double(tokens_sent(in) * bytes));
 
     if (fp8 || expand) continue;
-    // Combine the bf16 dispatch's rows back (identity experts).
-    progress(run, "combine_bf16");
-    ep::CombineArgs ca;
-    ca.x = first.recv_x.view;
-    ca.topk_weights = first.recv_topk_weights.view;
-    Row crow = base_row("combine_bf16", c, c.tokens);
-    const ep::CombineResult combined = buf.combine(ca, *first.handle);
-    crow.status = check_combine(combined, in, c);
-    if (crow.status.empty()) crow.status = "ok";
-    const double cms = median_call_ms(*run.group, kWarmup, run.reps, [&] { buf.combine(ca, *first.handle); });
+    // Combine the bf16 dispatch's rows back (identity experts): x = recv_x, which lives in the
+    // buffer's shared memory (read in place by the sources), then x = a private copy of it.
     const int64_t cbytes = combine_token_bytes(c);
-    add_rows(run, crow, cms, remote_sum(scaled(in_tokens, cbytes), me), all_sum(scaled(in_tokens, cbytes)),
-             scaled(in_tokens, cbytes), scaled(out_tokens, cbytes));
+    const std::vector<uint16_t> private_x(first.recv_x.view.ptr<uint16_t>(),
+                                          first.recv_x.view.ptr<uint16_t>() + first.recv_x.view.numel());
+    for (const bool in_place : {true, false}) {
+      const std::string cop = in_place ? "combine_bf16" : "combine_bf16_private_x";
+      progress(run, cop.c_str());
+      ep::CombineArgs ca;
+      ca.x = in_place ? first.recv_x.view
+                      : TensorView(const_cast<uint16_t*>(private_x.data()), DType::kBF16,
+                                   {first.recv_x.view.shape[0], first.recv_x.view.shape[1]});
+      ca.topk_weights = first.recv_topk_weights.view;
+      Row crow = base_row(cop, c, c.tokens);
+      const ep::CombineResult combined = buf.combine(ca, *first.handle);
+      crow.status = check_combine(combined, in, c);
+      if (crow.status.empty()) crow.status = "ok";
+      const double cms = median_call_ms(*run.group, kWarmup, run.reps, [&] { buf.combine(ca, *first.handle); });
+      add_rows(run, crow, cms, remote_sum(scaled(in_tokens, cbytes), me), all_sum(scaled(in_tokens, cbytes)),
+               scaled(in_tokens, cbytes), scaled(out_tokens, cbytes), double(tokens_sent(in) * cbytes));
+    }
   }
   (void)R;
 }

@@ -202,6 +202,12 @@ void bind_elastic(nb::module_& m) {
            nb::arg("async_"), nb::arg("num_sms"))
       .def("combine", &combine, nb::arg("x"), nb::arg("handle"), nb::arg("topk_weights").none(),
            nb::arg("bias0").none(), nb::arg("bias1").none(), nb::arg("async_"), nb::arg("num_sms"))
+      .def(
+          "get_combine_input",
+          [](ep::ElasticBuffer& buf, const ep::EpHandle& handle, int64_t hidden) {
+            return buf.get_combine_input(handle, hidden);
+          },
+          nb::arg("handle"), nb::arg("hidden"))
       .def("barrier", &ep::ElasticBuffer::barrier, nb::call_guard<nb::gil_scoped_release>())
       .def("destroy", &ep::ElasticBuffer::destroy, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("rank_idx", &ep::ElasticBuffer::rank_idx)

@@ -56,15 +56,17 @@ ContribView self_view(const CombinePlan& plan, const char* own_area) {
   return v;
 }
 
+// rows == false: only the weights (the rows stay in place in this rank's arena).
 void fill_area(const Comm& comm, const CombinePlan& plan, int s, int64_t n, char* area, int64_t capacity,
-               bool streaming) {
+               bool streaming, bool rows = true) {
   const CombineRecord& rec = plan.rec;
   float* w = rec.weight_bytes ? reinterpret_cast<float*>(area + rec.weights_off(capacity)) : nullptr;
+  if (!rows && !w) return;
   const int64_t w_pitch = rec.weight_bytes / 4;
-  const bool stream = streaming && n * rec.token_bytes() >= int64_t(kStreamingMinBytes);
+  const bool stream = rows && streaming && n * rec.token_bytes() >= int64_t(kStreamingMinBytes);
   parallel_range(comm.threads(), n, [&](int64_t j0, int64_t j1) {
-    plan.fill(s, j0, j1, area + j0 * rec.token_bytes(), rec.token_bytes(), w ? w + j0 * w_pitch : nullptr, w_pitch,
-              stream);
+    plan.fill(s, j0, j1, rows ? area + j0 * rec.token_bytes() : nullptr, rec.token_bytes(),
+              w ? w + j0 * w_pitch : nullptr, w_pitch, stream);
     if (stream) kernels().store_fence();
   });
 }
@@ -121,8 +123,13 @@ void combine_send(Comm& comm, uint64_t seq, const CombinePlan& plan, const Combi
           fill_area(comm, plan, s, n, comm.area(t.local_rank, me), plan.num_max, false);
       } else if (t.same_node(s, me)) {
         const int l = t.local_of[size_t(s)];
+        const bool in_place = !plan.in_place_offset.empty() && plan.in_place_offset[size_t(s)] >= 0;
         comm.wait_done(l, seq);
-        fill_area(comm, plan, s, n, comm.area(l, me), plan.num_max, true);
+        fill_area(comm, plan, s, n, comm.area(l, me), plan.num_max, true, !in_place);
+        if (in_place) {
+          comm.publish_in_place(l, me, plan.in_place_offset[size_t(s)], plan.in_place_pitch, seq);
+          st.in_place_readers.push_back(l);
+        }
         comm.publish(l, me, n, seq);
       } else {
         fill_area(comm, plan, s, n, stage, n, false);
@@ -221,6 +228,11 @@ void combine_receive(Comm& comm, uint64_t seq, const CombinePlan& plan, const Co
     } else if (t.same_node(d, me)) {
       checked_count(comm, comm.wait_ready(g, seq, d), r.sent_tokens(d), d);
       by_rank[size_t(d)] = view_of_area(comm.area(t.local_rank, g), plan.num_max, rec);
+      int64_t pitch = 0;
+      if (const char* rows = hybrid ? nullptr : comm.in_place_rows(g, seq, t.local_of[size_t(d)], &pitch)) {
+        by_rank[size_t(d)].rows = rows;  // read where the contributor holds them (weights: the slots)
+        by_rank[size_t(d)].token_pitch = pitch;
+      }
     } else {
       const int64_t n = int64_t(comm.wait_transfer(size_t(st.recv_entry[size_t(d)]))) / rec.per_token();
       checked_count(comm, n, r.sent_tokens(d), d);
@@ -304,6 +316,10 @@ void combine_receive(Comm& comm, uint64_t seq, const CombinePlan& plan, const Co
     }
     if (streaming) k.store_fence();
   });
+}
+
+void combine_release(Comm& comm, uint64_t seq, const CombineState& st) {
+  for (int l : st.in_place_readers) comm.wait_read(l, seq);
 }
 
 }  // namespace tessera::ep::detail

@@ -185,6 +185,35 @@ int64_t Comm::wait_output(int local, uint64_t seq, int64_t* my_first_row) {
   return c->out_offset.load(std::memory_order_relaxed);
 }
 
+int64_t Comm::own_arena_offset(const void* p, int64_t bytes) const {
+  if (!arena_ || !p) return -1;
+  const char* base = arena_->segment.data();
+  const char* at = static_cast<const char*>(p);
+  if (at < base || bytes < 0 || at + bytes > base + arena_->segment.size()) return -1;
+  return at - base;
+}
+
+void Comm::publish_in_place(int local, int g, int64_t offset, int64_t pitch, uint64_t seq) {
+  GroupFlag& f = flags(local)[g];
+  f.in_place_offset.store(offset, std::memory_order_relaxed);
+  f.in_place_pitch.store(pitch, std::memory_order_relaxed);
+  f.in_place_seq.store(seq, std::memory_order_relaxed);  // ordered by publish()'s release store
+}
+
+const char* Comm::in_place_rows(int g, uint64_t seq, int writer_local, int64_t* pitch) const {
+  const GroupFlag& f = flags(topo().local_rank)[g];
+  if (!arena_ || f.in_place_seq.load(std::memory_order_relaxed) != seq) return nullptr;
+  *pitch = f.in_place_pitch.load(std::memory_order_relaxed);
+  return arena_data(writer_local) + f.in_place_offset.load(std::memory_order_relaxed);
+}
+
+void Comm::wait_read(int local, uint64_t seq) {
+  const RegionControl* c = control(local);
+  const int peer = topo().node_ranks[size_t(topo().node)][size_t(local)];
+  wait([&] { return c->done_seq.load(std::memory_order_acquire) >= seq; }, peer,
+       "finish reading this rank's combine input in place");
+}
+
 void Comm::mark_done(uint64_t seq) { control(topo().local_rank)->done_seq.store(seq, std::memory_order_release); }
 
 void Comm::isend(const void* data, size_t bytes, int peer, int stream) {

@@ -38,7 +38,13 @@ struct alignas(64) GroupFlag {
   std::atomic<uint64_t> early_seq;
   std::atomic<int64_t> early_count;
   std::atomic<int64_t> out_row;
+  // In-place combine: the writer's contribution rows stay in its own arena; the owner reads them from
+  // there (byte offset of the first row, row pitch) when in_place_seq is this operation's.
+  std::atomic<uint64_t> in_place_seq;
+  std::atomic<int64_t> in_place_offset;
+  std::atomic<int64_t> in_place_pitch;
 };
+static_assert(sizeof(GroupFlag) == 64, "one cache line per group flag");
 
 struct alignas(64) RegionControl {
   alignas(64) std::atomic<uint64_t> done_seq;
@@ -93,6 +99,17 @@ class Comm {
   // each source's tokens.
   void publish_output(int64_t offset, const std::vector<int64_t>& first_row, uint64_t seq);
   int64_t wait_output(int local, uint64_t seq, int64_t* my_first_row);
+
+  // ---- in-place combine ----
+  // Byte offset of [p, p + bytes) in this rank's arena, or -1 when it is not wholly inside.
+  int64_t own_arena_offset(const void* p, int64_t bytes) const;
+  // Before publish(local, g, ...): group g's rows are at `offset` (pitch bytes apart) in this rank's arena.
+  void publish_in_place(int local, int g, int64_t offset, int64_t pitch, uint64_t seq);
+  // After wait_ready(g, seq, ...): where the writer's rows are, or null when they came through the slots.
+  const char* in_place_rows(int g, uint64_t seq, int writer_local, int64_t* pitch) const;
+  // Blocks until `local` finished reading operation seq (its done_seq >= seq): rows it read in place
+  // from this rank's arena may then be overwritten by the caller.
+  void wait_read(int local, uint64_t seq);
 
   // ---- MPI transfers of the current operation ----
   TransferSet& transfers() { return transfers_; }

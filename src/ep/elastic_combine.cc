@@ -8,6 +8,7 @@
 #include "ep/handle_internal.h"
 #include "ep/inputs.h"
 #include "ep/kernels.h"
+#include "ep/output_arena.h"
 #include "tessera/core/error.h"
 
 namespace tessera::ep {
@@ -103,7 +104,9 @@ CombineResult ElasticBuffer::combine(const CombineArgs& a, const EpHandle& h) {
     plan.fill = [=](int s, int64_t j0, int64_t j1, char* rows, int64_t pitch, float* wout, int64_t wpitch,
                     bool streaming) {
       const char* from = x + (base[size_t(s)] + j0) * x_stride;
-      if (x_stride == pitch && pitch == row_bytes) {
+      if (!rows) {
+        // in place: the source reads the rows from this rank's arena
+      } else if (x_stride == pitch && pitch == row_bytes) {
         kern->copy(rows, from, size_t((j1 - j0) * row_bytes), streaming);
       } else {
         for (int64_t j = j0; j < j1; ++j) kern->copy(rows + (j - j0) * pitch, from + (j - j0) * x_stride, size_t(row_bytes), streaming);
@@ -117,6 +120,13 @@ CombineResult ElasticBuffer::combine(const CombineArgs& a, const EpHandle& h) {
     plan.self_stride = x_stride;
     plan.self_w = with_w ? w + base[size_t(me)] * K : nullptr;
     plan.self_w_stride = K;
+    // x in this buffer's shared arena (recv_x itself, or get_combine_input): the sources on this
+    // node read their rows where they are instead of receiving a copy.
+    const int64_t at = hi.mode == Mode::kDirect ? comm.own_arena_offset(x, (rows_needed - 1) * x_stride + row_bytes) : -1;
+    if (at >= 0 && rows_needed > 0) {
+      for (int64_t b : base) plan.in_place_offset.push_back(at + b * x_stride);
+      plan.in_place_pitch = x_stride;
+    }
   } else {
     const int64_t row_pitch = plan.rec.row_bytes;
     plan.fill = [=](int s, int64_t j0, int64_t j1, char* rows, int64_t pitch, float* wout, int64_t wpitch, bool) {
@@ -157,11 +167,27 @@ CombineResult ElasticBuffer::combine(const CombineArgs& a, const EpHandle& h) {
                     b0.data ? b0.ptr<uint16_t>() : nullptr, b0.data ? b0.strides[0] : 0,
                     b1.data ? b1.ptr<uint16_t>() : nullptr, b1.data ? b1.strides[0] : 0);
     transport_finish(comm, op->seq);
+    combine_release(comm, op->seq, op->cs);
   };
   Event ev = st_->pending.defer(finish, a.async);
   CombineResult result = op->out;
   result.event = ev;
   return result;
+}
+
+OwnedTensor ElasticBuffer::get_combine_input(const EpHandle& h, int64_t hidden) {
+  constexpr const char* fn = "ElasticBuffer.get_combine_input";
+  if (st_->destroyed) fail(ErrorCode::kInvalidArgument, fn, ": the buffer was destroyed");
+  TESSERA_CHECK(h.internal && h.internal->owner == st_.get(), fn, ": argument 'handle' was made by another buffer");
+  if (hidden == 0) hidden = h.internal->hidden;
+  TESSERA_CHECK(hidden > 0 && hidden % 8 == 0, fn, ": argument 'hidden' must be a positive multiple of 8, got ", hidden);
+  const int64_t rows = h.do_expand ? h.num_expanded_tokens : h.num_recv_tokens;
+  int64_t offset = -1;
+  if (!h.do_expand && h.internal->mode == Mode::kDirect) {
+    OwnedTensor t = arena_tensor(st_->comm->arena(), DType::kBF16, rows, hidden, &offset);
+    if (t.defined()) return t;
+  }
+  return allocate_tensor(DType::kBF16, {rows, hidden});
 }
 
 }  // namespace tessera::ep

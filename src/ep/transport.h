@@ -102,6 +102,11 @@ struct CombinePlan {
   // Optional, for rows_per_token > 1: this rank's contributions to its own tokens as row pointers,
   // rows_per_token per token (low-latency combine reads the expert outputs in place).
   const std::vector<const uint16_t*>* self_lane_rows = nullptr;
+  // Optional, single node: per source rank, the byte offset in this rank's arena where its
+  // contribution rows already are (in_place_pitch bytes apart; -1: copy them). The source reads them
+  // there instead of from its region, and this rank's combine waits until it has (combine_release).
+  std::vector<int64_t> in_place_offset;
+  int64_t in_place_pitch = 0;
 };
 
 // The source-side view of what the dispatch sent (from the handle).
@@ -114,6 +119,7 @@ struct CombineSource {
 struct CombineState {
   std::vector<int64_t> recv_entry;  // per contributor rank (direct remote) or node (hybrid partial)
   std::vector<int64_t> partial_count;
+  std::vector<int> in_place_readers;  // local ranks reading this rank's rows in place
 };
 
 void combine_send(Comm& comm, uint64_t seq, const CombinePlan& plan, const CombineSource& src, CombineState& st);
@@ -122,5 +128,8 @@ void combine_send(Comm& comm, uint64_t seq, const CombinePlan& plan, const Combi
 void combine_receive(Comm& comm, uint64_t seq, const CombinePlan& plan, const CombineSource& src, CombineState& st,
                      uint16_t* out, int64_t out_stride, float* out_w, const uint16_t* bias0, int64_t bias0_stride,
                      const uint16_t* bias1, int64_t bias1_stride);
+// After transport_finish: waits until every rank that read this rank's rows in place is done with
+// them, so the caller may reuse its combine input.
+void combine_release(Comm& comm, uint64_t seq, const CombineState& st);
 
 }  // namespace tessera::ep::detail

@@ -142,6 +142,12 @@ def check_elastic(group, ranks, me):
         want[t] = acc.astype(BF16)
     expect_equal(combined, want, "combined_x")
     expect_equal(cw, np.where(mine["idx"] >= 0, mine["w"], 0).astype(np.float32), "combined_topk_weights")
+    # The same with x in the buffer's shared memory (read in place by the sources on this node).
+    xin = buf.get_combine_input_buffer(handle)
+    assert xin.shape == y.shape and xin.dtype == BF16
+    xin[...] = y
+    combined_in_place, _, _ = buf.combine(xin, handle, topk_weights=recv_w, bias=(b0, b1))
+    expect_equal(combined_in_place, want, "combined_x (x from get_combine_input_buffer)")
 
     # Bad input: clear errors, buffer still usable.
     for kwargs, fragment in ((dict(num_experts=E + 1), "divisible" if ranks > 1 else "topk"),

@@ -125,6 +125,12 @@ class ElasticBuffer {
 
   DispatchResult dispatch(const DispatchArgs& args);
   CombineResult combine(const CombineArgs& args, const EpHandle& handle);
+  // tessera extension: a bf16 [rows, hidden] tensor for the expert outputs of `handle`'s dispatch
+  // (rows = num_recv_tokens; hidden 0 = the dispatch's). For the non-expanded layout on one node it
+  // lives in this buffer's shared memory, so combine(x = this tensor) lets the source ranks read the
+  // rows where they are instead of receiving a copy (recv_x of a bf16 dispatch works the same way).
+  // Otherwise (expanded layout, several nodes, arena full) ordinary memory.
+  OwnedTensor get_combine_input(const EpHandle& handle, int64_t hidden = 0);
   void barrier();
   // Releases the shared memory now (only with explicitly_destroy); later calls throw.
   void destroy();

@@ -2,8 +2,10 @@
 // then one contribution per destination in ascending order of its last top-k lane; hybrid: node
 // partials reduced at the forwarder; expand: local copies summed first unless multiple reduction is
 // off), combined top-k weights, and the dispatch -> combine round trip of the weights.
+#include <chrono>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "ep_test_util.h"
 
@@ -15,11 +17,15 @@ struct Case {
   bool expand;
   bool multiple_reduction;
   int hidden = 256;  // 2056: rows of 4112 bytes, large enough for the streaming-store paths, unaligned
+  // x from get_combine_input (the buffer's shared arena on one node: read in place by the sources),
+  // poisoned as soon as combine returns (a source still reading it would see NaN).
+  bool x_in_arena = false;
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& p) {
   return std::string(p.param.hybrid ? "HybridAllowed" : "Direct") + (p.param.expand ? "Expand" : "Plain") +
-         (p.param.multiple_reduction ? "" : "SingleReduction") + "Hidden" + std::to_string(p.param.hidden);
+         (p.param.multiple_reduction ? "" : "SingleReduction") + "Hidden" + std::to_string(p.param.hidden) +
+         (p.param.x_in_arena ? "XInArena" : "");
 }
 
 class ElasticCombine : public ::testing::TestWithParam<Case> {};
@@ -78,10 +84,27 @@ TEST_P(ElasticCombine, BitExactToReferenceOrder) {
 
   CombineArgs ca;
   ca.x = TensorView(y.data(), DType::kBF16, {rows, int64_t(c.hidden)});
+  OwnedTensor x_arena;
+  if (cs.x_in_arena) {
+    x_arena = buf.get_combine_input(h);
+    ASSERT_EQ(x_arena.view.shape[0], cs.expand ? h.num_expanded_tokens : h.num_recv_tokens);
+    ASSERT_EQ(x_arena.view.shape[1], c.hidden);
+    std::memcpy(x_arena.view.data, y.data(), size_t(x_arena.view.shape[0] * c.hidden) * 2);
+    ca.x = x_arena.view;
+  }
   ca.topk_weights = d.recv_topk_weights.view;  // round trip: each lane's owner returns the sender's weight
   ca.bias0 = TensorView(bias0.data(), DType::kBF16, {mine.T, int64_t(c.hidden)});
   ca.bias1 = TensorView(bias1.data(), DType::kBF16, {mine.T, int64_t(c.hidden)});
-  const CombineResult out = buf.combine(ca, h);
+  // x in the arena: odd ranks read late (async, then a pause), so an even rank that returned before
+  // they finished reading its rows would poison what they read.
+  ca.async = cs.x_in_arena && me % 2 == 1;
+  CombineResult out = buf.combine(ca, h);
+  if (ca.async) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    out.event.wait();
+  }
+  if (cs.x_in_arena) std::fill_n(x_arena.view.ptr<uint16_t>(), x_arena.view.shape[0] * c.hidden, uint16_t(0x7FC0));
+  world_group().barrier();
   ASSERT_EQ(out.combined_x.view.shape[0], mine.T);
   const CombineTopo topo = combine_topo(buf, cs.expand, cs.multiple_reduction);
   for (int64_t t = 0; t < mine.T; ++t) {
@@ -96,6 +119,7 @@ TEST_P(ElasticCombine, BitExactToReferenceOrder) {
     }
   }
   // Without bias and weights; and asynchronously.
+  if (cs.x_in_arena) std::memcpy(x_arena.view.data, y.data(), size_t(x_arena.view.shape[0] * c.hidden) * 2);
   CombineArgs plain;
   plain.x = ca.x;
   plain.async = true;
@@ -112,7 +136,9 @@ TEST_P(ElasticCombine, BitExactToReferenceOrder) {
 INSTANTIATE_TEST_SUITE_P(Modes, ElasticCombine,
                          ::testing::Values(Case{true, false, true}, Case{false, false, true}, Case{true, true, true},
                                            Case{false, true, true}, Case{true, true, false},
-                                           Case{true, false, true, 2056}, Case{false, true, true, 2056}),
+                                           Case{true, false, true, 2056}, Case{false, true, true, 2056},
+                                           Case{false, false, true, 2056, true}, Case{true, false, true, 256, true},
+                                           Case{false, true, true, 256, true}),
                          case_name);
 
 }  // namespace
