@@ -63,8 +63,8 @@ Every result is checked first (GEMM: against tessera's library GEMM within one b
 against float64 on samples); then a warm-up and timed calls; the median is reported.
 
 Columns: GFLOP/s (GEMM, attention) or GB/s (add: bytes of A, B and C; GEMV: weight bytes);
-%limit = of bf16_peak_gflops, dram_copy_gbps (measured at the start of the run) or the DRAM read
-bandwidth measured right after the row (GEMV);
+%limit = of bf16_peak_gflops, or of the DRAM copy (add) or read (GEMV) bandwidth measured right after
+the row;
 peer = tessera's library bf16_gemm_nt on the same operands (xpeer = library time / tl time); for add
 and GEMV the peer is the memory itself, measured in this run: a parallel memcpy (add) or a parallel
 read-only sum (GEMV weights), xpeer = our GB/s / its GB/s (so a shared machine shows in both).

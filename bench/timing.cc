@@ -35,4 +35,8 @@ double dram_read_gbps_now() {
   return measure_dram_read_gbps();
 }
 
+double dram_copy_gbps_now() {
+  return measure_dram_copy_gbps();
+}
+
 }  // namespace tessera::bench

@@ -23,5 +23,7 @@ void settle_threads();
 // The DRAM read bandwidth to compare a memory-bound row with: measured right after the row was timed
 // (tessera::measure_dram_read_gbps), because on a shared machine the figure drifts within minutes.
 double dram_read_gbps_now();
+// The same for the DRAM copy bandwidth (bytes read + written), for rows that read and write.
+double dram_copy_gbps_now();
 
 }  // namespace tessera::bench

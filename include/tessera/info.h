@@ -66,6 +66,8 @@ MachineLimits measure_machine_limits();
 // by up to 2x within minutes, so benchmarks measure it next to each memory-bound case. Must not be
 // called from inside a parallel region.
 double measure_dram_read_gbps();
+// The same for the DRAM copy figure (dram_copy_gbps: bytes read + written, non-temporal stores).
+double measure_dram_copy_gbps();
 
 // The cache file for the current key, and the read of it: false when it is missing, unreadable,
 // malformed or written for another key.

@@ -171,22 +171,24 @@ double read_share(const cpu::StreamKernels& k, const BandwidthBuffers& b, int t,
   return double(i1 - i0) * 4;
 }
 
+// Thread t's share of copying the first half of the DRAM buffer into the second half (each half is
+// >= 4x L3); returns the bytes it read + wrote.
+double copy_share(const cpu::StreamKernels& k, const BandwidthBuffers& b, int t, int nt) {
+  const int64_t half = b.dram_floats / 2;
+  int64_t i0, i1;
+  share(half, t, nt, &i0, &i1);
+  k.copy(b.dram.get() + half + i0, b.dram.get() + i0, i1 - i0, 1);
+  return double(i1 - i0) * 8;
+}
+
 void measure_bandwidth(const cpu::StreamKernels& k, BandwidthBuffers& b, int threads, MachineLimits* m) {
-  float* dram = b.dram.get();
   std::vector<float> sinks(static_cast<size_t>(threads) * 16, 0.0f);
 
   auto read = [&](int t, int nt) { return read_share(k, b, t, nt, &sinks); };
   m->dram_read_gbps_1t = median_rate(1, read) * 1e-9;
   m->dram_read_gbps = median_rate(threads, read) * 1e-9;
 
-  // Copy the first half of the buffer into the second half; each half is >= 4x L3.
-  const int64_t half = b.dram_floats / 2;
-  auto dram_copy = [&](int t, int nt) {
-    int64_t i0, i1;
-    share(half, t, nt, &i0, &i1);
-    k.copy(dram + half + i0, dram + i0, i1 - i0, 1);
-    return double(i1 - i0) * 8;  // bytes read + bytes written
-  };
+  auto dram_copy = [&](int t, int nt) { return copy_share(k, b, t, nt); };
   m->dram_copy_gbps_1t = median_rate(1, dram_copy) * 1e-9;
   m->dram_copy_gbps = median_rate(threads, dram_copy) * 1e-9;
 
@@ -206,16 +208,33 @@ void measure_bandwidth(const cpu::StreamKernels& k, BandwidthBuffers& b, int thr
 
 }  // namespace
 
-double measure_dram_read_gbps() {
-  TESSERA_CHECK(!in_parallel_region(), "measure_dram_read_gbps: must not be called inside a parallel region");
+namespace {
+
+// One DRAM figure measured now on the pool's threads: share(kernels, buffers, t, nt) returns bytes.
+template <class Share>
+double measure_dram_now(const char* fn, Share share) {
+  TESSERA_CHECK(!in_parallel_region(), fn, ": must not be called inside a parallel region");
   static std::mutex mutex;
   static BandwidthBuffers buffers;
   std::lock_guard<std::mutex> lock(mutex);
   const info::PeakLoops loops = info::select_peak_loops();
   if (!buffers.dram) make_dram_buffer(cache_bytes(3, 32 * kMiB), &buffers);
+  return median_rate(num_threads(), [&](int t, int nt) { return share(*loops.stream, buffers, t, nt); }) * 1e-9;
+}
+
+}  // namespace
+
+double measure_dram_read_gbps() {
   std::vector<float> sinks(static_cast<size_t>(num_threads()) * 16, 0.0f);
-  return median_rate(num_threads(), [&](int t, int nt) { return read_share(*loops.stream, buffers, t, nt, &sinks); }) *
-         1e-9;
+  return measure_dram_now("measure_dram_read_gbps", [&](const cpu::StreamKernels& k, BandwidthBuffers& b, int t, int nt) {
+    return read_share(k, b, t, nt, &sinks);
+  });
+}
+
+double measure_dram_copy_gbps() {
+  return measure_dram_now("measure_dram_copy_gbps", [](const cpu::StreamKernels& k, BandwidthBuffers& b, int t, int nt) {
+    return copy_share(k, b, t, nt);
+  });
 }
 
 MachineLimits measure_machine_limits() {
