@@ -27,6 +27,8 @@ experts (uniformly random), non-expanded layout:
   dispatch_fp8    e4m3 x with 56 fp32 scale packs per token   (7488 bytes per dispatched token)
   dispatch_bf16   bf16 x                                       (14432 bytes per dispatched token)
   combine_bf16    the bf16 dispatch's rows back, summed        (14368 bytes per combined token)
+                  x = recv_x, which lives in the buffer's shared memory: the sources read it in place
+  combine_bf16_private_x  the same with x in private memory (the rows are copied to the sources)
   ll_dispatch_fp8 / ll_combine_bf16: low-latency mode, 128 tokens per rank (latency in time_ms)
 --full adds the expanded layout (dispatch_bf16_expand, expert_alignment 128): it writes every token once
 per local expert (about 4x the bytes here), which the per-token accounting below does not count.
@@ -39,7 +41,10 @@ packs + topk indices (8 B) + weights (4 B); a combined pair moves hidden * 2 + t
   %limit  = GB/s / shm copy GB/s measured between these ranks right after the case (payload bytes one
             process copies into another's shared memory per second while the other does the same; see
             include/tessera/ep/shm_bandwidth.h). With 2 ranks about half of every rank's copying is to
-            itself, which local-excluded bytes do not count: the summary prints that ceiling.
+            itself, which local-excluded bytes do not count. The summary prints each case's ceiling:
+            the %limit of an ideal implementation that reads each sent token once (dispatch) or writes
+            each combined token once (combine) and moves every pair once, own tokens included, at the
+            limit's rate of memory traffic (the limit moves L bytes with 2L bytes of traffic).
   peer    = MPI_Alltoallv of the same per-destination byte counts between pre-packed buffers (packing
             not timed); xpeer = MPI time / our time.
 Times are the slowest rank's, median of repeated calls after a warm-up; each call allocates its
