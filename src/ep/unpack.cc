@@ -30,8 +30,8 @@ void zero_sf(const UnpackOut& out, int64_t row) {
 void fill_meta(const UnpackContext& ctx, int s, const TokenRows& rows, int64_t t, int32_t* meta) {
   const int K = ctx.num_topk;
   int master = -1;
-  for (int k = 0; k < K && master < 0; ++k)
-    if (local_expert(rows.idx[t * rows.idx_stride + k], ctx.me, ctx.experts_per_rank) >= 0) master = k;
+  for (int k = K - 1; k >= 0; --k)  // the first local lane, without a branch on random experts
+    master = local_expert(rows.idx[t * rows.idx_stride + k], ctx.me, ctx.experts_per_rank) >= 0 ? k : master;
   meta[0] = int32_t(int64_t(s) * ctx.num_max + rows.src_token(t));
   meta[1] = master >= 0 ? s * K + master : -1;
   for (int k = 0; k < K; ++k) meta[2 + k] = -1;
@@ -52,17 +52,20 @@ RecvLayout layout_of(const std::vector<GroupData>& groups) {
 ExpertCounts count_local_experts(const std::vector<GroupData>& groups, int num_topk, int me, int experts_per_rank,
                                  int alignment) {
   ExpertCounts c;
-  c.unaligned.assign(size_t(experts_per_rank), 0);
+  // One extra bin takes the lanes of other ranks: no branch on random experts (half of them mispredict).
+  std::vector<int32_t> bins(size_t(experts_per_rank) + 1, 0);
+  const uint64_t first = uint64_t(me) * uint64_t(experts_per_rank);
   for (const GroupData& g : groups) {
     if (!g.rows.idx) continue;
     for (int64_t i = 0; i < g.count; ++i) {
-      const int64_t t = g.token(i);
+      const int64_t* idx = g.rows.idx + g.token(i) * g.rows.idx_stride;
       for (int k = 0; k < num_topk; ++k) {
-        const int le = local_expert(g.rows.idx[t * g.rows.idx_stride + k], me, experts_per_rank);
-        if (le >= 0) ++c.unaligned[size_t(le)];
+        const uint64_t le = uint64_t(idx[k]) - first;  // -1 and other ranks' experts wrap to >= epr
+        ++bins[le < uint64_t(experts_per_rank) ? le : size_t(experts_per_rank)];
       }
     }
   }
+  c.unaligned.assign(bins.begin(), bins.end() - 1);
   for (int e = 0; e < experts_per_rank; ++e) {
     const int32_t aligned = (c.unaligned[size_t(e)] + alignment - 1) / alignment * alignment;
     c.aligned.push_back(aligned);
