@@ -209,6 +209,37 @@ void bind_elastic(nb::module_& m) {
           },
           nb::arg("handle"), nb::arg("hidden"))
       .def("barrier", &ep::ElasticBuffer::barrier, nb::call_guard<nb::gil_scoped_release>())
+      // experimental: pipeline-parallel send/recv and all-gather sessions
+      .def_static("get_pp_buffer_size_hint", &ep::ElasticBuffer::get_pp_buffer_size_hint)
+      .def("pp_set_config", &ep::ElasticBuffer::pp_set_config, nb::call_guard<nb::gil_scoped_release>())
+      .def("pp_send",
+           [](ep::ElasticBuffer& buf, const ArrayRef& t, int dst) {
+             const TensorView v = to_view(t, "ElasticBuffer.pp_send", "t");
+             nb::gil_scoped_release release;
+             buf.pp_send(v, dst);
+           })
+      .def("pp_recv",
+           [](ep::ElasticBuffer& buf, const ArrayRef& t, int src) {
+             const TensorView v = to_view(t, "ElasticBuffer.pp_recv", "t");
+             nb::gil_scoped_release release;
+             buf.pp_recv(v, src);
+           })
+      .def_static("get_agrs_buffer_size_hint", &ep::ElasticBuffer::get_agrs_buffer_size_hint)
+      .def("agrs_set_config", &ep::ElasticBuffer::agrs_set_config, nb::call_guard<nb::gil_scoped_release>())
+      .def("create_agrs_session", &ep::ElasticBuffer::create_agrs_session)
+      .def("destroy_agrs_session", &ep::ElasticBuffer::destroy_agrs_session)
+      .def("agrs_get_inplace_tensor", &ep::ElasticBuffer::agrs_get_inplace_tensor)
+      .def("all_gather",
+           [](ep::ElasticBuffer& buf, const std::vector<ArrayRef>& ts) {
+             std::vector<TensorView> views;
+             for (size_t i = 0; i < ts.size(); ++i) views.push_back(to_view(ts[i], "ElasticBuffer.all_gather", "t"));
+             ep::AllGatherResult r;
+             {
+               nb::gil_scoped_release release;
+               r = buf.all_gather(views);
+             }
+             return nb::make_tuple(r.gathered, r.event);
+           })
       .def("destroy", &ep::ElasticBuffer::destroy, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("rank_idx", &ep::ElasticBuffer::rank_idx)
       .def_prop_ro("num_ranks", &ep::ElasticBuffer::num_ranks)

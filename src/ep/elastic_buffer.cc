@@ -108,6 +108,8 @@ void ElasticBuffer::destroy() {
                 "explicitly_destroy=False; it is released when the object is deleted");
   if (st_->destroyed) return;
   st_->pending.complete();
+  st_->pp.reset();
+  st_->agrs.reset();
   st_->comm.reset();
   st_->destroyed = true;
 }

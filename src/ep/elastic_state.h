@@ -4,7 +4,9 @@
 #include <functional>
 #include <memory>
 
+#include "ep/agrs.h"
 #include "ep/comm.h"
+#include "ep/pp.h"
 #include "ep/transport.h"
 #include "tessera/ep/elastic_buffer.h"
 
@@ -37,6 +39,8 @@ struct ElasticState {
   std::shared_ptr<Group> group;
   ElasticBufferConfig config;
   std::unique_ptr<Comm> comm;
+  std::unique_ptr<PpChannels> pp;      // after pp_set_config (uses comm)
+  std::unique_ptr<AgrsSessions> agrs;  // after agrs_set_config (uses comm)
   Mode mode = Mode::kDirect;
   int64_t num_bytes = 0;
   PendingOps pending;

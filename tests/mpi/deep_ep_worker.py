@@ -167,10 +167,34 @@ def check_elastic(group, ranks, me):
     except ValueError as e:
         assert "num_max_tokens_per_rank" in str(e)
     try:
-        buf.pp_send(mine["x"], 0)
-        raise AssertionError("pp_send did not raise")
+        buf.engram_write(mine["x"])
+        raise AssertionError("engram_write did not raise")
     except NotImplementedError:
         pass
+
+    # Pipeline-parallel FIFO to the next rank (two tensors in flight), received from the previous.
+    nxt, prv = (me + 1) % ranks, (me - 1) % ranks
+    buf.pp_set_config(4096, 2)
+    for m in range(2):
+        buf.pp_send(np.full(100 + m, me * 10 + m, np.float32), nxt)
+    for m in range(2):
+        got = np.empty(100 + m, np.float32)
+        buf.pp_recv(got, prv)
+        assert np.all(got == prv * 10 + m), (me, m, got[:4])
+    # An all-gather session: an in-place slot, then a batched gather of two arrays.
+    buf.agrs_set_config(ranks * 1024, 4)
+    with buf.agrs_new_session():
+        part = buf.agrs_get_inplace_tensor((4, 8), BF16)
+        part[...] = me + 1
+        gathered, handle = buf.all_gather(part)
+        a, b, handle2 = buf.all_gather([np.full(8, me, np.float32), np.arange(16, dtype=np.int32) + me])
+        handle()
+        handle2()
+        assert gathered.shape == (ranks, 4, 8) and gathered.dtype == BF16
+        assert a.shape == (ranks, 8) and b.shape == (ranks, 16)
+        for r in range(ranks):
+            assert np.all(gathered[r].astype(np.float32) == r + 1), (me, r)
+            assert np.all(a[r] == r) and np.all(b[r] == np.arange(16) + r), (me, r)
 
 
 def calc_diff(x, y):

@@ -109,6 +109,12 @@ struct CombineResult {
   Event event;
 };
 
+// all_gather's result (experimental AGRS sessions).
+struct AllGatherResult {
+  std::vector<OwnedTensor> gathered;  // per input: [num_ranks, *input shape], valid until the session ends
+  Event event;                        // wait(): every rank's tensor has arrived
+};
+
 class ElasticBuffer {
  public:
   // Collective. Throws Error(kInvalidArgument) for bad sizes and Error(kRuntime) when shared memory
@@ -132,6 +138,28 @@ class ElasticBuffer {
   // Otherwise (expanded layout, several nodes, arena full) ordinary memory.
   OwnedTensor get_combine_input(const EpHandle& handle, int64_t hidden = 0);
   void barrier();
+
+  // ---- Experimental DeepEP v2 features (see docs/ep.md) ----
+  // Pipeline-parallel FIFO to the previous / next rank of the ring. pp_set_config is collective (and
+  // flushes earlier operations); pp_send returns once t may be reused and blocks while
+  // num_max_inflight_tensors of its tensors to that rank are unconsumed; pp_recv blocks until the
+  // next tensor from src arrived (its byte size must equal t's).
+  static int64_t get_pp_buffer_size_hint(int64_t num_max_tensor_bytes, int num_max_inflight_tensors);
+  void pp_set_config(int64_t num_max_tensor_bytes, int num_max_inflight_tensors);
+  void pp_send(const TensorView& t, int dst_rank_idx);
+  void pp_recv(const TensorView& t, int src_rank_idx);
+  // All-gather sessions: agrs_set_config is collective; between create_agrs_session and
+  // destroy_agrs_session every rank makes the same all_gather calls (tensors of the same byte sizes,
+  // each a positive multiple of 32 bytes, gathered results R times that in all <=
+  // num_max_session_bytes). agrs_get_inplace_tensor gives this rank's slots of the next all_gather
+  // (uint8 [nbytes] each): gathering them skips this rank's own copy.
+  static int64_t get_agrs_buffer_size_hint(const Group& group, int64_t num_max_session_bytes);
+  void agrs_set_config(int64_t num_max_session_bytes, int num_max_all_gathers_per_session);
+  void create_agrs_session();
+  void destroy_agrs_session();
+  std::vector<OwnedTensor> agrs_get_inplace_tensor(const std::vector<int64_t>& nbytes);
+  AllGatherResult all_gather(const std::vector<TensorView>& tensors);
+
   // Releases the shared memory now (only with explicitly_destroy); later calls throw.
   void destroy();
 

@@ -6,6 +6,9 @@ num_qps, sl_idx, num_allocated_qps, num_gpu_timeout_secs, allocate_on_comm_strea
 prefer_overlap_with_compute change nothing. Arrays are numpy arrays (ml_dtypes for bfloat16 / float8)
 or torch CPU tensors; outputs follow the input's kind.
 """
+import contextlib
+import math
+
 import numpy as np
 
 from .. import _C
@@ -53,7 +56,7 @@ def _experimental(name: str):
     def method(*args, **kwargs):
         raise NotImplementedInTessera(
             f"ElasticBuffer.{name}: experimental in DeepEP and not implemented in tessera.deep_ep "
-            "(AGRS, pipeline-parallel send/recv and Engram sessions; see docs/ep.md)")
+            "(Engram storage; see docs/ep.md)")
     method.__name__ = name
     return method
 
@@ -212,19 +215,91 @@ class ElasticBuffer:
         tensor = self._rt("get_combine_input_buffer").get_combine_input(handle._native, int(hidden or 0))
         return output(tensor, like)
 
+    # ---- experimental (DeepEP v2): pipeline-parallel send/recv to ring neighbours ----
+    @staticmethod
+    def get_pp_buffer_size_hint(num_max_tensor_bytes: int, num_max_inflight_tensors: int) -> int:
+        return int(_C.EpElasticBuffer.get_pp_buffer_size_hint(int(num_max_tensor_bytes),
+                                                               int(num_max_inflight_tensors)))
+
+    def pp_set_config(self, num_max_tensor_bytes: int, num_max_inflight_tensors: int) -> None:
+        """Collective: sets up FIFO rings to the previous and next rank (flushes earlier operations)."""
+        self._rt("pp_set_config").pp_set_config(int(num_max_tensor_bytes), int(num_max_inflight_tensors))
+
+    def pp_send(self, t, dst_rank_idx: int, num_sms: int = 0) -> None:
+        """Sends contiguous ``t`` to the previous or next rank; returns once ``t`` may be reused (blocks
+        while num_max_inflight_tensors earlier tensors to that rank are unconsumed)."""
+        self._rt("pp_send").pp_send(to_ref(t, "ElasticBuffer.pp_send", "t"), int(dst_rank_idx))
+
+    def pp_recv(self, t, src_rank_idx: int, num_sms: int = 0) -> None:
+        """Receives the next tensor from the previous or next rank into contiguous ``t`` (same byte size)."""
+        self._rt("pp_recv").pp_recv(to_ref(t, "ElasticBuffer.pp_recv", "t", writable=True), int(src_rank_idx))
+
+    # ---- experimental (DeepEP v2): all-gather sessions ----
+    @staticmethod
+    def get_agrs_buffer_size_hint(group, num_max_session_bytes: int) -> int:
+        return int(num_max_session_bytes)
+
+    def agrs_set_config(self, num_max_session_bytes: int, num_max_all_gathers_per_session: int) -> None:
+        """Collective: room for ``num_max_session_bytes`` of gathered tensors (num_ranks x the inputs)
+        and ``num_max_all_gathers_per_session`` all_gather calls per session."""
+        self._rt("agrs_set_config").agrs_set_config(int(num_max_session_bytes), int(num_max_all_gathers_per_session))
+
+    def create_agrs_session(self) -> None:
+        self._rt("create_agrs_session").create_agrs_session()
+
+    def destroy_agrs_session(self) -> None:
+        """Ends the session: its gathered arrays may be overwritten by the next session."""
+        self._rt("destroy_agrs_session").destroy_agrs_session()
+
+    @contextlib.contextmanager
+    def agrs_new_session(self, enabled: bool = True):
+        if not enabled:
+            yield
+            return
+        self.create_agrs_session()
+        try:
+            yield
+        finally:
+            self.destroy_agrs_session()
+
+    def agrs_get_inplace_tensor(self, shapes, dtype):
+        """This rank's slot(s) of the next all_gather: fill them and pass them to all_gather to skip
+        this rank's own copy. ``shapes``: one shape or a sequence of shapes (batched); ``dtype``: a
+        numpy dtype (or ml_dtypes type) or a torch dtype. Returns one array or a tuple."""
+        batched = len(shapes) > 0 and isinstance(shapes[0], (tuple, list))
+        shape_list = [tuple(int(d) for d in sh) for sh in (shapes if batched else [shapes])]
+        torch_dtype = None if isinstance(dtype, type) or isinstance(dtype, np.dtype) or isinstance(dtype, str) else dtype
+        itemsize = torch_dtype.itemsize if torch_dtype is not None else np.dtype(dtype).itemsize
+        slots = self._rt("agrs_get_inplace_tensor").agrs_get_inplace_tensor(
+            [math.prod(sh) * itemsize for sh in shape_list])
+        out = []
+        for tensor, sh in zip(slots, shape_list):
+            raw = output(tensor, None)
+            if torch_dtype is None:
+                out.append(raw.view(np.dtype(dtype)).reshape(sh))
+            else:
+                import torch
+                out.append(torch.from_numpy(raw).view(torch_dtype).view(sh))
+        return tuple(out) if batched else out[0]
+
+    def all_gather(self, t):
+        """Gathers every rank's ``t`` (or each tensor of a sequence; every rank passes the same byte
+        sizes, each a multiple of 32) inside an active session. Returns ``(gathered, handle)`` or
+        ``(*gathered, handle)``: gathered arrays have a leading num_ranks dimension and stay valid
+        until the session ends; ``handle()`` waits until every rank's data arrived."""
+        fn = "ElasticBuffer.all_gather"
+        batched = isinstance(t, (list, tuple))
+        tensors = list(t) if batched else [t]
+        gathered, event = self._rt("all_gather").all_gather([to_ref(x, fn, "t") for x in tensors])
+        arrays = [output(g, x) for g, x in zip(gathered, tensors)]
+
+        def handle():
+            event.wait()
+
+        return (*arrays, handle) if batched else (arrays[0], handle)
+
     # ---- experimental DeepEP features tessera does not provide ----
     engram_write = _experimental("engram_write")
     engram_fetch = _experimental("engram_fetch")
-    pp_set_config = _experimental("pp_set_config")
-    pp_send = _experimental("pp_send")
-    pp_recv = _experimental("pp_recv")
-    create_agrs_session = _experimental("create_agrs_session")
-    destroy_agrs_session = _experimental("destroy_agrs_session")
-    agrs_new_session = _experimental("agrs_new_session")
-    agrs_set_config = _experimental("agrs_set_config")
-    agrs_get_inplace_tensor = _experimental("agrs_get_inplace_tensor")
-    all_gather = _experimental("all_gather")
     get_engram_storage_size_hint = staticmethod(_experimental("get_engram_storage_size_hint"))
-    get_pp_buffer_size_hint = staticmethod(_experimental("get_pp_buffer_size_hint"))
     get_agrs_num_max_session_bytes = staticmethod(_experimental("get_agrs_num_max_session_bytes"))
-    get_agrs_buffer_size_hint = staticmethod(_experimental("get_agrs_buffer_size_hint"))

@@ -1,0 +1,64 @@
+// ElasticBuffer's experimental DeepEP v2 calls: pipeline-parallel send/recv (pp.h) and all-gather
+// sessions (agrs.h). Engram stays unimplemented (python raises NotImplementedInTessera).
+#include "ep/elastic_state.h"
+#include "tessera/core/error.h"
+
+namespace tessera::ep {
+
+using detail::ElasticState;
+
+int64_t ElasticBuffer::get_pp_buffer_size_hint(int64_t num_max_tensor_bytes, int num_max_inflight_tensors) {
+  return detail::PpChannels::buffer_bytes(num_max_tensor_bytes, num_max_inflight_tensors);
+}
+
+void ElasticBuffer::pp_set_config(int64_t num_max_tensor_bytes, int num_max_inflight_tensors) {
+  detail::Comm& comm = st_->start("ElasticBuffer.pp_set_config");
+  st_->pp.reset();
+  st_->pp = std::make_unique<detail::PpChannels>(comm, num_max_tensor_bytes, num_max_inflight_tensors);
+}
+
+namespace {
+
+detail::PpChannels& pp_of(ElasticState& st, const char* fn) {
+  st.start(fn);
+  TESSERA_CHECK(st.pp != nullptr, fn, ": call pp_set_config(num_max_tensor_bytes, num_max_inflight_tensors) first");
+  return *st.pp;
+}
+
+detail::AgrsSessions& agrs_of(ElasticState& st, const char* fn) {
+  st.start(fn);
+  TESSERA_CHECK(st.agrs != nullptr, fn, ": call agrs_set_config(num_max_session_bytes, ",
+                "num_max_all_gathers_per_session) first");
+  return *st.agrs;
+}
+
+}  // namespace
+
+void ElasticBuffer::pp_send(const TensorView& t, int dst_rank_idx) { pp_of(*st_, "ElasticBuffer.pp_send").send(t, dst_rank_idx); }
+
+void ElasticBuffer::pp_recv(const TensorView& t, int src_rank_idx) { pp_of(*st_, "ElasticBuffer.pp_recv").recv(t, src_rank_idx); }
+
+int64_t ElasticBuffer::get_agrs_buffer_size_hint(const Group&, int64_t num_max_session_bytes) {
+  return num_max_session_bytes;
+}
+
+void ElasticBuffer::agrs_set_config(int64_t num_max_session_bytes, int num_max_all_gathers_per_session) {
+  detail::Comm& comm = st_->start("ElasticBuffer.agrs_set_config");
+  st_->agrs.reset();
+  st_->agrs = std::make_unique<detail::AgrsSessions>(comm, num_max_session_bytes, num_max_all_gathers_per_session);
+}
+
+void ElasticBuffer::create_agrs_session() { agrs_of(*st_, "ElasticBuffer.create_agrs_session").create_session(); }
+
+void ElasticBuffer::destroy_agrs_session() { agrs_of(*st_, "ElasticBuffer.destroy_agrs_session").destroy_session(); }
+
+std::vector<OwnedTensor> ElasticBuffer::agrs_get_inplace_tensor(const std::vector<int64_t>& nbytes) {
+  return agrs_of(*st_, "ElasticBuffer.agrs_get_inplace_tensor").inplace(nbytes);
+}
+
+AllGatherResult ElasticBuffer::all_gather(const std::vector<TensorView>& tensors) {
+  auto [gathered, event] = agrs_of(*st_, "ElasticBuffer.all_gather").all_gather(tensors);
+  return AllGatherResult{std::move(gathered), std::move(event)};
+}
+
+}  // namespace tessera::ep
