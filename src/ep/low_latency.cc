@@ -200,6 +200,8 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
           for (int m = 0; m < data->lanes; ++m) {
             const int32_t flat = lanes[size_t(i * data->lanes + m)];
             if (flat < 0) break;
+            // Plain stores: steady-state calls rewrite the same rows, which stay in L3 (streaming
+            // stores measured slower: 550 -> 590 us per 128-token dispatch).
             std::memcpy(x + int64_t(flat) * x_bytes, g.rows.x + t * g.rows.x_stride, size_t(x_bytes));
             const int64_t le = flat / rows, pos = flat % rows;
             for (int64_t p = 0; p < packs; ++p)

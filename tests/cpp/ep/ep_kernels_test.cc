@@ -41,6 +41,30 @@ TEST(EpKernels, CastMatchesScalarForEveryBf16Code) {
   }
 }
 
+TEST(EpKernels, CastMatchesScalarAtEveryChunkingLength) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512";
+  const cpu::EpKernels& fast = *cpu::ep_kernels_avx512();
+  const cpu::EpKernels& ref = *cpu::ep_kernels_scalar();
+  std::mt19937 gen(11);
+  // Lengths around the 128-value blocks and the 64-block chunks of the AVX-512 version.
+  for (int64_t n : {1, 77, 127, 128, 129, 1000, 64 * 128, 64 * 128 + 5, 65 * 128, 130 * 128 + 1}) {
+    const auto x = special_bf16(gen, size_t(n));
+    const int64_t blocks = (n + 127) / 128;
+    for (int round_scale = 0; round_scale < 2; ++round_scale) {
+      for (int with_scales = 0; with_scales < 2; ++with_scales) {  // UE8M0 callers pass no fp32 scales
+        std::vector<uint8_t> q1(static_cast<size_t>(n)), q2(static_cast<size_t>(n));
+        std::vector<uint8_t> e1(static_cast<size_t>(blocks), 0), e2(static_cast<size_t>(blocks), 0);
+        std::vector<float> s1(static_cast<size_t>(blocks), -1.0f), s2(static_cast<size_t>(blocks), -1.0f);
+        fast.cast_e4m3(q1.data(), with_scales ? s1.data() : nullptr, e1.data(), x.data(), n, round_scale);
+        ref.cast_e4m3(q2.data(), with_scales ? s2.data() : nullptr, e2.data(), x.data(), n, round_scale);
+        ASSERT_EQ(q1, q2) << "n " << n << " round_scale " << round_scale;
+        EXPECT_EQ(std::memcmp(s1.data(), s2.data(), s1.size() * 4), 0) << "n " << n;
+        EXPECT_EQ(e1, e2) << "n " << n;
+      }
+    }
+  }
+}
+
 TEST(EpKernels, ReductionsMatchScalarWithTailsAndSpecials) {
   if (!have_avx512()) GTEST_SKIP() << "no AVX-512";
   const cpu::EpKernels& fast = *cpu::ep_kernels_avx512();

@@ -92,8 +92,20 @@ void reduce_bf16(uint16_t* out, const uint16_t* const* rows, int num_rows, const
   }
 }
 
+// 32 values per step (two accumulators, no masks) while they last, then masked 16-value steps. Per
+// value the same sequence as the scalar kernel: acc = +0, then acc + (w * y) per row in order.
 void weighted_reduce_bf16(uint16_t* out, const uint16_t* const* rows, const float* weights, int num_rows, int64_t n) {
-  for (int64_t h = 0; h < n; h += 16) {
+  int64_t h = 0;
+  for (; h + 32 <= n; h += 32) {
+    __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+    for (int i = 0; i < num_rows; ++i) {
+      const __m512 w = _mm512_set1_ps(weights[i]);
+      lo = _mm512_add_ps(lo, _mm512_mul_ps(w, load_bf16(rows[i] + h, 0xFFFF)));
+      hi = _mm512_add_ps(hi, _mm512_mul_ps(w, load_bf16(rows[i] + h + 16, 0xFFFF)));
+    }
+    _mm512_storeu_si512(out + h, _mm512_inserti64x4(_mm512_castsi256_si512(to_bf16(lo)), to_bf16(hi), 1));
+  }
+  for (; h < n; h += 16) {
     const __mmask16 m = tail_mask(n - h);
     __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < num_rows; ++i) {
@@ -138,29 +150,58 @@ float float_of(uint32_t u) {
   return x;
 }
 
+// Three passes per chunk of up to 64 blocks, so no block waits on the one before: every block's amax
+// (independent reductions overlap), the scales and their inverses 16 blocks per division, then the
+// conversions. Same bits as one block at a time: the same IEEE divisions and roundings.
 void cast_e4m3(uint8_t* out, float* scales, uint8_t* exponents, const uint16_t* x, int64_t n, int round_scale) {
-  for (int64_t b0 = 0, blk = 0; b0 < n; b0 += 128, ++blk) {
-    const int64_t len = n - b0 < 128 ? n - b0 : 128;
-    __m512 amax_v = _mm512_setzero_ps();
-    for (int64_t i = 0; i < len; i += 16)
-      amax_v = _mm512_max_ps(_mm512_abs_ps(load_bf16(x + b0 + i, tail_mask(len - i))), amax_v);  // NaN ignored
-    float amax = _mm512_reduce_max_ps(amax_v);
-    amax = amax > 1e-4f ? amax : 1e-4f;
-    float scale, inverse;
-    if (round_scale) {
-      const uint32_t e = ceil_exponent(amax / 448.0f);
-      scale = float_of(e << 23);
-      inverse = float_of((254u - e) << 23);
-      if (exponents) exponents[blk] = uint8_t(e);
-    } else {
-      scale = amax / 448.0f;
-      inverse = 448.0f / amax;
+  constexpr int kChunk = 64;
+  alignas(64) float amax[kChunk], inverse[kChunk];
+  const int64_t blocks = (n + 127) / 128;
+  for (int64_t c0 = 0; c0 < blocks; c0 += kChunk) {
+    const int nb = int(blocks - c0 < kChunk ? blocks - c0 : kChunk);
+    for (int b = 0; b < nb; ++b) {
+      const int64_t b0 = (c0 + b) * 128, len = n - b0 < 128 ? n - b0 : 128;
+      __m512 m0 = _mm512_setzero_ps(), m1 = _mm512_setzero_ps();
+      if (len == 128) {
+        for (int i = 0; i < 128; i += 32) {
+          m0 = _mm512_max_ps(_mm512_abs_ps(load_bf16(x + b0 + i, 0xFFFF)), m0);  // NaN ignored
+          m1 = _mm512_max_ps(_mm512_abs_ps(load_bf16(x + b0 + i + 16, 0xFFFF)), m1);
+        }
+      } else {
+        for (int64_t i = 0; i < len; i += 16)
+          m0 = _mm512_max_ps(_mm512_abs_ps(load_bf16(x + b0 + i, tail_mask(len - i))), m0);
+      }
+      amax[b] = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
     }
-    if (scales) scales[blk] = scale;
-    const __m512 inv = _mm512_set1_ps(inverse);
-    for (int64_t i = 0; i < len; i += 16) {
-      const __mmask16 m = tail_mask(len - i);
-      _mm_mask_storeu_epi8(out + b0 + i, m, to_e4m3_sat(_mm512_mul_ps(load_bf16(x + b0 + i, m), inv)));
+    if (round_scale) {
+      for (int b = 0; b < nb; ++b) {
+        const float a = amax[b] > 1e-4f ? amax[b] : 1e-4f;
+        const uint32_t e = ceil_exponent(a / 448.0f);
+        if (scales) scales[c0 + b] = float_of(e << 23);
+        if (exponents) exponents[c0 + b] = uint8_t(e);
+        inverse[b] = float_of((254u - e) << 23);
+      }
+    } else {
+      for (int b = 0; b < nb; b += 16) {
+        const __mmask16 m = tail_mask(nb - b);
+        const __m512 a = _mm512_max_ps(_mm512_maskz_loadu_ps(m, amax + b), _mm512_set1_ps(1e-4f));
+        if (scales) _mm512_mask_storeu_ps(scales + c0 + b, m, _mm512_div_ps(a, _mm512_set1_ps(448.0f)));
+        _mm512_mask_storeu_ps(inverse + b, m, _mm512_div_ps(_mm512_set1_ps(448.0f), a));
+      }
+    }
+    for (int b = 0; b < nb; ++b) {
+      const int64_t b0 = (c0 + b) * 128, len = n - b0 < 128 ? n - b0 : 128;
+      const __m512 inv = _mm512_set1_ps(inverse[b]);
+      if (len == 128) {
+        for (int i = 0; i < 128; i += 16)
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(out + b0 + i),
+                           to_e4m3_sat(_mm512_mul_ps(load_bf16(x + b0 + i, 0xFFFF), inv)));
+      } else {
+        for (int64_t i = 0; i < len; i += 16) {
+          const __mmask16 m = tail_mask(len - i);
+          _mm_mask_storeu_epi8(out + b0 + i, m, to_e4m3_sat(_mm512_mul_ps(load_bf16(x + b0 + i, m), inv)));
+        }
+      }
     }
   }
 }
