@@ -97,13 +97,31 @@ void write_direct_rows(const DispatchPlan& plan, int threads) {
   const cpu::EpKernels& k = kernels();
   const int K = r.num_topk;
   parallel_range(threads, r.num_tokens, [&](int64_t t0, int64_t t1) {
+    if (!r.dest_mask.empty()) {
+      // Per destination the running slot (the token's index in its send list), from the chunk start.
+      std::vector<int64_t> next(static_cast<size_t>(r.num_ranks));
+      for (int d = 0; d < r.num_ranks; ++d) {
+        const auto& list = r.send_list[size_t(d)];
+        next[size_t(d)] = std::lower_bound(list.begin(), list.end(), int32_t(t0)) - list.begin();
+      }
+      for (int64_t t = t0; t < t1; ++t)
+        for (uint64_t m = r.dest_mask[size_t(t)]; m; m &= m - 1) {
+          const int d = __builtin_ctzll(m);
+          const int64_t slot = next[size_t(d)]++;
+          if (x_at[size_t(d)])
+            k.copy(x_at[size_t(d)] + slot * plan.hidden_bytes, plan.own.x + t * plan.own.x_stride,
+                   size_t(plan.hidden_bytes), 1);
+        }
+      k.store_fence();
+      return;
+    }
     for (int64_t t = t0; t < t1; ++t) {
-      uint64_t done = 0;  // destinations already written (ranks < 64 tracked; duplicates are harmless)
       for (int kk = 0; kk < K; ++kk) {
         const int d = r.rank_of_lane(t, kk);
         if (d < 0 || !x_at[size_t(d)]) continue;
-        if (d < 64 && (done >> d & 1)) continue;
-        if (d < 64) done |= uint64_t(1) << d;
+        bool seen = false;  // a destination of an earlier lane was written already
+        for (int j = 0; j < kk && !seen; ++j) seen = r.rank_of_lane(t, j) == d;
+        if (seen) continue;
         k.copy(x_at[size_t(d)] + int64_t(r.slot[size_t(t * K + kk)]) * plan.hidden_bytes,
                plan.own.x + t * plan.own.x_stride, size_t(plan.hidden_bytes), 1);
       }

@@ -90,8 +90,8 @@ Resolved resolve(const DispatchArgs& a, const ElasticState& st) {
 struct DispatchOp {
   Resolved r;
   std::shared_ptr<const Routing> routing;
-  std::vector<char> sf;     // [T][packs*4] packs made contiguous
-  std::vector<float> w;     // [T][K] or empty
+  std::vector<char> sf;     // [T][packs*4] packs made contiguous (when the input was not)
+  std::vector<float> w;     // [T][K] made contiguous (when the input was not)
   DispatchPlan plan;
   DispatchState ds;
   uint64_t seq = 0;
@@ -106,17 +106,16 @@ struct DispatchOp {
 
 void normalize_inputs(const DispatchArgs& a, DispatchOp& op) {
   const Resolved& r = op.r;
-  if (r.fp8) op.sf = contiguous_packs(a.sf, r.num_tokens, r.packs);
-  if (op.with_weights) op.w = contiguous_f32(kFn, "topk_weights", a.topk_weights, r.num_tokens, r.num_topk);
+  // Contiguous inputs are read in place (they must stay unchanged until the operation completed).
   TokenRows& own = op.plan.own;
+  own.sf = r.fp8 ? packs_rows(a.sf, r.num_tokens, r.packs, &op.sf) : nullptr;
+  own.w = op.with_weights ? f32_rows(kFn, "topk_weights", a.topk_weights, r.num_tokens, r.num_topk, &op.w) : nullptr;
   own.count = r.num_tokens;
   own.x = static_cast<const char*>(a.x.data);
   own.x_stride = a.x.strides[0] * dtype_storage_bytes(a.x.dtype);
-  own.sf = op.sf.data();
   own.sf_stride = r.packs * 4;
   own.idx = op.routing->idx.data();
   own.idx_stride = r.num_topk;
-  own.w = op.with_weights ? op.w.data() : nullptr;
   own.meta_stride = r.num_topk;
 }
 

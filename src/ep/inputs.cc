@@ -53,4 +53,22 @@ std::vector<float> contiguous_f32(const char* fn, const char* arg, const TensorV
   return out;
 }
 
+const char* packs_rows(const TensorView& sf, int64_t tokens, int64_t packs, std::vector<char>* storage) {
+  if (tokens == 0 || ((sf.strides[1] == 1 || packs == 1) && (sf.strides[0] == packs || tokens == 1)))
+    return static_cast<const char*>(sf.data);
+  *storage = contiguous_packs(sf, tokens, packs);
+  return storage->data();
+}
+
+const float* f32_rows(const char* fn, const char* arg, const TensorView& t, int64_t rows, int64_t cols,
+                      std::vector<float>* storage) {
+  check_dtype(fn, arg, t, {DType::kF32});
+  check_ndim(fn, arg, t, {2});
+  TESSERA_CHECK(t.shape[0] == rows && t.shape[1] == cols, fn, ": argument '", arg, "' must be [", rows, ", ", cols,
+                "], got ", t.shape_str());
+  if (rows == 0 || ((t.strides[1] == 1 || cols == 1) && (t.strides[0] == cols || rows == 1))) return t.ptr<float>();
+  *storage = contiguous_f32(fn, arg, t, rows, cols);
+  return storage->data();
+}
+
 }  // namespace tessera::ep::detail

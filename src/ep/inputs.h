@@ -22,5 +22,10 @@ TokenInput check_tokens(const char* fn, const TensorView& x, const TensorView& s
 std::vector<char> contiguous_packs(const TensorView& sf, int64_t tokens, int64_t packs);
 // A float32 [rows, cols] view (any strides) copied row-major; checks dtype and shape first.
 std::vector<float> contiguous_f32(const char* fn, const char* arg, const TensorView& t, int64_t rows, int64_t cols);
+// The packs as contiguous [T][packs] items: sf's own memory when it already is, else a copy in *storage.
+const char* packs_rows(const TensorView& sf, int64_t tokens, int64_t packs, std::vector<char>* storage);
+// The same for a float32 [rows, cols] argument (checked like contiguous_f32).
+const float* f32_rows(const char* fn, const char* arg, const TensorView& t, int64_t rows, int64_t cols,
+                      std::vector<float>* storage);
 
 }  // namespace tessera::ep::detail

@@ -1,5 +1,7 @@
 #include "ep/routing.h"
 
+#include <vector>
+
 #include "tessera/core/error.h"
 
 namespace tessera::ep::detail {
@@ -40,14 +42,40 @@ void check_common(const char* fn, const TensorView& topk_idx, int num_experts, i
 }  // namespace
 
 void fill_lane_ranks(Routing& r) {
+  // A table instead of a 64-bit division per lane (experts <= 2048; entry 0 is expert -1).
+  std::vector<int32_t> rank_of(size_t(r.num_experts) + 1, -1);
+  for (int e = 0; e < r.num_experts; ++e) rank_of[size_t(e) + 1] = e / r.experts_per_rank;
   r.lane_rank.resize(r.idx.size());
-  for (size_t i = 0; i < r.idx.size(); ++i) r.lane_rank[i] = r.idx[i] < 0 ? -1 : int32_t(r.idx[i] / r.experts_per_rank);
+  for (size_t i = 0; i < r.idx.size(); ++i) r.lane_rank[i] = rank_of[size_t(r.idx[i] + 1)];
 }
 
 void fill_destinations(Routing& r) {
   fill_lane_ranks(r);
   r.send_list.assign(size_t(r.num_ranks), {});
+  for (auto& list : r.send_list) list.reserve(size_t(r.num_tokens));
   r.slot.assign(size_t(r.num_tokens * r.num_topk), -1);
+  const int K = r.num_topk;
+  if (r.num_ranks <= 64) {
+    // Per token a destination bit mask first (no branch per lane on the random ranks), then one
+    // append per destination, then each lane's slot through a table (entry 0: lanes without expert).
+    r.dest_mask.assign(size_t(r.num_tokens), 0);
+    int32_t slot_of[65];
+    slot_of[0] = -1;
+    for (int64_t t = 0; t < r.num_tokens; ++t) {
+      const int32_t* lanes = r.lane_rank.data() + t * K;
+      uint64_t mask = 0;
+      for (int k = 0; k < K; ++k) mask |= uint64_t(lanes[k] >= 0) << (lanes[k] & 63);
+      r.dest_mask[size_t(t)] = mask;
+      for (uint64_t m = mask; m; m &= m - 1) {
+        const int d = __builtin_ctzll(m);
+        auto& list = r.send_list[size_t(d)];
+        slot_of[d + 1] = int32_t(list.size());
+        list.push_back(int32_t(t));
+      }
+      for (int k = 0; k < K; ++k) r.slot[size_t(t * K + k)] = slot_of[lanes[k] + 1];
+    }
+    return;
+  }
   for (int64_t t = 0; t < r.num_tokens; ++t) {
     for (int k = 0; k < r.num_topk; ++k) {
       const int dst = r.rank_of_lane(t, k);

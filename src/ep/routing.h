@@ -17,6 +17,7 @@ struct Routing {
   std::vector<int32_t> lane_rank;                // [T*K] the rank holding each lane's expert, -1 = none
   std::vector<std::vector<int32_t>> send_list;   // per destination rank: its tokens, ascending
   std::vector<int32_t> slot;                     // [T*K] index of the token in send_list[rank of lane], or -1
+  std::vector<uint64_t> dest_mask;               // [T] bit d: the token goes to rank d (only when ranks <= 64)
   int rank_of_lane(int64_t t, int k) const { return lane_rank[size_t(t * num_topk + k)]; }
   int64_t sent_tokens(int dst) const { return int64_t(send_list[size_t(dst)].size()); }
 };

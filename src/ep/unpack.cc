@@ -8,10 +8,13 @@
 namespace tessera::ep::detail {
 namespace {
 
-// A range check instead of a division: this runs for every lane of every received token.
-int local_expert(int64_t e, int me, int experts_per_rank) {
-  const int64_t first = int64_t(me) * experts_per_rank;
-  return e >= first && e < first + experts_per_rank ? int(e - first) : -1;
+constexpr int kMaxTopk = 32;  // route_topk rejects more
+
+// A range check instead of a division: this runs for every lane of every received token. One unsigned
+// compare (-1 and other ranks' experts wrap above the range) and a select: no branch on random experts.
+inline int local_expert(int64_t e, int me, int experts_per_rank) {
+  const uint64_t d = uint64_t(e) - uint64_t(me) * uint64_t(experts_per_rank);
+  return int(int64_t(d) | -int64_t(d >= uint64_t(experts_per_rank)));  // -1 when out of range
 }
 
 void copy_sf(const UnpackOut& out, int64_t row, const char* src) {
@@ -89,28 +92,30 @@ void unpack_non_expand(const UnpackContext& ctx, const std::vector<GroupData>& g
       if (contiguous && !g.x_in_place)
         kern.copy(out.x + (base + i0) * out.x_pitch, g.rows.x + i0 * g.rows.x_stride,
                   size_t((i1 - i0) * out.hidden_bytes), streaming);
+      int64_t le[kMaxTopk];
+      const int me = ctx.me, epr = ctx.experts_per_rank;  // locals: the output stores may alias ctx
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t t = g.token(i), row = base + i;
         if (!contiguous && !g.x_in_place)
           kern.copy(out.x + row * out.x_pitch, g.rows.x + t * g.rows.x_stride, size_t(out.hidden_bytes), streaming);
         if (out.sf) copy_sf(out, row, g.rows.sf + t * g.rows.sf_stride);
-        for (int k = 0; k < K && (out.topk || out.w); ++k) {
-          const int le = g.rows.idx ? local_expert(g.rows.idx[t * g.rows.idx_stride + k], ctx.me, ctx.experts_per_rank)
-                                    : -1;
-          if (out.topk) out.topk[row * K + k] = le;
-          if (out.w) {
-            const float w = g.rows.w ? g.rows.w[t * g.rows.meta_stride + k] : 0.0f;
-            out.w[row * K + k] = (out.zero_nonlocal_weights && le < 0) ? 0.0f : w;
-          }
+        // Each lane's local expert once per token, without branches on the (random) experts.
+        int master = -1;
+        const int64_t* idx = g.rows.idx ? g.rows.idx + t * g.rows.idx_stride : nullptr;
+        for (int k = K - 1; k >= 0; --k) {
+          le[k] = idx ? local_expert(idx[k], me, epr) : -1;
+          master = le[k] >= 0 ? k : master;
+        }
+        if (out.topk) std::memcpy(out.topk + row * K, le, size_t(K) * sizeof(int64_t));
+        if (out.w) {
+          const float* w = g.rows.w ? g.rows.w + t * g.rows.meta_stride : nullptr;
+          for (int k = 0; k < K; ++k) out.w[row * K + k] = (!w || (out.zero_nonlocal_weights && le[k] < 0)) ? 0.0f : w[k];
         }
         if (out.meta) {
-          if (g.rows.idx) {
-            fill_meta(ctx, int(s), g.rows, t, out.meta + row * (K + 2));
-          } else {
-            int32_t* m = out.meta + row * (K + 2);
-            m[0] = int32_t(int64_t(s) * ctx.num_max + g.rows.src_token(t));
-            for (int k = 1; k < K + 2; ++k) m[k] = -1;
-          }
+          int32_t* m = out.meta + row * (K + 2);
+          m[0] = int32_t(int64_t(s) * ctx.num_max + g.rows.src_token(t));
+          m[1] = master >= 0 ? int32_t(s) * K + master : -1;
+          for (int k = 2; k < K + 2; ++k) m[k] = -1;
         }
       }
       if (streaming) kern.store_fence();
