@@ -252,6 +252,7 @@ void combine_receive(Comm& comm, uint64_t seq, const CombinePlan& plan, const Co
   const cpu::EpKernels& k = kernels();
   // The combined output is written once and read later: stream it past the caches when it is large.
   const bool streaming = r.num_tokens * plan.hidden * 2 >= int64_t(kStreamingMinBytes);
+  const bool last_lane_fast = !hybrid && plan.order == CombineOrder::kLastLane && R <= 64;
   parallel_range(comm.threads(), r.num_tokens, [&](int64_t t0, int64_t t1) {
     std::vector<const uint16_t*> row_list(size_t(std::max(R, K)));
     const uint16_t** rows = row_list.data();
@@ -261,7 +262,21 @@ void combine_receive(Comm& comm, uint64_t seq, const CombinePlan& plan, const Co
       const ContribView* lane_view[kMaxTopk];
       int64_t lane_pos[kMaxTopk];
       for (int kk = 0; kk < K; ++kk) lane_view[kk] = nullptr;
-      if (plan.order == CombineOrder::kRanks) {
+      if (last_lane_fast) {
+        // Direct mode, one contribution per rank in ascending order of its last lane, without
+        // branches on the (random) ranks: last[d + 1] = the rank's last lane, then a compaction.
+        const int32_t* lanes = r.lane_rank.data() + tok * K;
+        const int32_t* slots = r.slot.data() + tok * K;
+        int last[65];
+        for (int kk = 0; kk < K; ++kk) last[lanes[kk] + 1] = kk;
+        for (int kk = 0; kk < K; ++kk) {
+          const int d = lanes[kk];
+          const ContribView* v = &by_rank[size_t(d < 0 ? me : d)];
+          rows[n] = v->row(slots[kk] < 0 ? 0 : slots[kk]);
+          n += d >= 0 && last[d + 1] == kk;
+          if (out_w) out_w[tok * K + kk] = d >= 0 ? v->weight(slots[kk], kk) : 0.0f;
+        }
+      } else if (plan.order == CombineOrder::kRanks) {
         for (int d = 0; d < R; ++d) {
           const auto& list = r.send_list[size_t(d)];
           const auto it = std::lower_bound(list.begin(), list.end(), int32_t(tok));
