@@ -240,6 +240,29 @@ void bind_elastic(nb::module_& m) {
              }
              return nb::make_tuple(r.gathered, r.event);
            })
+      .def_static("get_engram_storage_size_hint",
+                  [](int64_t entries, int64_t hidden, int64_t num_max, const std::string& dtype) {
+                    return ep::ElasticBuffer::get_engram_storage_size_hint(entries, hidden, num_max,
+                                                                           dtype_from_name(dtype));
+                  })
+      .def("engram_write",
+           [](ep::ElasticBuffer& buf, const ArrayRef& storage, const ArrayRef* sf) {
+             const TensorView s = to_view(storage, "ElasticBuffer.engram_write", "storage");
+             const TensorView f = optional_view(sf, "ElasticBuffer.engram_write", "sf");
+             nb::gil_scoped_release release;
+             buf.engram_write(s, f);
+           },
+           nb::arg("storage"), nb::arg("sf").none())
+      .def("engram_fetch",
+           [](ep::ElasticBuffer& buf, const ArrayRef& indices) {
+             const TensorView v = to_view(indices, "ElasticBuffer.engram_fetch", "indices");
+             ep::EngramFetchResult r;
+             {
+               nb::gil_scoped_release release;
+               r = buf.engram_fetch(v);
+             }
+             return nb::make_tuple(nb::cast(r.data), tensor_or_none(r.sf));
+           })
       .def("destroy", &ep::ElasticBuffer::destroy, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("rank_idx", &ep::ElasticBuffer::rank_idx)
       .def_prop_ro("num_ranks", &ep::ElasticBuffer::num_ranks)

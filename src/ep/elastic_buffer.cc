@@ -110,6 +110,7 @@ void ElasticBuffer::destroy() {
   st_->pending.complete();
   st_->pp.reset();
   st_->agrs.reset();
+  st_->engram.reset();
   st_->comm.reset();
   st_->destroyed = true;
 }

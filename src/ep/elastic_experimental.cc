@@ -1,5 +1,5 @@
-// ElasticBuffer's experimental DeepEP v2 calls: pipeline-parallel send/recv (pp.h) and all-gather
-// sessions (agrs.h). Engram stays unimplemented (python raises NotImplementedInTessera).
+// ElasticBuffer's experimental DeepEP v2 calls: pipeline-parallel send/recv (pp.h), all-gather
+// sessions (agrs.h) and Engram storage (engram.h).
 #include "ep/elastic_state.h"
 #include "tessera/core/error.h"
 
@@ -59,6 +59,25 @@ std::vector<OwnedTensor> ElasticBuffer::agrs_get_inplace_tensor(const std::vecto
 AllGatherResult ElasticBuffer::all_gather(const std::vector<TensorView>& tensors) {
   auto [gathered, event] = agrs_of(*st_, "ElasticBuffer.all_gather").all_gather(tensors);
   return AllGatherResult{std::move(gathered), std::move(event)};
+}
+
+int64_t ElasticBuffer::get_engram_storage_size_hint(int64_t num_entries, int64_t hidden,
+                                                    int64_t num_max_tokens_per_rank, DType dtype) {
+  return detail::EngramStore::size_hint(num_entries, hidden, num_max_tokens_per_rank, dtype_storage_bytes(dtype));
+}
+
+void ElasticBuffer::engram_write(const TensorView& storage, const TensorView& sf) {
+  detail::Comm& comm = st_->start("ElasticBuffer.engram_write");
+  if (!st_->engram) st_->engram = std::make_unique<detail::EngramStore>(comm);
+  st_->engram->write(storage, sf);
+}
+
+EngramFetchResult ElasticBuffer::engram_fetch(const TensorView& indices) {
+  const char* fn = "ElasticBuffer.engram_fetch";
+  st_->start(fn);
+  TESSERA_CHECK(st_->engram != nullptr, fn, ": call engram_write(storage) first");
+  auto [data, sf] = st_->engram->fetch(indices);
+  return EngramFetchResult{std::move(data), std::move(sf), Event()};
 }
 
 }  // namespace tessera::ep

@@ -6,6 +6,7 @@
 
 #include "ep/agrs.h"
 #include "ep/comm.h"
+#include "ep/engram.h"
 #include "ep/pp.h"
 #include "ep/transport.h"
 #include "tessera/ep/elastic_buffer.h"
@@ -41,6 +42,7 @@ struct ElasticState {
   std::unique_ptr<Comm> comm;
   std::unique_ptr<PpChannels> pp;      // after pp_set_config (uses comm)
   std::unique_ptr<AgrsSessions> agrs;  // after agrs_set_config (uses comm)
+  std::unique_ptr<EngramStore> engram;  // after the first engram_write (uses comm)
   Mode mode = Mode::kDirect;
   int64_t num_bytes = 0;
   PendingOps pending;

@@ -166,11 +166,24 @@ def check_elastic(group, ranks, me):
         raise AssertionError("no error for T > num_max_tokens_per_rank")
     except ValueError as e:
         assert "num_max_tokens_per_rank" in str(e)
-    try:
-        buf.engram_write(mine["x"])
-        raise AssertionError("engram_write did not raise")
-    except NotImplementedError:
-        pass
+    # Engram: every rank's 5 entries, fetched by global index (one node only: pretend nodes raise).
+    table = (np.arange(5 * 32, dtype=np.float32).reshape(5, 32) + me * 1000).astype(BF16)
+    if group.topology()["num_nodes"] == 1:
+        buf.engram_write(table)
+        idx = np.array([[0, 5 * ranks - 1], [3, 1]], np.int32)
+        data, sf = buf.engram_fetch(idx)()
+        assert data.shape == (2, 64) and sf is None
+        for t in range(2):
+            for p in range(2):
+                g = int(idx[t, p])
+                want = (np.arange(32, dtype=np.float32) + (g % 5) * 32 + (g // 5) * 1000).astype(BF16)
+                assert np.array_equal(data[t, p * 32:(p + 1) * 32], want), (me, t, p)
+    else:
+        try:
+            buf.engram_write(table)
+            raise AssertionError("engram_write across nodes did not raise")
+        except NotImplementedError:
+            pass
 
     # Pipeline-parallel FIFO to the next rank (two tensors in flight), received from the previous.
     nxt, prv = (me + 1) % ranks, (me - 1) % ranks

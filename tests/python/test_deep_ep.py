@@ -49,6 +49,11 @@ def test_api_surface_without_mpi_init():
     for name in ("get_dispatch_layout", "dispatch", "combine", "low_latency_dispatch", "low_latency_combine",
                  "get_low_latency_rdma_size_hint", "clean_low_latency_buffer"):
         assert hasattr(deep_ep.Buffer, name), name
+    # DeepEP's size figures for the experimental primitives.
+    import ml_dtypes
+    assert deep_ep.ElasticBuffer.get_engram_storage_size_hint(100, 7168, 64) == 7168 * 2 * 164
+    assert deep_ep.ElasticBuffer.get_engram_storage_size_hint(100, 7168, 64, ml_dtypes.float8_e4m3fn) == 8064 * 164
+    assert deep_ep.ElasticBuffer.get_pp_buffer_size_hint(1000, 3) == 1024 * 3 * 4
     with deep_ep.EventOverlap() as ev:
         ev.register_hook_after_wait(lambda: None)
     with pytest.raises(TypeError):

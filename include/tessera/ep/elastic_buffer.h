@@ -109,6 +109,13 @@ struct CombineResult {
   Event event;
 };
 
+// engram_fetch's result (experimental Engram storage).
+struct EngramFetchResult {
+  OwnedTensor data;  // [T, P * hidden], the storage's dtype
+  OwnedTensor sf;    // [T, P * packs] when scale packs were written, else undefined
+  Event event;       // the data is complete on return; wait() is there for DeepEP's hook
+};
+
 // all_gather's result (experimental AGRS sessions).
 struct AllGatherResult {
   std::vector<OwnedTensor> gathered;  // per input: [num_ranks, *input shape], valid until the session ends
@@ -159,6 +166,15 @@ class ElasticBuffer {
   void destroy_agrs_session();
   std::vector<OwnedTensor> agrs_get_inplace_tensor(const std::vector<int64_t>& nbytes);
   AllGatherResult all_gather(const std::vector<TensorView>& tensors);
+
+  // Engram storage: a table of num_ranks x E entries, global entry g held by rank g / E.
+  // engram_write is collective (every rank writes [E, hidden] of the same dtype, optional [E, packs]
+  // 4-byte scale packs); engram_fetch(indices int32 [T] or [T, P]) reads entries from any rank of this
+  // node. Across nodes: Error(kNotImplemented).
+  static int64_t get_engram_storage_size_hint(int64_t num_entries, int64_t hidden, int64_t num_max_tokens_per_rank,
+                                              DType dtype = DType::kBF16);
+  void engram_write(const TensorView& storage, const TensorView& sf = TensorView());
+  EngramFetchResult engram_fetch(const TensorView& indices);
 
   // Releases the shared memory now (only with explicitly_destroy); later calls throw.
   void destroy();

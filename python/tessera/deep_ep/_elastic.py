@@ -56,7 +56,7 @@ def _experimental(name: str):
     def method(*args, **kwargs):
         raise NotImplementedInTessera(
             f"ElasticBuffer.{name}: experimental in DeepEP and not implemented in tessera.deep_ep "
-            "(Engram storage; see docs/ep.md)")
+            "(see docs/ep.md)")
     method.__name__ = name
     return method
 
@@ -268,7 +268,7 @@ class ElasticBuffer:
         numpy dtype (or ml_dtypes type) or a torch dtype. Returns one array or a tuple."""
         batched = len(shapes) > 0 and isinstance(shapes[0], (tuple, list))
         shape_list = [tuple(int(d) for d in sh) for sh in (shapes if batched else [shapes])]
-        torch_dtype = None if isinstance(dtype, type) or isinstance(dtype, np.dtype) or isinstance(dtype, str) else dtype
+        torch_dtype = None if isinstance(dtype, (type, np.dtype, str)) else dtype
         itemsize = torch_dtype.itemsize if torch_dtype is not None else np.dtype(dtype).itemsize
         slots = self._rt("agrs_get_inplace_tensor").agrs_get_inplace_tensor(
             [math.prod(sh) * itemsize for sh in shape_list])
@@ -298,8 +298,38 @@ class ElasticBuffer:
 
         return (*arrays, handle) if batched else (arrays[0], handle)
 
+    # ---- experimental (DeepEP v2): Engram storage ----
+    @staticmethod
+    def get_engram_storage_size_hint(num_entries: int, hidden: int, num_max_tokens_per_rank: int,
+                                     dtype=None) -> int:
+        """DeepEP's size figure (1-byte dtypes include a 4-byte scale pack per 32 values)."""
+        itemsize = 2 if dtype is None else getattr(dtype, "itemsize", None)  # torch dtypes have an int
+        if not isinstance(itemsize, int):
+            itemsize = np.dtype(dtype).itemsize
+        name = {1: "float8_e4m3fn", 2: "bfloat16", 4: "float32"}.get(int(itemsize))
+        if name is None:
+            raise ValueError(f"ElasticBuffer.get_engram_storage_size_hint: unsupported dtype {dtype}")
+        return int(_C.EpElasticBuffer.get_engram_storage_size_hint(int(num_entries), int(hidden),
+                                                                    int(num_max_tokens_per_rank), name))
+
+    def engram_write(self, storage, sf=None) -> None:
+        """Collective: this rank's ``[num_entries, hidden]`` entries (every rank the same shape and dtype;
+        ``sf``: optional ``[num_entries, packs]`` 4-byte scale packs). Global entry g is entry
+        ``g % num_entries`` of rank ``g // num_entries``. Between the ranks of one node only."""
+        fn = "ElasticBuffer.engram_write"
+        self._rt("engram_write").engram_write(to_ref(storage, fn, "storage"), optional_ref(sf, fn, "sf"))
+
+    def engram_fetch(self, indices, num_qps: int = 0):
+        """Reads entries ``indices`` (int32 ``[T]`` or ``[T, P]``) from their owners. Returns a hook:
+        ``hook()`` gives ``(data [T, P * hidden], sf [T, P * packs] or None)``."""
+        fn = "ElasticBuffer.engram_fetch"
+        data, sf = self._rt("engram_fetch").engram_fetch(to_ref(indices, fn, "indices"))
+        result = (output(data, indices), output(sf, indices))
+
+        def hook():
+            return result
+
+        return hook
+
     # ---- experimental DeepEP features tessera does not provide ----
-    engram_write = _experimental("engram_write")
-    engram_fetch = _experimental("engram_fetch")
-    get_engram_storage_size_hint = staticmethod(_experimental("get_engram_storage_size_hint"))
     get_agrs_num_max_session_bytes = staticmethod(_experimental("get_agrs_num_max_session_bytes"))

@@ -1,7 +1,8 @@
 // The experimental DeepEP v2 primitives: pipeline-parallel send/recv to ring neighbours (FIFO order,
-// in-flight limit, both directions, sizes, errors) and all-gather sessions (gathered values from every
-// rank, batched and in-place gathers, several sessions reusing the space, errors). Runs in every
-// launch shape of the ep tests, so pretend nodes exercise the MPI paths.
+// in-flight limit, both directions, sizes, errors), all-gather sessions (gathered values from every
+// rank, batched and in-place gathers, several sessions reusing the space, errors) and Engram storage
+// (fetched entries and scale packs from every rank, re-writes, errors). Runs in every launch shape of
+// the ep tests, so pretend nodes exercise the MPI paths (and Engram's not-implemented error there).
 #include <cstring>
 #include <functional>
 
@@ -146,6 +147,66 @@ TEST(ElasticAgrs, ErrorsNameTheRule) {
   expect_error([&] { buf.all_gather({v}); }, "num_max_all_gathers_per_session=1");
   buf.destroy_agrs_session();
   expect_error([&] { buf.destroy_agrs_session(); }, "no AGRS session");
+  world_group().barrier();
+}
+
+uint16_t entry_value(int rank, int64_t e, int64_t h, int round) { return uint16_t(rank * 4099 + e * 131 + h * 7 + round); }
+
+TEST(ElasticEngram, FetchesEntriesOfEveryRank) {
+  const int R = world_group().size(), me = world_group().rank();
+  const bool one_node = world_group().topology().num_nodes == 1;
+  ElasticBuffer buf(world_ptr(), small_config());
+  std::vector<int32_t> idx0 = {0};
+  expect_error([&] { buf.engram_fetch(TensorView(idx0.data(), DType::kI32, {1})); }, "engram_write");
+  EXPECT_EQ(ElasticBuffer::get_engram_storage_size_hint(100, 7168, 64), (7168 * 2) * 164);
+  EXPECT_EQ(ElasticBuffer::get_engram_storage_size_hint(100, 7168, 64, DType::kF8E4M3), (7168 + 224 * 4) * 164);
+  for (int round = 0; round < 2; ++round) {  // the second round writes another shape (new segments)
+    const int64_t E = 10 + round, H = 48 + 16 * round, packs = 2;
+    std::vector<uint16_t> storage(static_cast<size_t>(E * H));
+    std::vector<int32_t> sf(static_cast<size_t>(E * packs));
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t h = 0; h < H; ++h) storage[size_t(e * H + h)] = entry_value(me, e, h, round);
+      for (int64_t p = 0; p < packs; ++p) sf[size_t(e * packs + p)] = int32_t(me * 1000 + e * 10 + p + round);
+    }
+    const TensorView sv(storage.data(), DType::kBF16, {E, H}), fv(sf.data(), DType::kI32, {E, packs});
+    if (!one_node) {
+      try {
+        buf.engram_write(sv, fv);
+        ADD_FAILURE() << "engram_write across nodes should be not implemented";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kNotImplemented) << e.what();
+      }
+      break;
+    }
+    buf.engram_write(sv, fv);
+    const int64_t T = 7, P = 3;
+    std::vector<int32_t> idx(static_cast<size_t>(T * P));
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = int32_t((i * 37 + size_t(me) * 11 + size_t(round)) % size_t(E * R));
+    const EngramFetchResult got = buf.engram_fetch(TensorView(idx.data(), DType::kI32, {T, P}));
+    ASSERT_EQ(got.data.view.shape[0], T);
+    ASSERT_EQ(got.data.view.shape[1], P * H);
+    ASSERT_TRUE(got.sf.defined());
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t p = 0; p < P; ++p) {
+        const int64_t g = idx[size_t(i * P + p)], owner = g / E, e = g % E;
+        for (int64_t h = 0; h < H; ++h)
+          ASSERT_EQ(got.data.view.ptr<uint16_t>()[(i * P + p) * H + h], entry_value(int(owner), e, h, round))
+              << "rank " << me << " token " << i << " entry " << g;
+        for (int64_t q = 0; q < packs; ++q)
+          ASSERT_EQ(got.sf.view.ptr<int32_t>()[(i * P + p) * packs + q], int32_t(owner * 1000 + e * 10 + q + round));
+      }
+    // One entry per token ([T] indices), and bad indices.
+    std::vector<int32_t> one = {int32_t(E * R - 1), 0};
+    const EngramFetchResult single = buf.engram_fetch(TensorView(one.data(), DType::kI32, {2}));
+    EXPECT_EQ(single.data.view.shape[1], H);
+    EXPECT_EQ(single.data.view.ptr<uint16_t>()[0], entry_value(R - 1, E - 1, 0, round));
+    std::vector<int32_t> bad = {int32_t(E * R)};
+    expect_error([&] { buf.engram_fetch(TensorView(bad.data(), DType::kI32, {1})); }, "indices");
+  }
+  // Ranks that disagree on the shape all get the error.
+  std::vector<uint16_t> storage(size_t(16 * (me == 0 ? 9 : 8)), 0);
+  const TensorView sv(storage.data(), DType::kBF16, {me == 0 ? 9 : 8, 16});
+  if (R > 1) expect_error([&] { buf.engram_write(sv); }, "same shape");
   world_group().barrier();
 }
 
