@@ -120,11 +120,15 @@ char* Comm::area(int local, int g) const {
   return regions_[size_t(local)].data() + control_bytes_ + size_t(g) * size_t(group_bytes_);
 }
 
-uint64_t Comm::begin(const char* op) {
+void Comm::name_op(const char* op) {
   op_ = std::string(op);
   if (broken_)
     fail(ErrorCode::kRuntime, op_, ": the buffer is unusable after an earlier communication failure: ",
          broken_message_);
+}
+
+uint64_t Comm::begin(const char* op) {
+  name_op(op);
   TESSERA_CHECK(transfers_.pending() == 0, op_, ": internal error: transfers of the previous operation are pending");
   transfers_ = TransferSet{};
   return ++seq_;

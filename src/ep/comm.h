@@ -80,8 +80,9 @@ class Comm {
   // buffer; returns its sequence number.
   uint64_t begin(const char* op);
   const std::string& op() const { return op_; }
-  // Names the caller in wait errors without starting a collective operation (pp_send / pp_recv).
-  void name_op(const char* op) { op_ = op; }
+  // Names the caller in wait errors without starting a collective operation (pp_send / pp_recv,
+  // all_gather, engram calls); throws like begin() when an earlier failure broke the buffer.
+  void name_op(const char* op);
   uint64_t seq() const { return seq_; }
   void wait_done(int local, uint64_t seq);  // `local` finished reading operation seq - 1
   // Publishes group g of local rank `local`. The fault test kills a rank here and in isend

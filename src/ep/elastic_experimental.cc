@@ -13,6 +13,7 @@ int64_t ElasticBuffer::get_pp_buffer_size_hint(int64_t num_max_tensor_bytes, int
 
 void ElasticBuffer::pp_set_config(int64_t num_max_tensor_bytes, int num_max_inflight_tensors) {
   detail::Comm& comm = st_->start("ElasticBuffer.pp_set_config");
+  comm.name_op("ElasticBuffer.pp_set_config");
   st_->pp.reset();
   st_->pp = std::make_unique<detail::PpChannels>(comm, num_max_tensor_bytes, num_max_inflight_tensors);
 }
@@ -20,13 +21,13 @@ void ElasticBuffer::pp_set_config(int64_t num_max_tensor_bytes, int num_max_infl
 namespace {
 
 detail::PpChannels& pp_of(ElasticState& st, const char* fn) {
-  st.start(fn);
+  st.start(fn).name_op(fn);
   TESSERA_CHECK(st.pp != nullptr, fn, ": call pp_set_config(num_max_tensor_bytes, num_max_inflight_tensors) first");
   return *st.pp;
 }
 
 detail::AgrsSessions& agrs_of(ElasticState& st, const char* fn) {
-  st.start(fn);
+  st.start(fn).name_op(fn);
   TESSERA_CHECK(st.agrs != nullptr, fn, ": call agrs_set_config(num_max_session_bytes, ",
                 "num_max_all_gathers_per_session) first");
   return *st.agrs;
@@ -44,6 +45,7 @@ int64_t ElasticBuffer::get_agrs_buffer_size_hint(const Group&, int64_t num_max_s
 
 void ElasticBuffer::agrs_set_config(int64_t num_max_session_bytes, int num_max_all_gathers_per_session) {
   detail::Comm& comm = st_->start("ElasticBuffer.agrs_set_config");
+  comm.name_op("ElasticBuffer.agrs_set_config");
   st_->agrs.reset();
   st_->agrs = std::make_unique<detail::AgrsSessions>(comm, num_max_session_bytes, num_max_all_gathers_per_session);
 }
@@ -68,13 +70,14 @@ int64_t ElasticBuffer::get_engram_storage_size_hint(int64_t num_entries, int64_t
 
 void ElasticBuffer::engram_write(const TensorView& storage, const TensorView& sf) {
   detail::Comm& comm = st_->start("ElasticBuffer.engram_write");
+  comm.name_op("ElasticBuffer.engram_write");
   if (!st_->engram) st_->engram = std::make_unique<detail::EngramStore>(comm);
   st_->engram->write(storage, sf);
 }
 
 EngramFetchResult ElasticBuffer::engram_fetch(const TensorView& indices) {
   const char* fn = "ElasticBuffer.engram_fetch";
-  st_->start(fn);
+  st_->start(fn).name_op(fn);
   TESSERA_CHECK(st_->engram != nullptr, fn, ": call engram_write(storage) first");
   auto [data, sf] = st_->engram->fetch(indices);
   return EngramFetchResult{std::move(data), std::move(sf), Event()};
