@@ -122,6 +122,7 @@ char* Comm::area(int local, int g) const {
 
 void Comm::name_op(const char* op) {
   op_ = std::string(op);
+  numbered_op_ = false;
   if (broken_)
     fail(ErrorCode::kRuntime, op_, ": the buffer is unusable after an earlier communication failure: ",
          broken_message_);
@@ -129,6 +130,7 @@ void Comm::name_op(const char* op) {
 
 uint64_t Comm::begin(const char* op) {
   name_op(op);
+  numbered_op_ = true;
   TESSERA_CHECK(transfers_.pending() == 0, op_, ": internal error: transfers of the previous operation are pending");
   transfers_ = TransferSet{};
   return ++seq_;
@@ -264,20 +266,22 @@ void Comm::poll_slow(int64_t start, int peer, const char* what) {
   const Topology& t = topo();
   if (peer >= 0 && t.same_host(peer, t.rank) && !process_alive(t.pid_of[size_t(peer)])) {
     fail_peer(peer, op_ + ": rank " + std::to_string(peer) + " (pid " + std::to_string(t.pid_of[size_t(peer)]) +
-                        ") died while rank " + std::to_string(t.rank) + " waited for it to " + what + " (operation " +
-                        std::to_string(seq_) + " of this buffer)");
+                        ") died while rank " + std::to_string(t.rank) + " waited for it to " + what + op_number());
   }
   if (waited > timeout_s_) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.1f", timeout_s_);
     fail_peer(peer, op_ + ": rank " + std::to_string(t.rank) + " timed out after " + secs + " s waiting for rank " +
-                        std::to_string(peer) + " to " + what + " (operation " + std::to_string(seq_) +
-                        " of this buffer); that rank is stuck, died on another host, or is not running the same "
+                        std::to_string(peer) + " to " + what + op_number() + "; that rank is stuck, died on another host, or is not running the same "
                         "sequence of calls (every rank must call the buffer's collective methods in the same order)");
   }
   // Back off: yield when other processes need this CPU, sleep during long waits.
   if (oversubscribed_ || waited > 1e-3) sched_yield();
   if (waited > 0.05) usleep(50);
+}
+
+std::string Comm::op_number() const {
+  return numbered_op_ ? " (operation " + std::to_string(seq_) + " of this buffer)" : std::string();
 }
 
 void Comm::fail_peer(int peer, const std::string& message) {

@@ -148,6 +148,7 @@ class Comm {
   int64_t start_wait();
   void poll_slow(int64_t start, int peer, const char* what);
   static void relax();
+  std::string op_number() const;  // " (operation N of this buffer)" for dispatch/combine-like calls
   void progress_transfers();
   RegionControl* control(int local) const;
   GroupFlag* flags(int local) const;
@@ -160,6 +161,7 @@ class Comm {
   int threads_ = 1, default_threads_ = 1;
   bool oversubscribed_ = false;
   bool broken_ = false;
+  bool numbered_op_ = false;  // op_ was started by begin() (a collective, numbered operation)
   std::string broken_message_;
   uint64_t kill_at_seq_ = 0;  // fault injection for the fault test (TESSERA_EP_TEST_KILL=rank:seq)
   size_t control_bytes_ = 0;

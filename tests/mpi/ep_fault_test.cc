@@ -4,7 +4,10 @@
 //          operation, well within the timeout.
 //   stuck: rank R-1 stays alive but never calls the third dispatch; every other rank must raise a
 //          timeout error naming rank R-1 after about num_cpu_timeout_secs.
+//   pp:    rank R-1 dies right after pp_set_config; its ring neighbours, waiting in pp_recv for its
+//          tensor, and the other ranks, in the third dispatch, must raise an error naming rank R-1.
 // Survivors print "FAULT-TEST PASS rank r ..." and exit 0; the script counts them.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -44,8 +47,20 @@ int main(int argc, char** argv) {
     sleep(unsigned(2 * timeout));
     _exit(0);
   }
+  const bool pp_neighbour = mode == "pp" && (me == (victim + 1) % R || me == (victim + R - 1) % R);
+  if (mode == "pp") {
+    buf.pp_set_config(4096, 2);
+    if (me == victim) raise(SIGKILL);
+  }
   const auto start = std::chrono::steady_clock::now();
   try {
+    if (pp_neighbour) {
+      std::vector<float> t(64);
+      buf.pp_recv(TensorView(t.data(), DType::kF32, {64}), victim);
+      std::printf("FAULT-TEST FAIL rank %d: pp_recv returned although rank %d died\n", me, victim);
+      std::fflush(stdout);
+      _exit(1);
+    }
     const DispatchResult d = buf.dispatch(a);  // operation 3: the victim dies inside it
     CombineArgs c;
     std::vector<uint16_t> y(size_t(d.recv_x.view.shape[0] * hidden), 0);
@@ -58,10 +73,12 @@ int main(int argc, char** argv) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string msg = e.what();
     const bool names_peer = msg.find("rank " + std::to_string(victim)) != std::string::npos;
-    const bool names_op = msg.find("ElasticBuffer.dispatch") != std::string::npos ||
-                          msg.find("ElasticBuffer.combine") != std::string::npos;
-    const bool in_time = mode == "kill" ? secs < timeout : secs >= timeout * 0.9 && secs < timeout * 3;
-    const bool kind = mode == "kill" ? msg.find("died") != std::string::npos : msg.find("timed out") != std::string::npos;
+    const bool names_op = pp_neighbour ? msg.find("ElasticBuffer.pp_recv") != std::string::npos
+                                       : msg.find("ElasticBuffer.dispatch") != std::string::npos ||
+                                             msg.find("ElasticBuffer.combine") != std::string::npos;
+    const bool dies = mode != "stuck";
+    const bool in_time = dies ? secs < timeout : secs >= timeout * 0.9 && secs < timeout * 3;
+    const bool kind = dies ? msg.find("died") != std::string::npos : msg.find("timed out") != std::string::npos;
     std::printf("FAULT-TEST %s rank %d after %.3f s: %s\n", names_peer && names_op && in_time && kind ? "PASS" : "FAIL",
                 me, secs, msg.c_str());
     std::fflush(stdout);
