@@ -5,7 +5,7 @@
 // of its range against it. Per (a-block, b-block) tile:
 //   for pc in K by kc:                  (never split across threads: fixed fp32 summation order)
 //     a-block  = prepare_a(rows of the tile, K chunk)        (in place for bf16 K-contiguous sources)
-//     for jr over nr-wide b-panels:     (b-panel kc x nr stays in L1)
+//     for jr over nr-wide b-panels:     (b-panel kc x nr: L1 or, with long K blocks, L2)
 //       for ir over mr-row a-panels:    (a-block mc x kc stays in L2)
 //         ukr -> fp32 workspace tile
 //   finalize: D = round(C + workspace)
@@ -115,12 +115,20 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
             for (int jr = 0; jr < ny; jr += plan.tile.nr) call(apanel, ir, jr);
           }
         } else {
-          // BLIS order: the a-block (mc x kc) stays in L2, each b-panel (kc x nr) in L1.
+          // BLIS order: the a-block (mc x kc) stays in L2 and meets every b-panel of the block.
           const char* ablock = static_cast<const char*>(ks.prepare_a(xs, x0, mx, pc, kc, p.k, abuf, &u.lda));
           for (int jr = 0; jr < ny; jr += plan.tile.nr)
             for (int ir = 0; ir < mx; ir += plan.tile.mr) {
               call(ablock + ir * u.lda * int64_t(es), ir, jr);
-              if (jr == 0) prefetch_a_rows(xs, x0 + ir, u.m_valid, pc + kc, plan.kc, p.k);
+              if (jr != 0) continue;
+              if (pc + kc < plan.k_pad) {
+                prefetch_a_rows(xs, x0 + ir, u.m_valid, pc + kc, plan.kc, p.k);  // this panel's next chunk
+              } else if (x0 + mx + ir < xe) {
+                // Last chunk: the next a-block's first chunk instead (short K would otherwise start
+                // every a-block with its rows still in DRAM).
+                prefetch_a_rows(xs, x0 + mx + ir, int(std::min<int64_t>(u.m_valid, xe - (x0 + mx + ir))), 0,
+                                plan.kc, p.k);
+              }
             }
         }
       }

@@ -98,7 +98,8 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   const cpu::GemmSrc& ys = plan.swap ? p.a : p.b;
   const int mr = plan.tile.mr, nr = plan.tile.nr;
 
-  // KC: the b-panel chunk (kc x nr) stays in L1; scale groups never straddle a chunk.
+  // KC: the kernel set's K block (avx512bf16: 1024, see gemm_pack_bf16.cc); scale groups never straddle
+  // a chunk.
   int kc = env_int("TESSERA_GEMM_KC", ks.kc);
   if (p.group > 0) kc = int(std::max<int64_t>(p.group, kc / p.group * p.group));
   kc = int(round_up(kc, plan.lane_order ? 64 : ks.k_align));

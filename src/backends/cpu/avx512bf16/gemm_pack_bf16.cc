@@ -314,7 +314,10 @@ const GemmKernelSet* gemm_kernels_avx512bf16() {
       "avx512bf16",
       /*k_align=*/2,
       /*elem_bytes=*/2,
-      /*kc=*/256,       {{8, 48, gemm_ukr_avx512bf16_8x48}, {14, 32, gemm_ukr_avx512bf16_14x32}},
+      // K blocks of 1024, not an L1-sized 256: a quarter of the passes over the fp32 tile and longer
+      // in-place a-panel rows; the b-panel (64 KiB) streams from L2. Measured (2 threads, bf16 and
+      // fp8, M 128-2048): +2-6% per shape over 256, +1-4% over 512.
+      /*kc=*/1024,      {{8, 48, gemm_ukr_avx512bf16_8x48}, {14, 32, gemm_ukr_avx512bf16_14x32}},
       /*num_tiles=*/2,  accepts,
       prepare_a,        pack_b,
   };
