@@ -14,6 +14,8 @@ int64_t ElasticBuffer::get_pp_buffer_size_hint(int64_t num_max_tensor_bytes, int
 void ElasticBuffer::pp_set_config(int64_t num_max_tensor_bytes, int num_max_inflight_tensors) {
   detail::Comm& comm = st_->start("ElasticBuffer.pp_set_config");
   comm.name_op("ElasticBuffer.pp_set_config");
+  TESSERA_CHECK(!st_->pp || !st_->pp->sends_pending(), "ElasticBuffer.pp_set_config: pipeline tensors this rank ",
+                "sent to another node were not received yet; pp_recv them before changing the configuration");
   st_->pp.reset();
   st_->pp = std::make_unique<detail::PpChannels>(comm, num_max_tensor_bytes, num_max_inflight_tensors);
 }

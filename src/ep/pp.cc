@@ -65,7 +65,27 @@ PpChannels::PpChannels(Comm& comm, int64_t num_max_tensor_bytes, int num_max_inf
   comm.group().state().net->barrier(kSetupTimeoutS, fn);
 }
 
-PpChannels::~PpChannels() = default;
+bool PpChannels::sends_pending() {
+  const Net& net = *comm_.group().state().net;
+  bool pending = false;
+  for (Outgoing& o : outgoing_)
+    for (size_t i = 0; i < o.set.entries.size(); ++i)
+      if (!net.test(o.set, i, "ElasticBuffer.pp_send")) pending = true;
+  return pending;
+}
+
+PpChannels::~PpChannels() {
+  // MPI may still read staging slots of sends nobody received: leave those slots allocated rather
+  // than free memory under an active request (only when the peer never took its tensors).
+  try {
+    if (sends_pending())
+      for (Outgoing& o : outgoing_)
+        for (auto& slot : o.stage) (void)slot.release();
+  } catch (const Error&) {
+    for (Outgoing& o : outgoing_)
+      for (auto& slot : o.stage) (void)slot.release();
+  }
+}
 
 // Ring 0 of a receiver takes its previous rank's tensors, ring 1 its next rank's (when different).
 PpChannels::Ring* PpChannels::ring_of(int receiver, int sender) const {

@@ -24,6 +24,9 @@ class PpChannels {
   PpChannels(Comm& comm, int64_t num_max_tensor_bytes, int num_max_inflight_tensors);
   ~PpChannels();
 
+  // True while a tensor this rank sent over MPI has not reached its receiver (tests them once).
+  bool sends_pending();
+
   void send(const TensorView& t, int dst);  // returns once t may be reused
   void recv(const TensorView& t, int src);  // blocks until the next tensor from src arrived
 
