@@ -58,3 +58,16 @@ def test_api_surface_without_mpi_init():
         ev.register_hook_after_wait(lambda: None)
     with pytest.raises(TypeError):
         deep_ep.ElasticBuffer(object(), num_max_tokens_per_rank=8, hidden=128)
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ep" / "moe_step.py"
+
+
+@pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
+def test_moe_step_example_passes():
+    """examples/ep/moe_step.py: dispatch -> local experts into get_combine_input_buffer -> combine, each
+    rank's tokens against float64."""
+    proc = subprocess.run([MPIRUN, "-np", "2", sys.executable, str(EXAMPLE)], env=_env(), capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0 and proc.stdout.count("PASSED") == 2 and "FAILED" not in proc.stdout, \
+        f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
