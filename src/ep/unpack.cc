@@ -29,15 +29,20 @@ void zero_sf(const UnpackOut& out, int64_t row) {
   for (int64_t p = 0; p < out.packs; ++p) std::memset(out.sf + row * out.sf_row + p * out.sf_col, 0, 4);
 }
 
-// Metadata columns 0 and 1 and the lanes' local experts of token t of group s.
-void fill_meta(const UnpackContext& ctx, int s, const TokenRows& rows, int64_t t, int32_t* meta) {
+// Metadata of token t of group s whose first local lane is `master` (-1: none): column 0 the source
+// global index, column 1 s * K + master, the lanes' columns -1.
+void write_meta(const UnpackContext& ctx, int s, const TokenRows& rows, int64_t t, int master, int32_t* meta) {
   const int K = ctx.num_topk;
-  int master = -1;
-  for (int k = K - 1; k >= 0; --k)  // the first local lane, without a branch on random experts
-    master = local_expert(rows.idx[t * rows.idx_stride + k], ctx.me, ctx.experts_per_rank) >= 0 ? k : master;
   meta[0] = int32_t(int64_t(s) * ctx.num_max + rows.src_token(t));
   meta[1] = master >= 0 ? s * K + master : -1;
   for (int k = 0; k < K; ++k) meta[2 + k] = -1;
+}
+
+void fill_meta(const UnpackContext& ctx, int s, const TokenRows& rows, int64_t t, int32_t* meta) {
+  int master = -1;
+  for (int k = ctx.num_topk - 1; k >= 0; --k)  // the first local lane, without a branch on random experts
+    master = local_expert(rows.idx[t * rows.idx_stride + k], ctx.me, ctx.experts_per_rank) >= 0 ? k : master;
+  write_meta(ctx, s, rows, t, master, meta);
 }
 
 }  // namespace
@@ -55,20 +60,17 @@ RecvLayout layout_of(const std::vector<GroupData>& groups) {
 ExpertCounts count_local_experts(const std::vector<GroupData>& groups, int num_topk, int me, int experts_per_rank,
                                  int alignment) {
   ExpertCounts c;
-  // One extra bin takes the lanes of other ranks: no branch on random experts (half of them mispredict).
+  // Bin 0 takes the lanes of other ranks (local expert -1): no branch on random experts (half of them
+  // mispredict).
   std::vector<int32_t> bins(size_t(experts_per_rank) + 1, 0);
-  const uint64_t first = uint64_t(me) * uint64_t(experts_per_rank);
   for (const GroupData& g : groups) {
     if (!g.rows.idx) continue;
     for (int64_t i = 0; i < g.count; ++i) {
       const int64_t* idx = g.rows.idx + g.token(i) * g.rows.idx_stride;
-      for (int k = 0; k < num_topk; ++k) {
-        const uint64_t le = uint64_t(idx[k]) - first;  // -1 and other ranks' experts wrap to >= epr
-        ++bins[le < uint64_t(experts_per_rank) ? le : size_t(experts_per_rank)];
-      }
+      for (int k = 0; k < num_topk; ++k) ++bins[size_t(local_expert(idx[k], me, experts_per_rank) + 1)];
     }
   }
-  c.unaligned.assign(bins.begin(), bins.end() - 1);
+  c.unaligned.assign(bins.begin() + 1, bins.end());
   for (int e = 0; e < experts_per_rank; ++e) {
     const int32_t aligned = (c.unaligned[size_t(e)] + alignment - 1) / alignment * alignment;
     c.aligned.push_back(aligned);
@@ -111,12 +113,7 @@ void unpack_non_expand(const UnpackContext& ctx, const std::vector<GroupData>& g
           const float* w = g.rows.w ? g.rows.w + t * g.rows.meta_stride : nullptr;
           for (int k = 0; k < K; ++k) out.w[row * K + k] = (!w || (out.zero_nonlocal_weights && le[k] < 0)) ? 0.0f : w[k];
         }
-        if (out.meta) {
-          int32_t* m = out.meta + row * (K + 2);
-          m[0] = int32_t(int64_t(s) * ctx.num_max + g.rows.src_token(t));
-          m[1] = master >= 0 ? int32_t(s) * K + master : -1;
-          for (int k = 2; k < K + 2; ++k) m[k] = -1;
-        }
+        if (out.meta) write_meta(ctx, int(s), g.rows, t, master, out.meta + row * (K + 2));
       }
       if (streaming) kern.store_fence();
     });
