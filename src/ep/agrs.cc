@@ -13,7 +13,6 @@
 namespace tessera::ep::detail {
 namespace {
 
-constexpr double kSetupTimeoutS = 120;
 constexpr int64_t kAlign = 32;  // DeepEP: every gathered tensor's nbytes is a multiple of 32
 
 }  // namespace
@@ -46,7 +45,7 @@ AgrsSessions::AgrsSessions(Comm& comm, int64_t num_max_session_bytes, int num_ma
   shared_ = t.num_nodes == 1;
   if (shared_) {
     segments_ = std::make_shared<std::vector<ShmSegment>>(
-        map_node_segments(comm.group(), "g", control_bytes(t.num_ranks) + size_t(max_bytes_), kSetupTimeoutS));
+        map_node_segments(comm.group(), "g", control_bytes(t.num_ranks) + size_t(max_bytes_), "AGRS segment"));
   } else {
     char* p = static_cast<char*>(aligned_alloc_bytes(size_t(max_bytes_)));
     prefault(p, size_t(max_bytes_));

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "ep/group_state.h"
+#include "ep/node_segments.h"
 #include "ep/output_arena.h"
 #include "tessera/core/error.h"
 #include "tessera/core/thread_pool.h"
@@ -26,7 +27,6 @@ struct Comm::HostBlock {
 
 namespace {
 
-constexpr double kSetupTimeoutS = 120;
 constexpr size_t kPage = 4096;
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
@@ -68,30 +68,12 @@ Comm::Comm(std::shared_ptr<Group> group, int64_t group_bytes, double timeout_s, 
   host_segment_.unlink();
 
   // Regions: each rank makes its own; the node's ranks map each other's.
-  regions_.resize(size_t(t.num_local_ranks));
-  regions_[size_t(t.local_rank)] = ShmSegment::create(segment_name(st.nonce, counter, "r", t.rank), region_bytes);
-  st.node_net->barrier(kSetupTimeoutS, "tessera.ep: region creation");
-  for (int l = 0; l < t.num_local_ranks; ++l) {
-    if (l == t.local_rank) continue;
-    const int r = t.node_ranks[size_t(t.node)][size_t(l)];
-    regions_[size_t(l)] = ShmSegment::open(segment_name(st.nonce, counter, "r", r), region_bytes);
-  }
-  st.node_net->barrier(kSetupTimeoutS, "tessera.ep: region mapping");
-  regions_[size_t(t.local_rank)].unlink();
+  regions_ = map_node_segments(*group_, "r", region_bytes, "region");
 
   // Output arenas (direct receive), the same way.
   if (arena_bytes > 0) {
-    const size_t bytes = round_up(size_t(arena_bytes), size_t(64) << 10);
-    arena_ = make_arena(ShmSegment::create(segment_name(st.nonce, counter, "a", t.rank), bytes));
-    st.node_net->barrier(kSetupTimeoutS, "tessera.ep: arena creation");
-    peer_arenas_.resize(size_t(t.num_local_ranks));
-    for (int l = 0; l < t.num_local_ranks; ++l) {
-      if (l == t.local_rank) continue;
-      const int r = t.node_ranks[size_t(t.node)][size_t(l)];
-      peer_arenas_[size_t(l)] = ShmSegment::open(segment_name(st.nonce, counter, "a", r), bytes);
-    }
-    st.node_net->barrier(kSetupTimeoutS, "tessera.ep: arena mapping");
-    arena_->segment.unlink();
+    peer_arenas_ = map_node_segments(*group_, "a", round_up(size_t(arena_bytes), size_t(64) << 10), "arena");
+    arena_ = make_arena(std::move(peer_arenas_[size_t(t.local_rank)]));  // this rank's own entry stays empty
   }
   if (const char* kill = std::getenv("TESSERA_EP_TEST_KILL")) {
     int rank = -1;

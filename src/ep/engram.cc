@@ -10,7 +10,6 @@
 namespace tessera::ep::detail {
 namespace {
 
-constexpr double kSetupTimeoutS = 120;
 
 int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
@@ -61,7 +60,7 @@ void EngramStore::write(const TensorView& storage, const TensorView& sf) {
     segments_.clear();
     shape_ = mine;
     const int64_t bytes = shape_.entries * (row_bytes() + shape_.packs * 4);
-    segments_ = map_node_segments(comm_.group(), "e", size_t(std::max<int64_t>(bytes, 64)), kSetupTimeoutS);
+    segments_ = map_node_segments(comm_.group(), "e", size_t(std::max<int64_t>(bytes, 64)), "Engram table");
   }
   char* own = segments_[size_t(t.local_rank)].data();
   const int64_t rb = row_bytes(), es = dtype_storage_bytes(storage.dtype);

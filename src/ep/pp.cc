@@ -13,7 +13,6 @@ namespace {
 
 constexpr int64_t kHeader = 64;
 constexpr int kPpTag = 5 * 4096;  // past the dispatch/combine streams (comm.h: stream * 4096 + seq)
-constexpr double kSetupTimeoutS = 120;
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
@@ -51,7 +50,7 @@ PpChannels::PpChannels(Comm& comm, int64_t num_max_tensor_bytes, int num_max_inf
   prev_ = (t.rank + t.num_ranks - 1) % t.num_ranks;
   next_ = (t.rank + 1) % t.num_ranks;
   const size_t ring_bytes = size_t(sizeof(Ring) + slot_bytes_ * inflight_);
-  rings_ = map_node_segments(comm.group(), "p", 2 * ring_bytes, kSetupTimeoutS);
+  rings_ = map_node_segments(comm.group(), "p", 2 * ring_bytes, "pipeline ring");
   outgoing_.resize(2);
   for (int side = 0; side < 2; ++side) {
     const int peer = side == 0 ? prev_ : next_;
