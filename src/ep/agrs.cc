@@ -64,6 +64,10 @@ char* AgrsSessions::data(int local) const {
   return (*segments_)[size_t(local)].data() + control_bytes(comm_.topo().num_ranks);
 }
 
+std::shared_ptr<void> AgrsSessions::keep(char* p) const {
+  return shared_ ? std::shared_ptr<void>(segments_, p) : std::shared_ptr<void>(private_, p);
+}
+
 void AgrsSessions::check_in_session(const char* fn) const {
   TESSERA_CHECK(in_session_, fn, ": no AGRS session is active (call it inside `with buffer.agrs_new_session():` / ",
                 "between create_agrs_session and destroy_agrs_session)");
@@ -97,7 +101,7 @@ std::vector<OwnedTensor> AgrsSessions::inplace(const std::vector<int64_t>& nbyte
                   " bytes with these tensors, more than num_max_session_bytes=", max_bytes_, " of agrs_set_config");
     OwnedTensor v;
     char* p = data(t.local_rank) + at + n * t.rank;
-    v.storage = shared_ ? std::shared_ptr<void>(segments_, p) : std::shared_ptr<void>(private_, p);
+    v.storage = keep(p);
     v.view = TensorView(p, DType::kU8, {n});
     out.push_back(v);
     at += n * t.num_ranks;
@@ -168,7 +172,7 @@ std::pair<std::vector<OwnedTensor>, Event> AgrsSessions::all_gather(const std::v
     const TensorView& x = tensors[j];
     char* p = data(t.local_rank) + base[j];
     OwnedTensor v;
-    v.storage = shared_ ? std::shared_ptr<void>(segments_, p) : std::shared_ptr<void>(private_, p);
+    v.storage = keep(p);
     v.view.data = p;
     v.view.dtype = x.dtype;
     v.view.ndim = x.ndim + 1;

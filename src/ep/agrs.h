@@ -37,6 +37,8 @@ class AgrsSessions {
   struct Control;
   Control* control(int local) const;
   char* data(int local) const;
+  // p (inside this rank's data) as tensor storage that keeps the segments or private memory alive.
+  std::shared_ptr<void> keep(char* p) const;
   void check_in_session(const char* fn) const;
 
   Comm& comm_;
