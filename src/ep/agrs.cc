@@ -68,6 +68,17 @@ std::shared_ptr<void> AgrsSessions::keep(char* p) const {
   return shared_ ? std::shared_ptr<void>(segments_, p) : std::shared_ptr<void>(private_, p);
 }
 
+int64_t AgrsSessions::place(const char* fn, size_t j, int64_t n, int64_t* at) const {
+  const int R = comm_.topo().num_ranks;
+  TESSERA_CHECK(n > 0 && n % kAlign == 0, fn, ": tensor ", j, " has ", n,
+                " bytes; DeepEP needs a positive multiple of 32 for every tensor");
+  TESSERA_CHECK(*at + n * R <= max_bytes_, fn, ": the session needs ", *at + n * R, " bytes with tensor ", j,
+                ", more than num_max_session_bytes=", max_bytes_, " of agrs_set_config");
+  const int64_t base = *at;
+  *at += n * R;
+  return base;
+}
+
 void AgrsSessions::check_in_session(const char* fn) const {
   TESSERA_CHECK(in_session_, fn, ": no AGRS session is active (call it inside `with buffer.agrs_new_session():` / ",
                 "between create_agrs_session and destroy_agrs_session)");
@@ -95,16 +106,12 @@ std::vector<OwnedTensor> AgrsSessions::inplace(const std::vector<int64_t>& nbyte
   const Topology& t = comm_.topo();
   std::vector<OwnedTensor> out;
   int64_t at = cursor_;
-  for (int64_t n : nbytes) {
-    TESSERA_CHECK(n > 0 && n % kAlign == 0, fn, ": every tensor needs a positive multiple of 32 bytes, got ", n);
-    TESSERA_CHECK(at + n * t.num_ranks <= max_bytes_, fn, ": the session needs ", at + n * t.num_ranks,
-                  " bytes with these tensors, more than num_max_session_bytes=", max_bytes_, " of agrs_set_config");
+  for (size_t j = 0; j < nbytes.size(); ++j) {
+    char* p = data(t.local_rank) + place(fn, j, nbytes[j], &at) + nbytes[j] * t.rank;
     OwnedTensor v;
-    char* p = data(t.local_rank) + at + n * t.rank;
     v.storage = keep(p);
-    v.view = TensorView(p, DType::kU8, {n});
+    v.view = TensorView(p, DType::kU8, {nbytes[j]});
     out.push_back(v);
-    at += n * t.num_ranks;
   }
   return out;
 }
@@ -125,13 +132,8 @@ std::pair<std::vector<OwnedTensor>, Event> AgrsSessions::all_gather(const std::v
     TESSERA_CHECK(x.data != nullptr && x.is_contiguous(), fn, ": tensor ", j, " must be defined and contiguous");
     TESSERA_CHECK(x.ndim < kMaxDims, fn, ": tensor ", j, " has ", x.ndim, " dimensions; the result adds one (max ",
                   kMaxDims, ")");
-    const int64_t n = x.numel() * dtype_storage_bytes(x.dtype);
-    TESSERA_CHECK(n > 0 && n % kAlign == 0, fn, ": tensor ", j, " has ", n, " bytes; DeepEP needs a positive multiple of 32");
-    TESSERA_CHECK(at + n * R <= max_bytes_, fn, ": the session needs ", at + n * R,
-                  " bytes with this all_gather, more than num_max_session_bytes=", max_bytes_, " of agrs_set_config");
-    nbytes.push_back(n);
-    base.push_back(at);
-    at += n * R;
+    nbytes.push_back(x.numel() * dtype_storage_bytes(x.dtype));
+    base.push_back(place(fn, j, nbytes.back(), &at));
   }
   cursor_ = at;
   ++gathers_;

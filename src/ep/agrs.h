@@ -40,6 +40,9 @@ class AgrsSessions {
   // p (inside this rank's data) as tensor storage that keeps the segments or private memory alive.
   std::shared_ptr<void> keep(char* p) const;
   void check_in_session(const char* fn) const;
+  // Checks tensor j's byte size (a positive multiple of 32, room left in the session) and returns the
+  // offset of its gathered [R, n] block at *at, advancing *at past it.
+  int64_t place(const char* fn, size_t j, int64_t n, int64_t* at) const;
 
   Comm& comm_;
   int64_t max_bytes_ = 0;
