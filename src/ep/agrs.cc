@@ -119,7 +119,6 @@ std::vector<OwnedTensor> AgrsSessions::inplace(const std::vector<int64_t>& nbyte
 std::pair<std::vector<OwnedTensor>, Event> AgrsSessions::all_gather(const std::vector<TensorView>& tensors) {
   const char* fn = "ElasticBuffer.all_gather";
   check_in_session(fn);
-  comm_.name_op(fn);
   const Topology& t = comm_.topo();
   const int R = t.num_ranks;
   TESSERA_CHECK(!tensors.empty(), fn, ": argument 't' holds no tensor");

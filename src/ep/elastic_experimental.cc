@@ -7,35 +7,43 @@ namespace tessera::ep {
 
 using detail::ElasticState;
 
-int64_t ElasticBuffer::get_pp_buffer_size_hint(int64_t num_max_tensor_bytes, int num_max_inflight_tensors) {
-  return detail::PpChannels::buffer_bytes(num_max_tensor_bytes, num_max_inflight_tensors);
-}
-
-void ElasticBuffer::pp_set_config(int64_t num_max_tensor_bytes, int num_max_inflight_tensors) {
-  detail::Comm& comm = st_->start("ElasticBuffer.pp_set_config");
-  comm.name_op("ElasticBuffer.pp_set_config");
-  TESSERA_CHECK(!st_->pp || !st_->pp->sends_pending(), "ElasticBuffer.pp_set_config: pipeline tensors this rank ",
-                "sent to another node were not received yet; pp_recv them before changing the configuration");
-  st_->pp.reset();
-  st_->pp = std::make_unique<detail::PpChannels>(comm, num_max_tensor_bytes, num_max_inflight_tensors);
-}
-
 namespace {
 
+// These calls are not numbered collective operations (no Comm::begin): they name themselves for
+// wait errors and refuse a buffer an earlier failure broke.
+detail::Comm& named(ElasticState& st, const char* fn) {
+  detail::Comm& comm = st.start(fn);
+  comm.name_op(fn);
+  return comm;
+}
+
 detail::PpChannels& pp_of(ElasticState& st, const char* fn) {
-  st.start(fn).name_op(fn);
+  named(st, fn);
   TESSERA_CHECK(st.pp != nullptr, fn, ": call pp_set_config(num_max_tensor_bytes, num_max_inflight_tensors) first");
   return *st.pp;
 }
 
 detail::AgrsSessions& agrs_of(ElasticState& st, const char* fn) {
-  st.start(fn).name_op(fn);
+  named(st, fn);
   TESSERA_CHECK(st.agrs != nullptr, fn, ": call agrs_set_config(num_max_session_bytes, ",
                 "num_max_all_gathers_per_session) first");
   return *st.agrs;
 }
 
 }  // namespace
+
+int64_t ElasticBuffer::get_pp_buffer_size_hint(int64_t num_max_tensor_bytes, int num_max_inflight_tensors) {
+  return detail::PpChannels::buffer_bytes(num_max_tensor_bytes, num_max_inflight_tensors);
+}
+
+void ElasticBuffer::pp_set_config(int64_t num_max_tensor_bytes, int num_max_inflight_tensors) {
+  detail::Comm& comm = named(*st_, "ElasticBuffer.pp_set_config");
+  TESSERA_CHECK(!st_->pp || !st_->pp->sends_pending(), "ElasticBuffer.pp_set_config: pipeline tensors this rank ",
+                "sent to another node were not received yet; pp_recv them before changing the configuration");
+  st_->pp.reset();
+  st_->pp = std::make_unique<detail::PpChannels>(comm, num_max_tensor_bytes, num_max_inflight_tensors);
+}
+
 
 void ElasticBuffer::pp_send(const TensorView& t, int dst_rank_idx) { pp_of(*st_, "ElasticBuffer.pp_send").send(t, dst_rank_idx); }
 
@@ -46,8 +54,7 @@ int64_t ElasticBuffer::get_agrs_buffer_size_hint(const Group&, int64_t num_max_s
 }
 
 void ElasticBuffer::agrs_set_config(int64_t num_max_session_bytes, int num_max_all_gathers_per_session) {
-  detail::Comm& comm = st_->start("ElasticBuffer.agrs_set_config");
-  comm.name_op("ElasticBuffer.agrs_set_config");
+  detail::Comm& comm = named(*st_, "ElasticBuffer.agrs_set_config");
   st_->agrs.reset();
   st_->agrs = std::make_unique<detail::AgrsSessions>(comm, num_max_session_bytes, num_max_all_gathers_per_session);
 }
@@ -71,15 +78,14 @@ int64_t ElasticBuffer::get_engram_storage_size_hint(int64_t num_entries, int64_t
 }
 
 void ElasticBuffer::engram_write(const TensorView& storage, const TensorView& sf) {
-  detail::Comm& comm = st_->start("ElasticBuffer.engram_write");
-  comm.name_op("ElasticBuffer.engram_write");
+  detail::Comm& comm = named(*st_, "ElasticBuffer.engram_write");
   if (!st_->engram) st_->engram = std::make_unique<detail::EngramStore>(comm);
   st_->engram->write(storage, sf);
 }
 
 EngramFetchResult ElasticBuffer::engram_fetch(const TensorView& indices) {
   const char* fn = "ElasticBuffer.engram_fetch";
-  st_->start(fn).name_op(fn);
+  named(*st_, fn);
   TESSERA_CHECK(st_->engram != nullptr, fn, ": call engram_write(storage) first");
   auto [data, sf] = st_->engram->fetch(indices);
   return EngramFetchResult{std::move(data), std::move(sf), Event()};

@@ -115,7 +115,6 @@ void PpChannels::send(const TensorView& t, int dst) {
   const int side = check_neighbour(fn, "dst_rank_idx", dst);
   int64_t nbytes = 0;
   const char* data = bytes_of(fn, t, &nbytes);
-  comm_.name_op(fn);
   const Topology& topo = comm_.topo();
   if (topo.same_node(dst, topo.rank)) {
     Ring* r = ring_of(dst, topo.rank);
@@ -153,7 +152,6 @@ void PpChannels::recv(const TensorView& t, int src) {
   check_neighbour(fn, "src_rank_idx", src);
   int64_t nbytes = 0;
   char* data = const_cast<char*>(bytes_of(fn, t, &nbytes));
-  comm_.name_op(fn);
   const Topology& topo = comm_.topo();
   if (topo.same_node(src, topo.rank)) {
     Ring* r = ring_of(topo.rank, src);
