@@ -100,6 +100,7 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
           u.b = bchunk + size_t(jr) * kc * es;
           u.c = ws + int64_t(ir) * plan.nc + jr;
           u.m_valid = std::min(plan.tile.mr, mx - ir);
+          u.n_valid = std::min(plan.tile.nr, ny - jr);
           if (scaled) {
             u.row_scale = xs_buf + g0 * plan.mc + ir;
             u.col_scale = ys_buf + g0 * plan.nc + jr;

@@ -48,6 +48,8 @@ struct UkrArgs {
   int64_t ldc;
   int accumulate;       // 0: the first group overwrites c; 1: every group adds to c
   int m_valid;          // rows of the a-panel that exist (1..mr); c rows at or beyond it are untouched
+  int n_valid;          // b-panel columns whose results are used (1..nr; 0 = all): a kernel may leave c
+                        // columns at or beyond it unwritten (whole vectors of them skipped)
   const float* row_scale;  // row_scale[g * row_scale_stride + r] for r < mr, or nullptr
   int64_t row_scale_stride;
   const float* col_scale;  // col_scale[g * col_scale_stride + c] for c < nr, or nullptr
@@ -83,6 +85,9 @@ struct GemmKernelSet {
   // nr of one of the set's tiles.
   void (*pack_b)(const GemmSrc& src, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc,
                  int64_t k_total, int nr, void* dst);
+  // Column granularity of a full-height tile's work when its micro-kernels honour UkrArgs::n_valid
+  // (a partly valid last b-panel costs round_up(n_valid, n_step) columns); 0: they compute all nr.
+  int n_step;
 };
 
 // Writes D = round(C + tile) for an output block (the one rounding of every GEMM path).

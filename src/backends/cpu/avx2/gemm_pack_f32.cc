@@ -218,6 +218,7 @@ const GemmKernelSet* gemm_kernels_avx2() {
       /*kc=*/256,       {{6, 16, gemm_ukr_avx2_6x16}},
       /*num_tiles=*/1,  accepts,
       prepare_a,        pack_b,
+      /*n_step=*/0,
   };
   return &set;
 }

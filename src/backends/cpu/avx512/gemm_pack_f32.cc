@@ -207,6 +207,7 @@ const GemmKernelSet* gemm_kernels_avx512() {
       /*kc=*/256,       {{8, 48, gemm_ukr_avx512_8x48}, {14, 32, gemm_ukr_avx512_14x32}},
       /*num_tiles=*/2,  accepts,
       prepare_a,        pack_b,
+      /*n_step=*/0,
   };
   return &set;
 }

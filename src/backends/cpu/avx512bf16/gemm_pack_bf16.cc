@@ -320,6 +320,7 @@ const GemmKernelSet* gemm_kernels_avx512bf16() {
       /*kc=*/1024,      {{8, 48, gemm_ukr_avx512bf16_8x48}, {14, 32, gemm_ukr_avx512bf16_14x32}},
       /*num_tiles=*/2,  accepts,
       prepare_a,        pack_b,
+      /*n_step=*/16,    // gemm_ukr_bf16.cc skips the empty vectors of a tail panel
   };
   return &set;
 }

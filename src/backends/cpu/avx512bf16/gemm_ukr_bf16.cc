@@ -14,7 +14,8 @@
 namespace tessera::cpu {
 namespace {
 
-template <int M, int NV, bool kScaled>
+// NV vectors of an NS-vector packed panel are computed (NV < NS: the panel's valid columns end early).
+template <int M, int NV, bool kScaled, int NS = NV>
 void ukr_rows(const UkrArgs& p) {
   const char* a_rows[M];
 #pragma GCC unroll 16
@@ -31,8 +32,8 @@ void ukr_rows(const UkrArgs& p) {
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
 
-    const __m512bh* bp = b + (k_begin / 2) * NV;
-    for (int kp = k_begin / 2; kp < k_end / 2; ++kp, bp += NV) {
+    const __m512bh* bp = b + (k_begin / 2) * NS;
+    for (int kp = k_begin / 2; kp < k_end / 2; ++kp, bp += NS) {
       __m512bh bv[NV];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) bv[v] = bp[v];
@@ -106,8 +107,25 @@ void ukr_dispatch(const UkrArgs& p) {
   }
 }
 
+// Full-height panels whose valid columns end before the last vector (the token tail of a swapped,
+// M-grouped problem: up to 47 of 48 columns otherwise computed for nothing) skip the empty vectors.
+template <int MR, int NV, bool kScaled, int NU = NV - 1>
+bool ukr_narrow(const UkrArgs& p) {
+  if constexpr (NU == 0) {
+    return false;
+  } else {
+    if (ukr_narrow<MR, NV, kScaled, NU - 1>(p)) return true;
+    if (p.n_valid > 16 * NU) return false;
+    ukr_rows<MR, NU, kScaled, NV>(p);
+    return true;
+  }
+}
+
 template <int MR, int NV>
 void ukr(const UkrArgs& p) {
+  if (p.n_valid > 0 && p.n_valid <= 16 * (NV - 1) && p.m_valid >= MR) {
+    if (p.row_scale ? ukr_narrow<MR, NV, true>(p) : ukr_narrow<MR, NV, false>(p)) return;
+  }
   if (p.row_scale) {
     ukr_dispatch<MR, NV, true>(p);
   } else {
