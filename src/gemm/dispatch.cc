@@ -105,10 +105,10 @@ void run_gemm_batch(const GemmProblem* problems, int64_t count) {
   }
   if (!gemv.empty()) run_gemv_batch(gemv.data(), int64_t(gemv.size()), cpu::gemv_kernel_avx512bf16());
   if (!gemv_fp4.empty()) {
-    // Problems whose weight-scale exponents could not be folded go through the packed driver.
+    // Problems whose weight-scale exponents are outside the FP4 GEMV's range go through the packed driver.
     for (const GemmProblem& p : run_gemv_fp4_batch(gemv_fp4.data(), int64_t(gemv_fp4.size()),
                                                    cpu::gemv_fp4_kernel_avx512bf16())) {
-      note(p, "packed_avx512bf16", "chosen (scale exponents outside the FP4 GEMV's folding range)");
+      note(p, "packed_avx512bf16", "chosen (scale exponents outside the FP4 GEMV's range 1..254)");
       run_packed(p, *cpu::gemm_kernels_avx512bf16());
     }
   }

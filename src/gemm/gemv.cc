@@ -117,7 +117,8 @@ const char* gemv_fp4_refusal(const GemmProblem& p) {
   if (p.group <= 0) return "unscaled";
   if (!p.sb.ue8m0 || p.sb.r_div != 1 || p.group * p.sb.g_div != 32)
     return "weight scales are not packed UE8M0 per row and 32 K-values";
-  if ((p.group * p.sa.g_div) % 64 != 0) return "activation scale group is not a multiple of 64";
+  // The kernel converts and scales 128 K-values per step: an activation scale must cover whole steps.
+  if ((p.group * p.sa.g_div) % 128 != 0) return "activation scale group is not a multiple of 128";
   return nullptr;
 }
 

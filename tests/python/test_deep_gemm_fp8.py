@@ -117,6 +117,32 @@ def test_fp8_times_packed_fp4(rng):
     assert diff < 1e-5
 
 
+@pytest.mark.parametrize("m", [1, 4, 9])
+@pytest.mark.parametrize("exponents", ["typical", "extreme"])
+def test_fp8_times_packed_ue8m0_fp4_at_decode_sizes(rng, m, exponents):
+    """Decode sizes take the FP4 GEMV; scale exponents 0 (outside its range: the packed path takes the
+    problem) and 1 (its edge) must give the same answers as the packed path (M=9)."""
+    n, k = 96, 640  # K: five 128-steps, the last one partly a tail of the activation groups
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    codes = rng.integers(0, 16, size=(n, k), dtype=np.uint8)
+    if exponents == "typical":
+        e = rng.integers(120, 134, size=(n, k // 32)).astype(np.uint8)
+    else:
+        e = rng.choice(np.array([0, 1, 127, 160], np.uint8), size=(n, k // 32))
+    qa, sfa = deep_gemm.per_token_cast_to_fp8(x, use_ue8m0=True)
+    sfb = (2.0 ** (e.astype(np.float64) - 127)).astype(np.float32)
+    packed = np.zeros((n, -(-(k // 32) // 4) * 4), np.uint8)
+    packed[:, :k // 32] = e
+    values_b = codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64) * f64(sfb)[:, np.arange(k) // 32]
+    deq_ref = (f64(qa) * f64(sfa)[:, np.arange(k) // 128]) @ values_b.T
+    d = poisoned((m, n), np.float32)
+    deep_gemm.fp8_fp4_gemm_nt((qa, sfa), (pack_fp4(codes), packed.view(np.int32)), d, recipe_a=(1, 128),
+                              recipe_b=(1, 32))
+    diff = calc_diff(d, deq_ref)
+    print(f"fp8 x fp4 (packed ue8m0, {exponents} exponents) m={m}: diff vs dequantised={diff:.2e}")
+    assert np.all(np.isfinite(d)) and diff < 1e-5
+
+
 def test_legacy_gemm_fp8_fp8_bf16_nt(rng):
     m, n, k = 16, 128, 576
     a, b, ref, deq_ref = quantised_problem(rng, m, n, k, "fp32")

@@ -146,11 +146,11 @@ GemvFn gemv_kernel_avx512bf16();
 
 // ---- decode GEMV over packed FP4 (e2m1) weights with per-32 power-of-two (UE8M0) weight scales ----
 // out[m * ldo + n] = sum_g (sum_{k in g} a[m][k] * w[n][k] * 2^(e(n, k/32) - 127)) * a_scale[g*ass + m],
-// g over a_group-wide K groups (a multiple of 64; the whole K when a_scale == nullptr). w rows hold K/2
+// g over a_group-wide K groups (a multiple of 128; the whole K when a_scale == nullptr). w rows hold K/2
 // bytes (K even), the even value in the low nibble; the exponent byte e(n, b) is at
 // w_exp[(w_row0 + n) * exp_row_bytes + (b / 4) * exp_word_bytes + b % 4] (DeepGEMM's packed int32 scale
-// layout read in place). The scale is folded into the bf16 conversion (exact), which needs
-// 2 <= e <= 252; the kernel returns false (out partly written) if any exponent is outside, so the
+// layout read in place). The scale multiplies fp32 partial sums of 32-value blocks (exact), which needs
+// 1 <= e <= 254; the kernel returns false (out partly written) if any exponent is outside, so the
 // caller recomputes that problem another way. a: e4m3 or bf16 rows, K-contiguous.
 struct GemvFp4Args {
   const void* a;
