@@ -45,7 +45,8 @@ about 20 rows), m_grouped_fp8_fp4_masked (FP8 x FP4 weights, 1 and 4 rows per gr
   %limit  = decode: FP4 weight bytes (packed) per second / DRAM read GB/s measured right after the
             row; else GFLOP/s / bf16 peak
   peer    = tessera's dense GEMM doing the same work in the same run: one GEMM over all M rows
-            (contiguous layouts) or one GEMM per group (masked: each group has its own weights);
+            (contiguous layouts; timed call i uses group i % G's weights, so they come from DRAM as
+            the grouped call's do) or one GEMM per group (masked: each group has its own weights);
             xpeer = dense time / grouped time (target >= 0.90)
 Both outputs are verified first (float64 random-vector check per group; padding rows must be zero).
 )";

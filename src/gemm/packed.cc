@@ -158,7 +158,10 @@ void run_packed_batch(const GemmProblem* problems, int64_t count, const cpu::Gem
     plans[i] = make_packed_plan(p, ks, threads);
     const PackedPlan& plan = plans[i];
     if (print_plans()) std::fprintf(stderr, "[tessera] %s: %s kernels=%s\n", p.fn, plan.describe().c_str(), ks.name);
-    const double other = plan.split_y ? double(plan.x) : double(plan.y);
+    // Work per split panel counts the other side as the kernels compute it (padding and tails included),
+    // so uneven groups split between threads by their real cost.
+    const double other = plan.split_y ? double((plan.x + plan.tile.mr - 1) / plan.tile.mr * plan.tile.mr)
+                                      : computed_cols(plan.y, plan.tile, ks.n_step);
     const double width = plan.split_y ? plan.tile.nr : plan.tile.mr;
     per_panel[i] = width * other * double(plan.k_pad);
     offset[i + 1] = offset[i] + per_panel[i] * double(split_panels(plan));

@@ -47,18 +47,6 @@ double read_units(double bytes) {
   return bytes > double(16 << 20) ? 12.0 : 4.0;
 }
 
-// Column-equivalents a tile spends on y b-side columns: whole panels, except that a set whose kernels
-// skip a tail panel's empty vectors computes the tail in n_step units; a tail that leaves fewer than 12
-// accumulators runs below full rate (vdpbf16ps latency: 8 accumulators reach 67% of peak, 16 reach 100%).
-double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step) {
-  const int64_t whole = y / t.nr * t.nr, tail = y - whole;
-  if (tail == 0) return double(whole);
-  if (n_step <= 0) return double(whole + t.nr);
-  const int64_t cols = round_up(tail, n_step);
-  const double accumulators = double(t.mr) * double(cols / n_step);
-  return double(whole) + double(cols) * std::max(1.0, 12.0 / accumulators);
-}
-
 double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, int64_t x, int64_t y, int64_t k,
                    const cpu::GemmTile& t, int n_step, int64_t nc) {
   const double padded = double(round_up(x, t.mr)) * computed_cols(y, t, n_step) * double(k);
@@ -71,6 +59,18 @@ double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, int64_t x, in
 }
 
 }  // namespace
+
+// Column-equivalents a tile spends on y b-side columns: whole panels, except that a set whose kernels
+// skip a tail panel's empty vectors computes the tail in n_step units; a tail that leaves fewer than 12
+// accumulators runs below full rate (vdpbf16ps latency: 8 accumulators reach 67% of peak, 16 reach 100%).
+double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step) {
+  const int64_t whole = y / t.nr * t.nr, tail = y - whole;
+  if (tail == 0) return double(whole);
+  if (n_step <= 0) return double(whole + t.nr);
+  const int64_t cols = round_up(tail, n_step);
+  const double accumulators = double(t.mr) * double(cols / n_step);
+  return double(whole) + double(cols) * std::max(1.0, 12.0 / accumulators);
+}
 
 PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads) {
   PackedPlan plan;

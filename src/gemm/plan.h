@@ -33,6 +33,9 @@ struct PackedPlan {
 
 PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads);
 
+// The columns' worth of work a tile spends on y b-side columns (tails in n_step units, see plan.cc).
+double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step);
+
 // The half-open range of panels [begin, end) of `panels` that thread t of nt works on.
 inline void thread_panel_range(int64_t panels, int t, int nt, int64_t* begin, int64_t* end) {
   *begin = panels * t / nt;
