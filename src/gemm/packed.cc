@@ -36,6 +36,18 @@ void prefetch_a_rows(const cpu::GemmSrc& s, int64_t r0, int rows, int64_t k0, in
   }
 }
 
+// Bytes of an R x K operand as stored (fp4: two values per byte).
+int64_t operand_bytes(const cpu::GemmSrc& s, int64_t rows, int64_t k) {
+  const int64_t values = rows * k;
+  switch (s.type) {
+    case cpu::GemmSrcType::kBF16: return 2 * values;
+    case cpu::GemmSrcType::kF32: return 4 * values;
+    case cpu::GemmSrcType::kE4M3: return values;
+    case cpu::GemmSrcType::kE2M1: return values / 2;
+  }
+  return values;
+}
+
 bool print_plans() {
   static const bool on = [] {
     const char* v = std::getenv("TESSERA_PRINT_PLAN");
@@ -153,9 +165,11 @@ void run_packed_batch(const GemmProblem* problems, int64_t count, const cpu::Gem
   std::vector<PackedPlan> plans(static_cast<size_t>(count));
   // Work is measured in padded lane multiply-adds; problem i covers [offset[i], offset[i+1]).
   std::vector<double> offset(size_t(count) + 1, 0.0), per_panel(size_t(count), 0.0);
+  int64_t b_bytes = 0;
+  for (int64_t i = 0; count > 1 && i < count; ++i) b_bytes += operand_bytes(problems[i].b, problems[i].n, problems[i].k);
   for (int64_t i = 0; i < count; ++i) {
     const GemmProblem& p = problems[i];
-    plans[i] = make_packed_plan(p, ks, threads);
+    plans[i] = make_packed_plan(p, ks, threads, b_bytes);
     const PackedPlan& plan = plans[i];
     if (print_plans()) std::fprintf(stderr, "[tessera] %s: %s kernels=%s\n", p.fn, plan.describe().c_str(), ks.name);
     // Work per split panel counts the other side as the kernels compute it (padding and tails included),

@@ -41,38 +41,50 @@ int src_bytes(const cpu::GemmSrc& s) {
 }
 
 // Reading one byte costs ~4 units from L3 and ~12 from DRAM (Zen 5: ~50 GB/s from L3, ~15 GB/s from DRAM
-// per core against 65 lane-FMAs per cycle at ~4.4 GHz); an operand larger than half the L3 is assumed
-// to come from DRAM every time it is read.
-double read_units(double bytes) {
-  return bytes > double(16 << 20) ? 12.0 : 4.0;
+// per core against 65 lane-FMAs per cycle at ~4.4 GHz); an operand larger than half the L3, or one of a
+// batch whose operands together are (MoE groups: the other groups' weights evict it), is assumed to
+// come from DRAM every time it is read.
+double read_units(double bytes, bool cold) {
+  return cold || bytes > double(16 << 20) ? 12.0 : 4.0;
 }
 
-double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, int64_t x, int64_t y, int64_t k,
-                   const cpu::GemmTile& t, int n_step, int64_t nc) {
-  const double padded = double(round_up(x, t.mr)) * computed_cols(y, t, n_step) * double(k);
+double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, bool x_cold, bool y_cold, int64_t x, int64_t y,
+                   int64_t k, const cpu::GemmTile& t, int n_step, int64_t nc) {
+  const double rate = t.rate > 0 ? double(t.rate) : 1.0;
+  const double padded = double(round_up(x, t.mr)) * computed_cols(y, t, n_step) * double(k) / rate;
   const double y_elems = double(y) * double(k), x_elems = double(x) * double(k);
   const double y_bytes = y_elems * src_bytes(ys), x_bytes = x_elems * src_bytes(xs);
-  // The b-side is read and packed once; the a-side is read (and prepared) once per b-block.
-  const double b_side = y_elems * b_pack_units(ys) + y_bytes * read_units(y_bytes);
-  const double a_side = (x_elems * a_prep_units(xs) + x_bytes * read_units(x_bytes)) * double((y + nc - 1) / nc);
+  // The b-side is read and packed once, before its block's compute starts: from DRAM nothing hides
+  // the reads (2x). The a-side is read (and prepared) once per b-block; read in place it streams under
+  // the micro-kernel (prefetched a chunk ahead), so even from DRAM it costs what an L3 read does.
+  // Measured: MoE groups of 97-199 rows (N=4096, K=2048, bf16 and fp8 weights) ran 5-18% slower with
+  // the weights packed as the b-side than read or converted in place as the a-side, which the model
+  // without these two terms had rated equal or cheaper.
+  const double y_read = read_units(y_bytes, y_cold);
+  const double b_side = y_elems * b_pack_units(ys) + y_bytes * (y_read > 4.0 ? 2.0 * y_read : y_read);
+  const double a_read = a_prep_units(xs) == 0.0 ? 4.0 : read_units(x_bytes, x_cold);
+  const double a_side = (x_elems * a_prep_units(xs) + x_bytes * a_read) * double((y + nc - 1) / nc);
   return padded + b_side + a_side;
 }
 
 }  // namespace
 
 // Column-equivalents a tile spends on y b-side columns: whole panels, except that a set whose kernels
-// skip a tail panel's empty vectors computes the tail in n_step units; a tail that leaves fewer than 12
-// accumulators runs below full rate (vdpbf16ps latency: 8 accumulators reach 67% of peak, 16 reach 100%).
+// skip a tail panel's empty vectors computes the tail in n_step units. A tail panel runs below full rate:
+// measured (bf16, N=4096, 2 threads) at about accumulators / 24 of it at K=7168 - 8 rows x 1 vector
+// 0.34, 14 x 1 0.64, 8 x 2 0.68 - and closer to full rate at K=2048 (8 x 1: 0.46), so it costs
+// cols * min(2, 24 / accumulators), at most a whole panel.
 double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step) {
   const int64_t whole = y / t.nr * t.nr, tail = y - whole;
   if (tail == 0) return double(whole);
   if (n_step <= 0) return double(whole + t.nr);
   const int64_t cols = round_up(tail, n_step);
   const double accumulators = double(t.mr) * double(cols / n_step);
-  return double(whole) + double(cols) * std::max(1.0, 12.0 / accumulators);
+  return double(whole) + std::min(double(t.nr), double(cols) * std::clamp(24.0 / accumulators, 1.0, 2.0));
 }
 
-PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads) {
+PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads, int64_t batch_b_bytes) {
+  const bool b_cold = double(batch_b_bytes) > double(16 << 20);
   PackedPlan plan;
   // fp8 x fp8 packs in "lane order" (cheaper conversion, see GemmSrc::lane_order) when scale groups are
   // whole 64-blocks; K is then padded to 64 so every chunk is whole blocks.
@@ -99,8 +111,8 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
       const cpu::GemmTile& tile = ks.tiles[t];
       const int64_t nc = block_cols(swap ? p.m : p.n, tile.nr);
       const double cost =
-          swap ? choice_cost(p.b, p.a, p.n, p.m, p.k, tile, ks.n_step, nc)
-               : choice_cost(p.a, p.b, p.m, p.n, p.k, tile, ks.n_step, nc);
+          swap ? choice_cost(p.b, p.a, b_cold, false, p.n, p.m, p.k, tile, ks.n_step, nc)
+               : choice_cost(p.a, p.b, false, b_cold, p.m, p.n, p.k, tile, ks.n_step, nc);
       if (best.cost < 0 || cost < best.cost) best = {cost, swap != 0, t};
     }
   plan.swap = env_int("TESSERA_GEMM_SWAP", best.swap ? 1 : 0) != 0;

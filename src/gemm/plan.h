@@ -31,7 +31,9 @@ struct PackedPlan {
   std::string describe() const;
 };
 
-PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads);
+// batch_b_bytes: the bytes of the b operands of every problem run in the same batch (the groups of an
+// MoE GEMM): above half the L3 each problem's b comes from DRAM whatever its own size.
+PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads, int64_t batch_b_bytes = 0);
 
 // The columns' worth of work a tile spends on y b-side columns (tails in n_step units, see plan.cc).
 double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step);

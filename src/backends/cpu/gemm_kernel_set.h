@@ -58,10 +58,12 @@ struct UkrArgs {
 
 using UkrFn = void (*)(const UkrArgs& args);
 
-// One register tile of a kernel set: mr a-panel rows x nr b-panel columns.
+// One register tile of a kernel set: mr a-panel rows x nr b-panel columns; rate: its measured
+// throughput on whole panels relative to the set's best tile (0 means 1), for the plan's cost.
 struct GemmTile {
   int mr, nr;
   UkrFn ukr;
+  float rate;
 };
 
 struct GemmKernelSet {

@@ -215,7 +215,7 @@ const GemmKernelSet* gemm_kernels_avx2() {
       "avx2",
       /*k_align=*/1,
       /*elem_bytes=*/4,
-      /*kc=*/256,       {{6, 16, gemm_ukr_avx2_6x16}},
+      /*kc=*/256,       {{6, 16, gemm_ukr_avx2_6x16, 0.0f}},
       /*num_tiles=*/1,  accepts,
       prepare_a,        pack_b,
       /*n_step=*/0,

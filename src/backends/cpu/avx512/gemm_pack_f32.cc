@@ -204,7 +204,7 @@ const GemmKernelSet* gemm_kernels_avx512() {
       "avx512",
       /*k_align=*/1,
       /*elem_bytes=*/4,
-      /*kc=*/256,       {{8, 48, gemm_ukr_avx512_8x48}, {14, 32, gemm_ukr_avx512_14x32}},
+      /*kc=*/256,       {{8, 48, gemm_ukr_avx512_8x48, 0.0f}, {14, 32, gemm_ukr_avx512_14x32, 0.0f}},
       /*num_tiles=*/2,  accepts,
       prepare_a,        pack_b,
       /*n_step=*/0,
