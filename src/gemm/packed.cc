@@ -66,6 +66,9 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
   const ScaleTable& yscale = plan.swap ? p.sa : p.sb;
   const bool scaled = p.group > 0;
   const int64_t groups = scale_groups(p);
+  // Thin tail panels go to the kernel set's dot-product path when both sides are bf16 rows along K
+  // (the b-side read unpacked from its source, the a-side as the micro-kernel sees it).
+  const int dot_cols = tail_dot_cols(p, ys, ks);
 
   int64_t xb = 0, xe = plan.x, yb = 0, ye = plan.y;
   if (plan.split_y) {
@@ -113,6 +116,14 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
           u.c = ws + int64_t(ir) * plan.nc + jr;
           u.m_valid = std::min(plan.tile.mr, mx - ir);
           u.n_valid = std::min(plan.tile.nr, ny - jr);
+          if (u.n_valid <= dot_cols && u.n_valid < plan.tile.nr) {
+            // A thin tail panel: dot products over the unpacked b rows (see TailDotArgs).
+            cpu::TailDotArgs t{static_cast<const uint16_t*>(u.a), u.lda, u.m_valid,
+                               static_cast<const uint16_t*>(ys.data) + (y0 + jr) * ys.stride_r + pc, ys.stride_r,
+                               u.n_valid, int(std::min<int64_t>(kc, p.k - pc)), u.c, u.ldc, u.accumulate};
+            ks.tail_dot(t);
+            return;
+          }
           if (scaled) {
             u.row_scale = xs_buf + g0 * plan.mc + ir;
             u.col_scale = ys_buf + g0 * plan.nc + jr;
@@ -175,7 +186,8 @@ void run_packed_batch(const GemmProblem* problems, int64_t count, const cpu::Gem
     // Work per split panel counts the other side as the kernels compute it (padding and tails included),
     // so uneven groups split between threads by their real cost.
     const double other = plan.split_y ? double((plan.x + plan.tile.mr - 1) / plan.tile.mr * plan.tile.mr)
-                                      : computed_cols(plan.y, plan.tile, ks.n_step);
+                                      : computed_cols(plan.y, plan.tile, ks.n_step,
+                                                      tail_dot_cols(p, plan.swap ? p.a : p.b, ks));
     const double width = plan.split_y ? plan.tile.nr : plan.tile.mr;
     per_panel[i] = width * other * double(plan.k_pad);
     offset[i + 1] = offset[i] + per_panel[i] * double(split_panels(plan));

@@ -58,6 +58,24 @@ struct UkrArgs {
 
 using UkrFn = void (*)(const UkrArgs& args);
 
+// The columns of a b-side tail panel as dot products along K, for bf16 operands that are both
+// K-contiguous: c[i * ldc + t] = (accumulate ? c[i * ldc + t] : 0) + sum_{k < k_valid} a[i][k] * b[t][k]
+// for i < rows, t < cols (a row i at a + i * lda, token t at b + t * ldb; nothing at or beyond k_valid
+// is read).
+struct TailDotArgs {
+  const uint16_t* a;
+  int64_t lda;
+  int rows;
+  const uint16_t* b;
+  int64_t ldb;
+  int cols;
+  int k_valid;
+  float* c;
+  int64_t ldc;
+  int accumulate;
+};
+using TailDotFn = void (*)(const TailDotArgs& args);
+
 // One register tile of a kernel set: mr a-panel rows x nr b-panel columns; rate: its measured
 // throughput on whole panels relative to the set's best tile (0 means 1), for the plan's cost.
 struct GemmTile {
@@ -90,6 +108,9 @@ struct GemmKernelSet {
   // Column granularity of a full-height tile's work when its micro-kernels honour UkrArgs::n_valid
   // (a partly valid last b-panel costs round_up(n_valid, n_step) columns); 0: they compute all nr.
   int n_step;
+  // Optional: unscaled bf16 tail panels of at most tail_dot_cols valid columns by dot products.
+  TailDotFn tail_dot;
+  int tail_dot_cols;
 };
 
 // Writes D = round(C + tile) for an output block (the one rounding of every GEMM path).

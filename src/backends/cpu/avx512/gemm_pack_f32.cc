@@ -208,6 +208,7 @@ const GemmKernelSet* gemm_kernels_avx512() {
       /*num_tiles=*/2,  accepts,
       prepare_a,        pack_b,
       /*n_step=*/0,
+      /*tail_dot=*/nullptr, /*tail_dot_cols=*/0,
   };
   return &set;
 }
