@@ -66,9 +66,8 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
   const ScaleTable& yscale = plan.swap ? p.sa : p.sb;
   const bool scaled = p.group > 0;
   const int64_t groups = scale_groups(p);
-  // Thin tail panels go to the kernel set's dot-product path when both sides are bf16 rows along K
-  // (the b-side read unpacked from its source, the a-side as the micro-kernel sees it).
-  const int dot_cols = tail_dot_cols(p, ys, ks);
+  // Thin tail panels go to the kernel set's dot-product path (see tail_dot_cols).
+  const int dot_cols = tail_dot_cols(ys, ks);
 
   int64_t xb = 0, xe = plan.x, yb = 0, ye = plan.y;
   if (plan.split_y) {
@@ -110,23 +109,33 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
         u.accumulate = pc > 0;
         u.row_scale_stride = plan.mc;
         u.col_scale_stride = plan.nc;
+        // The block's thin tail panel (if any) as bf16 rows along K: read in place, or converted once
+        // per chunk like an a-side (same lane order as the a-panels).
+        const int tail_jr = (ny - 1) / plan.tile.nr * plan.tile.nr, tail_n = ny - tail_jr;
+        const bool tail = tail_n < plan.tile.nr && tail_n <= dot_cols;
+        const void* tail_rows = nullptr;
+        int64_t tail_ld = 0;
+        if (tail)
+          tail_rows = ks.prepare_a(ys, y0 + tail_jr, tail_n, pc, kc, p.k, thread_scratch(7, size_t(dot_cols) * kc * es),
+                                   &tail_ld);
+        // In-place bf16 rows end at K; converted ones (lane order included) are zero-padded to kc.
+        const int k_valid = int(plan.lane_order ? kc : std::min<int64_t>(kc, p.k - pc));
         auto call = [&](const char* apanel, int ir, int jr) {
           u.a = apanel;
           u.b = bchunk + size_t(jr) * kc * es;
           u.c = ws + int64_t(ir) * plan.nc + jr;
           u.m_valid = std::min(plan.tile.mr, mx - ir);
           u.n_valid = std::min(plan.tile.nr, ny - jr);
-          if (u.n_valid <= dot_cols && u.n_valid < plan.tile.nr) {
-            // A thin tail panel: dot products over the unpacked b rows (see TailDotArgs).
-            cpu::TailDotArgs t{static_cast<const uint16_t*>(u.a), u.lda, u.m_valid,
-                               static_cast<const uint16_t*>(ys.data) + (y0 + jr) * ys.stride_r + pc, ys.stride_r,
-                               u.n_valid, int(std::min<int64_t>(kc, p.k - pc)), u.c, u.ldc, u.accumulate};
-            ks.tail_dot(t);
-            return;
-          }
           if (scaled) {
             u.row_scale = xs_buf + g0 * plan.mc + ir;
             u.col_scale = ys_buf + g0 * plan.nc + jr;
+          }
+          if (tail && jr == tail_jr) {
+            // A thin tail panel: dot products over the tail's rows (see TailDotArgs).
+            ks.tail_dot({static_cast<const uint16_t*>(u.a), u.lda, u.m_valid, static_cast<const uint16_t*>(tail_rows),
+                         tail_ld, tail_n, k_valid, u.c, u.ldc, u.accumulate, u.group, u.row_scale,
+                         u.row_scale_stride, u.col_scale, u.col_scale_stride});
+            return;
           }
           plan.tile.ukr(u);
         };
@@ -187,7 +196,7 @@ void run_packed_batch(const GemmProblem* problems, int64_t count, const cpu::Gem
     // so uneven groups split between threads by their real cost.
     const double other = plan.split_y ? double((plan.x + plan.tile.mr - 1) / plan.tile.mr * plan.tile.mr)
                                       : computed_cols(plan.y, plan.tile, ks.n_step,
-                                                      tail_dot_cols(p, plan.swap ? p.a : p.b, ks));
+                                                      tail_dot_cols(plan.swap ? p.a : p.b, ks));
     const double width = plan.split_y ? plan.tile.nr : plan.tile.mr;
     per_panel[i] = width * other * double(plan.k_pad);
     offset[i + 1] = offset[i] + per_panel[i] * double(split_panels(plan));

@@ -86,8 +86,9 @@ double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step, int dot_cols
   return double(whole) + std::min(double(t.nr), double(cols) * std::clamp(24.0 / accumulators, 1.0, 2.0));
 }
 
-int tail_dot_cols(const GemmProblem& p, const cpu::GemmSrc& b_side, const cpu::GemmKernelSet& ks) {
-  const bool applies = ks.tail_dot && p.group == 0 && b_side.type == cpu::GemmSrcType::kBF16 && b_side.stride_k == 1;
+int tail_dot_cols(const cpu::GemmSrc& b_side, const cpu::GemmKernelSet& ks) {
+  const bool applies = ks.tail_dot && b_side.stride_k == 1 &&
+                       (b_side.type == cpu::GemmSrcType::kBF16 || b_side.type == cpu::GemmSrcType::kE4M3);
   return applies ? ks.tail_dot_cols : 0;
 }
 
@@ -120,8 +121,8 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
       const int64_t nc = block_cols(swap ? p.m : p.n, tile.nr);
       const cpu::GemmSrc& b_side = swap ? p.a : p.b;
       const double cost =
-          swap ? choice_cost(p.b, p.a, b_cold, false, p.n, p.m, p.k, tile, ks.n_step, tail_dot_cols(p, b_side, ks), nc)
-               : choice_cost(p.a, p.b, false, b_cold, p.m, p.n, p.k, tile, ks.n_step, tail_dot_cols(p, b_side, ks), nc);
+          swap ? choice_cost(p.b, p.a, b_cold, false, p.n, p.m, p.k, tile, ks.n_step, tail_dot_cols(b_side, ks), nc)
+               : choice_cost(p.a, p.b, false, b_cold, p.m, p.n, p.k, tile, ks.n_step, tail_dot_cols(b_side, ks), nc);
       if (best.cost < 0 || cost < best.cost) best = {cost, swap != 0, t};
     }
   plan.swap = env_int("TESSERA_GEMM_SWAP", best.swap ? 1 : 0) != 0;

@@ -38,9 +38,9 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
 // The columns' worth of work a tile spends on y b-side columns (tails in n_step units or by the kernel
 // set's dot-product path when at most dot_cols wide, see plan.cc).
 double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step, int dot_cols);
-// How many tail columns the kernel set's dot-product path takes for p with b_side as the packed side
-// (0: it does not apply: scaled, non-bf16 or not K-contiguous).
-int tail_dot_cols(const GemmProblem& p, const cpu::GemmSrc& b_side, const cpu::GemmKernelSet& ks);
+// How many tail columns the kernel set's dot-product path takes with b_side as the packed side (0: it
+// does not apply: a b-side that is not bf16 or e4m3 rows along K).
+int tail_dot_cols(const cpu::GemmSrc& b_side, const cpu::GemmKernelSet& ks);
 
 // The half-open range of panels [begin, end) of `panels` that thread t of nt works on.
 inline void thread_panel_range(int64_t panels, int t, int nt, int64_t* begin, int64_t* end) {

@@ -10,7 +10,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from helpers import BF16, LAYOUTS, f64, given, poisoned, store
+import tessera
+from helpers import BF16, LAYOUTS, bits, f64, given, poisoned, store
 from tessera import deep_gemm
 from tessera.deep_gemm.testing import calc_diff
 
@@ -141,6 +142,27 @@ def test_fp8_times_packed_ue8m0_fp4_at_decode_sizes(rng, m, exponents):
     diff = calc_diff(d, deq_ref)
     print(f"fp8 x fp4 (packed ue8m0, {exponents} exponents) m={m}: diff vs dequantised={diff:.2e}")
     assert np.all(np.isfinite(d)) and diff < 1e-5
+
+
+@pytest.mark.parametrize("sf_style", ["fp32", "ue8m0"])
+@pytest.mark.parametrize("m, n, k", [(97, 640, 2500), (98, 300, 1300), (99, 400, 1200), (100, 330, 1500),
+                                     (66, 500, 1100), (52, 1060, 1100)])
+def test_fp8_gemm_thin_tail_panels(rng, sf_style, m, n, k):
+    """Shapes whose last column panel holds 1-8 columns (computed as scaled dot products along K, in
+    lane order for these recipes): both references, and the same bits for 1, 2 and 3 threads."""
+    a, b, ref, deq_ref = quantised_problem(rng, m, n, k, sf_style)
+    results = []
+    try:
+        for threads in (1, 2, 3):
+            tessera.set_num_threads(threads)
+            d = poisoned((m, n), np.float32)
+            deep_gemm.fp8_gemm_nt(a, b, d)
+            results.append(bits(d))
+    finally:
+        tessera.set_num_threads(0)
+    check(d, ref, deq_ref, f"fp8 thin tail {sf_style} m={m} n={n} k={k}")
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
 
 
 def test_legacy_gemm_fp8_fp8_bf16_nt(rng):

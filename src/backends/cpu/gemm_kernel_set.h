@@ -58,10 +58,11 @@ struct UkrArgs {
 
 using UkrFn = void (*)(const UkrArgs& args);
 
-// The columns of a b-side tail panel as dot products along K, for bf16 operands that are both
-// K-contiguous: c[i * ldc + t] = (accumulate ? c[i * ldc + t] : 0) + sum_{k < k_valid} a[i][k] * b[t][k]
-// for i < rows, t < cols (a row i at a + i * lda, token t at b + t * ldb; nothing at or beyond k_valid
-// is read).
+// The columns of a b-side tail panel as dot products along K, over bf16 rows that are both
+// K-contiguous (a row i at a + i * lda, b row t at b + t * ldb; nothing at or beyond k_valid is read):
+// c[i * ldc + t] = (accumulate ? c[i * ldc + t] : 0) + sum_g (sum_{k in g, k < k_valid} a[i][k] b[t][k])
+//                  * row_scale[g * row_scale_stride + i] * col_scale[g * col_scale_stride + t]
+// for i < rows, t < cols, over K groups of `group` values (scales nullptr: one unscaled group).
 struct TailDotArgs {
   const uint16_t* a;
   int64_t lda;
@@ -73,6 +74,11 @@ struct TailDotArgs {
   float* c;
   int64_t ldc;
   int accumulate;
+  int group;
+  const float* row_scale;
+  int64_t row_scale_stride;
+  const float* col_scale;
+  int64_t col_scale_stride;
 };
 using TailDotFn = void (*)(const TailDotArgs& args);
 
@@ -108,7 +114,7 @@ struct GemmKernelSet {
   // Column granularity of a full-height tile's work when its micro-kernels honour UkrArgs::n_valid
   // (a partly valid last b-panel costs round_up(n_valid, n_step) columns); 0: they compute all nr.
   int n_step;
-  // Optional: unscaled bf16 tail panels of at most tail_dot_cols valid columns by dot products.
+  // Optional: tail panels of at most tail_dot_cols valid columns by dot products (see TailDotArgs).
   TailDotFn tail_dot;
   int tail_dot_cols;
 };
