@@ -5,6 +5,7 @@
 // select_bf16.cc in scalar/ entry for entry.
 #include <immintrin.h>
 
+#include "backends/cpu/avx512/key_range.h"
 #include "backends/cpu/select_kernels.h"
 
 namespace tessera::cpu {
@@ -116,14 +117,7 @@ void collect_impl(SelectCollectArgs* a) {
   a->pos = pos;
   a->count = count;
   if (pos == start) return;
-  const __m512i mn32 = _mm512_min_epi32(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(mn)),
-                                        _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(mn, 1)));
-  const __m512i mx32 = _mm512_max_epi32(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(mx)),
-                                        _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(mx, 1)));
-  const int32_t new_min = _mm512_reduce_min_epi32(mn32), new_max = _mm512_reduce_max_epi32(mx32);
-  // The int16 clamp of the caller's bounds (e.g. INT32_MAX / INT32_MIN sentinels) is not a key seen.
-  a->min_key = a->min_key < new_min ? a->min_key : new_min;
-  a->max_key = a->max_key > new_max ? a->max_key : new_max;
+  avx512::fold_key_range(mn, mx, &a->min_key, &a->max_key);
 }
 
 // Below about one hit per 128-element block, most blocks have none and skipping them pays; above it
