@@ -36,18 +36,6 @@ void prefetch_a_rows(const cpu::GemmSrc& s, int64_t r0, int rows, int64_t k0, in
   }
 }
 
-// Bytes of an R x K operand as stored (fp4: two values per byte).
-int64_t operand_bytes(const cpu::GemmSrc& s, int64_t rows, int64_t k) {
-  const int64_t values = rows * k;
-  switch (s.type) {
-    case cpu::GemmSrcType::kBF16: return 2 * values;
-    case cpu::GemmSrcType::kF32: return 4 * values;
-    case cpu::GemmSrcType::kE4M3: return values;
-    case cpu::GemmSrcType::kE2M1: return values / 2;
-  }
-  return values;
-}
-
 bool print_plans() {
   static const bool on = [] {
     const char* v = std::getenv("TESSERA_PRINT_PLAN");
@@ -66,8 +54,6 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
   const ScaleTable& yscale = plan.swap ? p.sa : p.sb;
   const bool scaled = p.group > 0;
   const int64_t groups = scale_groups(p);
-  // Thin tail panels go to the kernel set's dot-product path (see tail_dot_cols).
-  const int dot_cols = tail_dot_cols(ys, ks);
 
   int64_t xb = 0, xe = plan.x, yb = 0, ye = plan.y;
   if (plan.split_y) {
@@ -112,12 +98,12 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
         // The block's thin tail panel (if any) as bf16 rows along K: read in place, or converted once
         // per chunk like an a-side (same lane order as the a-panels).
         const int tail_jr = (ny - 1) / plan.tile.nr * plan.tile.nr, tail_n = ny - tail_jr;
-        const bool tail = tail_n < plan.tile.nr && tail_n <= dot_cols;
+        const bool tail = tail_n < plan.tile.nr && tail_n <= plan.dot_cols;
         const void* tail_rows = nullptr;
         int64_t tail_ld = 0;
         if (tail)
-          tail_rows = ks.prepare_a(ys, y0 + tail_jr, tail_n, pc, kc, p.k, thread_scratch(7, size_t(dot_cols) * kc * es),
-                                   &tail_ld);
+          tail_rows = ks.prepare_a(ys, y0 + tail_jr, tail_n, pc, kc, p.k,
+                                   thread_scratch(7, size_t(plan.dot_cols) * kc * es), &tail_ld);
         // In-place bf16 rows end at K; converted ones (lane order included) are zero-padded to kc.
         const int k_valid = int(plan.lane_order ? kc : std::min<int64_t>(kc, p.k - pc));
         auto call = [&](const char* apanel, int ir, int jr) {
@@ -185,8 +171,7 @@ void run_packed_batch(const GemmProblem* problems, int64_t count, const cpu::Gem
   std::vector<PackedPlan> plans(static_cast<size_t>(count));
   // Work is measured in padded lane multiply-adds; problem i covers [offset[i], offset[i+1]).
   std::vector<double> offset(size_t(count) + 1, 0.0), per_panel(size_t(count), 0.0);
-  int64_t b_bytes = 0;
-  for (int64_t i = 0; count > 1 && i < count; ++i) b_bytes += operand_bytes(problems[i].b, problems[i].n, problems[i].k);
+  const int64_t b_bytes = batch_b_bytes(problems, count);
   for (int64_t i = 0; i < count; ++i) {
     const GemmProblem& p = problems[i];
     plans[i] = make_packed_plan(p, ks, threads, b_bytes);
@@ -195,8 +180,7 @@ void run_packed_batch(const GemmProblem* problems, int64_t count, const cpu::Gem
     // Work per split panel counts the other side as the kernels compute it (padding and tails included),
     // so uneven groups split between threads by their real cost.
     const double other = plan.split_y ? double((plan.x + plan.tile.mr - 1) / plan.tile.mr * plan.tile.mr)
-                                      : computed_cols(plan.y, plan.tile, ks.n_step,
-                                                      tail_dot_cols(plan.swap ? p.a : p.b, ks));
+                                      : computed_cols(plan.y, plan.tile, ks.n_step, plan.dot_cols);
     const double width = plan.split_y ? plan.tile.nr : plan.tile.mr;
     per_panel[i] = width * other * double(plan.k_pad);
     offset[i + 1] = offset[i] + per_panel[i] * double(split_panels(plan));

@@ -48,6 +48,14 @@ double read_units(double bytes, bool cold) {
   return cold || bytes > double(16 << 20) ? 12.0 : 4.0;
 }
 
+// How many tail columns the kernel set's dot-product path takes with b_side as the packed side (0: it
+// does not apply: a b-side that is not bf16 or e4m3 rows along K).
+int tail_dot_cols(const cpu::GemmSrc& b_side, const cpu::GemmKernelSet& ks) {
+  const bool applies = ks.tail_dot && b_side.stride_k == 1 &&
+                       (b_side.type == cpu::GemmSrcType::kBF16 || b_side.type == cpu::GemmSrcType::kE4M3);
+  return applies ? ks.tail_dot_cols : 0;
+}
+
 double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, bool x_cold, bool y_cold, int64_t x, int64_t y,
                    int64_t k, const cpu::GemmTile& t, int n_step, int dot_cols, int64_t nc) {
   const double rate = t.rate > 0 ? double(t.rate) : 1.0;
@@ -86,14 +94,20 @@ double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step, int dot_cols
   return double(whole) + std::min(double(t.nr), double(cols) * std::clamp(24.0 / accumulators, 1.0, 2.0));
 }
 
-int tail_dot_cols(const cpu::GemmSrc& b_side, const cpu::GemmKernelSet& ks) {
-  const bool applies = ks.tail_dot && b_side.stride_k == 1 &&
-                       (b_side.type == cpu::GemmSrcType::kBF16 || b_side.type == cpu::GemmSrcType::kE4M3);
-  return applies ? ks.tail_dot_cols : 0;
+
+int64_t batch_b_bytes(const GemmProblem* problems, int64_t count) {
+  if (count <= 1) return 0;
+  int64_t bytes = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const GemmProblem& p = problems[i];
+    const int64_t values = p.n * p.k;
+    bytes += p.b.type == cpu::GemmSrcType::kE2M1 ? values / 2 : values * src_bytes(p.b);  // fp4: two per byte
+  }
+  return bytes;
 }
 
-PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads, int64_t batch_b_bytes) {
-  const bool b_cold = double(batch_b_bytes) > double(16 << 20);
+PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads, int64_t batch_bytes) {
+  const bool b_cold = double(batch_bytes) > double(16 << 20);
   PackedPlan plan;
   // fp8 x fp8 packs in "lane order" (cheaper conversion, see GemmSrc::lane_order) when scale groups are
   // whole 64-blocks; K is then padded to 64 so every chunk is whole blocks.
@@ -132,6 +146,7 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   const cpu::GemmSrc& xs = plan.swap ? p.b : p.a;
   const cpu::GemmSrc& ys = plan.swap ? p.a : p.b;
   const int mr = plan.tile.mr, nr = plan.tile.nr;
+  plan.dot_cols = tail_dot_cols(ys, ks);
 
   // KC: the kernel set's K block (avx512bf16: 1024, see gemm_pack_bf16.cc); scale groups never straddle
   // a chunk.

@@ -28,19 +28,19 @@ struct PackedPlan {
   // so every thread does the same work; split_y also keeps each b-panel packed by exactly one thread.
   bool split_y = false;
   int threads = 1;
+  int dot_cols = 0;        // a b-side tail of at most this many columns goes to ks.tail_dot (0: none)
   std::string describe() const;
 };
 
-// batch_b_bytes: the bytes of the b operands of every problem run in the same batch (the groups of an
+// batch_bytes: the bytes of the b operands of every problem run in the same batch (the groups of an
 // MoE GEMM): above half the L3 each problem's b comes from DRAM whatever its own size.
-PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads, int64_t batch_b_bytes = 0);
+PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads, int64_t batch_bytes = 0);
 
 // The columns' worth of work a tile spends on y b-side columns (tails in n_step units or by the kernel
 // set's dot-product path when at most dot_cols wide, see plan.cc).
 double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step, int dot_cols);
-// How many tail columns the kernel set's dot-product path takes with b_side as the packed side (0: it
-// does not apply: a b-side that is not bf16 or e4m3 rows along K).
-int tail_dot_cols(const cpu::GemmSrc& b_side, const cpu::GemmKernelSet& ks);
+// The batch_bytes argument of make_packed_plan for the problems of one batch (0 for a single one).
+int64_t batch_b_bytes(const GemmProblem* problems, int64_t count);
 
 // The half-open range of panels [begin, end) of `panels` that thread t of nt works on.
 inline void thread_panel_range(int64_t panels, int t, int nt, int64_t* begin, int64_t* end) {
