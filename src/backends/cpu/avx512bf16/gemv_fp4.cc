@@ -119,6 +119,8 @@ bool gemv_block(const GemvFp4Args& p, const uint16_t* a, int64_t lda, int64_t n)
     const float* as = kScaled ? p.a_scale + (k / group) * p.a_scale_stride : nullptr;
 #pragma GCC unroll 8
     for (int m = 0; m < M; ++m) {
+      // Two short vdpbf16ps chains per row (even and odd q), added before scaling: 1 thread from DRAM
+      // read 21 GB/s with one chain of four, 23 GB/s with these.
       __m512 part[NB], part2[NB];
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
