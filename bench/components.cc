@@ -59,6 +59,7 @@ examples/tl/*.py) and compiled by the tl JIT for this machine:
   gemm_bf16_nt      C = A . B^T, bf16, M = N = K in {512, 1024, 2048} (+4096 with --full), 256x128 tiles, K steps of 256
   add_relu_bf16     C = relu(A + B), bf16 8192 x 8192
   gemv_fp8          y = (W * scale) . x, fp8 e4m3 weights 16384 x 8192 with per-128 scales, bf16 x (T.gemm, 1 row)
+  gemv_fp8_tiled    the same GEMV over weights stored tile by tile [N/64, K/128, 64, 128] (one contiguous 8 KiB tile per T.gemm)
   flash_fwd         FlashAttention forward, seq 2048, 8 heads, dim 128, bf16, 256x128 tiles (+causal with --full)
 Every result is checked first (GEMM: against tessera's library GEMM within one bf16 ulp; the others
 against float64 on samples); then a warm-up and timed calls; the median is reported.

@@ -70,6 +70,32 @@ Program tl_gemv_fp8_program(int k, int bn) {
   return kb.finish();
 }
 
+Program tl_gemv_fp8_tiled_program(int k, int bn, int stages) {
+  const int bk = 128, kblocks = k / bk;
+  KernelBuilder kb("gemv_fp8_tiled");
+  Expr NB = kb.dynamic("NB");
+  Buffer W = kb.tensor("W", {NB, lift(kblocks), lift(bn), lift(bk)}, DataType::kFloat8E4M3);
+  Buffer S = kb.tensor("scale", {NB, lift(kblocks), lift(bn)}, DataType::kFloat32);
+  Buffer x = kb.tensor("x", {lift(k)}, DataType::kBFloat16), y = kb.tensor("y", {NB, lift(bn)}, DataType::kFloat32);
+  kb.kernel({NB}, 128, [&](const std::vector<Expr>& b) {
+    Buffer xs = kb.alloc("x_shared", {1, bk}, DataType::kBFloat16, Scope::kShared);
+    Buffer ws = kb.alloc("w_shared", {bn, bk}, DataType::kFloat8E4M3, Scope::kShared);
+    Buffer part = kb.alloc("part", {1, bn}, DataType::kFloat32, Scope::kFragment);
+    Buffer acc = kb.alloc("acc", {bn}, DataType::kFloat32, Scope::kFragment);
+    kb.clear(whole(acc));
+    kb.pipelined(lift(kblocks), stages, [&](Expr kk) {
+      kb.copy(region(x, {kk * bk}, {lift(bk)}), whole(xs));
+      kb.copy(corner(W, {b[0], kk, lift(0), lift(0)}), whole(ws));
+      kb.gemm(whole(xs), whole(ws), whole(part), false, true, true);
+      kb.parallel({lift(bn)}, [&](const std::vector<Expr>& j) {
+        kb.store(acc, j, kb.load(acc, j) + kb.load(part, {lift(0), j[0]}) * kb.load(S, {b[0], kk, j[0]}));
+      });
+    });
+    kb.parallel({lift(bn)}, [&](const std::vector<Expr>& j) { kb.store(y, {b[0], j[0]}, kb.load(acc, j)); });
+  });
+  return kb.finish();
+}
+
 Program tl_flash_attention_program(int batch, int heads, int seq, int dim, int bm, int bn, bool causal) {
   const float scale = 1.0f / std::sqrt(float(dim)) * 1.44269504f;
   KernelBuilder kb("flash_attention_fwd");

@@ -12,6 +12,9 @@ tl::Program tl_gemm_nt_program(int block_m, int block_n, int block_k, int stages
 tl::Program tl_add_relu_program(int block_m, int block_n);
 // y[N] (float32) = (W (float8_e4m3 [N, K]) * scale[N, K / 128]) . x (bf16 [K]); N dynamic.
 tl::Program tl_gemv_fp8_program(int k, int block_n);
+// The same GEMV over weights stored tile by tile: W[N / block_n, K / 128, block_n, 128] and
+// scale[N / block_n, K / 128, block_n], y[N / block_n, block_n]; NB = N / block_n dynamic.
+tl::Program tl_gemv_fp8_tiled_program(int k, int block_n, int stages = 2);
 // FlashAttention forward, bf16 Q, K, V, O [batch, seq, heads, dim] (the examples/tl layout).
 tl::Program tl_flash_attention_program(int batch, int heads, int seq, int dim, int block_m, int block_n, bool causal);
 

@@ -82,6 +82,20 @@ def test_gemv_fp8(rng, n, k):
     assert_close(y, want, 1e-5 * (np.abs(deq) @ np.abs(f64(x))) + 1e-6, f"fp8 gemv N={n} K={k}")
 
 
+@pytest.mark.parametrize("n", [64, 1024])
+@pytest.mark.parametrize("k", [128, 1024])
+def test_gemv_fp8_tiled(rng, n, k):
+    w, s, x = gemv_dequant.make_fp8(n, k, rng)
+    wt, st = gemv_dequant.tile_fp8(w, s)
+    y = gemv_dequant.gemv_fp8_tiled(k)(wt, st, x)
+    assert y.shape == (n // 64, 64)
+    deq = gemv_dequant.dequantize_fp8(w, s)
+    want = deq @ f64(x)
+    assert_close(y.reshape(-1), want, 1e-5 * (np.abs(deq) @ np.abs(f64(x))) + 1e-6, f"tiled fp8 gemv N={n} K={k}")
+    # the row-major kernel gives the same bits: the same products summed in the same order
+    assert np.array_equal(y.reshape(-1), gemv_dequant.gemv_fp8(k, block_N=64)(w, s, x))
+
+
 @pytest.mark.parametrize("fmt", ["int4", "fp4"])
 @pytest.mark.parametrize("n", [1, 100, 1000])
 def test_gemv_4bit(rng, fmt, n):

@@ -1,6 +1,6 @@
 // The tile-language GEMV kernel (src/backends/cpu/tl_gemv.h), which T.gemm runs when A has at most four
 // rows: against float64 for every row count, row-block remainders (blocks of 4 rows), K tails and
-// K longer than one activation pass, fp8 and bf16 weights, padded strides, accumulate; bitwise
+// K longer than one activation pass, fp8 and bf16 weights, padded strides and whole tiles, accumulate; bitwise
 // repeatable; a NaN weight gives NaN.
 #include <gtest/gtest.h>
 
@@ -17,6 +17,7 @@ namespace {
 struct Case {
   int rows, n_rows, k_len;
   bool fp8, accumulate;
+  bool contiguous = false;  // rows exactly k_len apart: one tile (the kernel then prefetches tiles ahead)
 };
 
 // Random weights: bf16 values, or every fp8 code except the two NaNs (subnormals and zeros included).
@@ -42,7 +43,7 @@ float weight(const std::vector<uint8_t>& w, int64_t i, bool fp8) {
 }
 
 void check(const Case& c, Rng& rng) {
-  const int64_t lda = c.k_len + 5, ldw = c.k_len + 3, ldo = c.n_rows + 2;
+  const int64_t lda = c.k_len + 5, ldw = c.contiguous ? c.k_len : c.k_len + 3, ldo = c.n_rows + 2;
   const std::vector<uint16_t> a = to_bf16(random_floats(rng, size_t(c.rows * lda)));
   const std::vector<uint8_t> w = random_weights(rng, c.n_rows * ldw, c.fp8);
   std::vector<float> out(size_t(c.rows * ldo));
@@ -54,7 +55,8 @@ void check(const Case& c, Rng& rng) {
   g.out = out.data(), g.ldo = ldo, g.accumulate = c.accumulate;
   cpu::tl_gemv_avx512bf16()(g);
   const std::string what = "rows=" + std::to_string(c.rows) + " n=" + std::to_string(c.n_rows) +
-                           " k=" + std::to_string(c.k_len) + (c.fp8 ? " fp8" : " bf16") + (c.accumulate ? " acc" : "");
+                           " k=" + std::to_string(c.k_len) + (c.fp8 ? " fp8" : " bf16") + (c.accumulate ? " acc" : "") +
+                           (c.contiguous ? " contiguous" : "");
   for (int m = 0; m < c.rows; ++m) {
     for (int n = 0; n < c.n_rows; ++n) {
       double want = c.accumulate ? before[size_t(m * ldo + n)] : 0.0, mag = std::fabs(want);
@@ -83,6 +85,10 @@ TEST(TlGemv, MatchesFloat64) {
       for (int n_rows : {1, 3, 4, 7, 8, 13, 20})
         for (int k_len : {1, 31, 64, 100, 128, 2048, 2100})
           check({rows, n_rows, k_len, fp8, (n_rows + k_len) % 2 == 1}, rng);
+  for (bool fp8 : {true, false})
+    for (int rows = 1; rows <= 4; ++rows)
+      for (int k_len : {64, 128, 192})
+        check({rows, 64, k_len, fp8, rows % 2 == 0, true}, rng);
 }
 
 TEST(TlGemv, NanWeightGivesNan) {

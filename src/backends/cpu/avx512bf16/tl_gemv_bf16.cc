@@ -92,15 +92,16 @@ struct Pass {
   int64_t prefetch;  // bytes ahead in each weight row to prefetch (0: none)
 };
 
-// out[m][n0 .. n0 + R) (+)= the pass's part of the dot products of R weight rows.
-template <int M, int R, bool kFp8>
+// out[m][n0 .. n0 + R) (+)= the pass's part of the dot products of R weight rows. kLen > 0: the pass
+// is exactly kLen values long (a whole number of 64-value chunks), so the chunk loop unrolls.
+template <int M, int R, bool kFp8, int kLen = 0>
 __attribute__((always_inline)) inline void rows_block(const E4m3Tables& t, const TlGemvArgs& g, const Pass& p, int n0,
                                                       bool accumulate) {
   constexpr int es = kFp8 ? 1 : 2;
   const char* w[R];
   for (int r = 0; r < R; ++r) w[r] = static_cast<const char*>(g.w) + ((int64_t(n0) + r) * g.ldw + p.k0) * es;
   if (p.prefetch)
-    for (int64_t off = 0; off < int64_t(p.len) * es; off += 64)
+    for (int64_t off = 0; off < int64_t(kLen > 0 ? kLen : p.len) * es; off += 64)
       for (int r = 0; r < R; ++r) _mm_prefetch(w[r] + p.prefetch + off, _MM_HINT_T1);
   __m512 acc[M][R];
   for (int m = 0; m < M; ++m)
@@ -119,8 +120,12 @@ __attribute__((always_inline)) inline void rows_block(const E4m3Tables& t, const
     }
   };
   int64_t k = 0;
-  for (; k + 64 <= p.len; k += 64) chunk(k, Masked<false>{});
-  if (k < p.len) chunk(k, Masked<true>{});
+  if constexpr (kLen > 0) {
+    for (; k < kLen; k += 64) chunk(k, Masked<false>{});
+  } else {
+    for (; k + 64 <= p.len; k += 64) chunk(k, Masked<false>{});
+    if (k < p.len) chunk(k, Masked<true>{});
+  }
   for (int m = 0; m < M; ++m) {
     float* o = g.out + m * g.ldo + n0;
     if constexpr (R == 4) {
@@ -140,6 +145,10 @@ template <int M, bool kFp8>
 void run_pass(const TlGemvArgs& g, const Pass& p, bool accumulate) {
   const E4m3Tables t = tables();  // a local copy stays in registers across the row blocks
   int n = 0;
+  // A T.gemm per 128-wide K tile (DeepSeek's scale block) is the common call: its fixed length saves
+  // ~12% per call (149 vs 168 ns for 64 rows x 128 fp8 values, one row of A, L2-resident).
+  if (p.len == 128)
+    for (; n + 4 <= g.n_rows; n += 4) rows_block<M, 4, kFp8, 128>(t, g, p, n, accumulate);
   for (; n + 4 <= g.n_rows; n += 4) rows_block<M, 4, kFp8>(t, g, p, n, accumulate);
   for (; n < g.n_rows; ++n) rows_block<M, 1, kFp8>(t, g, p, n, accumulate);
 }
@@ -169,7 +178,11 @@ void gemv(const TlGemvArgs& g) {
     p.len = int(g.k_len - p.k0 < kSegment ? g.k_len - p.k0 : kSegment);
     p.a = arranged;
     p.a_stride = (p.len + 63) / 64 * 64;
-    p.prefetch = 2 * int64_t(g.k_len) * es;  // the same part of the tile two calls ahead
+    // Two calls ahead: the same K range of each row when rows are longer than the call's K range
+    // (a row-major matrix walked K tile by K tile); the bytes two tiles further on when the call's rows
+    // are one contiguous tile (weights stored tile by tile, walked tile after tile).
+    const bool contiguous = g.ldw == g.k_len;
+    p.prefetch = 2 * int64_t(g.k_len) * es * (contiguous ? g.n_rows : 1);
     arrange_activations(g, p.k0, p.len, g.w_fp8 != 0, arranged);
     const bool accumulate = g.accumulate || pass > 0;
     if (g.w_fp8) {
