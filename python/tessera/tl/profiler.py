@@ -9,15 +9,18 @@ import numpy as np
 from .._errors import InvalidArgumentError
 from ._dtypes import numpy_dtype
 
-_FLUSH_BYTES = 128 << 20  # larger than the L3 of the CPUs we run on; rewritten before each timed run
+_FLUSH_BYTES = 128 << 20  # larger than the L3 of the CPUs we run on; read before each timed run
 _flush_buffer = None
 
 
 def _flush():
+    """Evicts the caches by reading one value per 64-byte line of a large buffer. Reading, not writing:
+    a written buffer leaves 128 MB of dirty lines whose write-back then competes with the timed call
+    for DRAM (it halved the measured bandwidth of a memory-bound GEMV)."""
     global _flush_buffer
     if _flush_buffer is None:
-        _flush_buffer = np.zeros(_FLUSH_BYTES // 8, dtype=np.int64)
-    _flush_buffer += 1
+        _flush_buffer = np.ones(_FLUSH_BYTES // 8, dtype=np.int64)
+    return int(_flush_buffer[::8].sum())
 
 
 def do_bench(fn, warmup=25, rep=100, n_warmup=0, n_repeat=0, flush_cache=True, return_mode="median", quantiles=None):
