@@ -70,7 +70,7 @@ void run_chunks(const GemmProblem& p, const GemvScales& sc, cpu::GemvFn gemv, in
   g.ldo = n1 - n0;
   g.n0 = 0;
   g.n1 = n1 - n0;
-  g.scratch = thread_scratch(5, size_t(p.m) * k_pad * 2);
+  g.scratch = thread_scratch(5, size_t(kGemvMaxM) * k_pad * 2);
   gemv(g);
   finalize_tile(p, buf, n1 - n0, false, 0, p.m, n0, n1 - n0);
 }

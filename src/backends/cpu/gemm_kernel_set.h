@@ -149,7 +149,8 @@ const GemmKernelSet* gemm_kernels_avx2();
 // for n in [n0, n1). a (m rows, K-contiguous, row stride a_stride) and w (K-contiguous rows, row stride
 // ldw) have the same type, bf16 or e4m3; neither is read beyond K. group is a multiple of 64 (or >= K
 // when unscaled, a_scale == nullptr). w_scale(g, n) = w_scale[g * wss + (w_row0 + n) / w_scale_rows].
-// scratch: at least m * round_up(K, 64) * 2 bytes, 64-byte aligned, private to the calling thread.
+// scratch: at least 8 * round_up(K, 64) * 2 bytes (5..7 rows may run as 8), 64-byte aligned, private to
+// the calling thread.
 struct GemvArgs {
   const void* a;
   int64_t a_stride;

@@ -1,5 +1,6 @@
 // Shape and scale-factor case lists shared by the GEMM tests. Shapes come from the kernels' tile sizes:
-// M <= 8 takes the decode GEMV (when B is K-major), M = 9 is the first packed one, 7/8/9 and 15 are
+// M <= 8 takes the decode GEMV (when B is K-major; M >= 4 with K a multiple of 128 in activation-row
+// quads), M = 9 is the first packed one, 7/8/9 and 15 are
 // MR-1/MR/MR+1 tails of the 8-row micro-kernel, N 47/48/49 and 97 the tails of its 48 columns, K
 // 127/128/129 straddle a scale group, 576 and 2112 are DeepGEMM's K that are not multiples of 128.
 #pragma once
@@ -36,6 +37,8 @@ inline const std::vector<GemmShape>& dense_shapes() {
       {  64,   47, 2112, kMNm, kKm,  1, kBf16, CMode::kNone},
       {   1,    1,    1, kKm,  kKm,  0, kBf16, CMode::kSeparate},
       {   9, 1500,  768, kKm,  kMNm, 0, kBf16, CMode::kSeparate},  // N spans two packed column blocks
+      {   4,  101, 2304, kKm,  kKm,  0, kF32,  CMode::kSeparate},  // GEMV in quads: 3-row blocks + 2, two K blocks
+      {   6,   51, 1280, kKm,  kKm,  2, kBf16, CMode::kInPlace},   // GEMV, 6 rows run as 8 (2 zero rows)
   };
   return shapes;
 }
@@ -53,6 +56,8 @@ inline const std::vector<GemmShape>& scaled_shapes() {
       {  15,    7,  576, kMNm, kMNm, 5, kF32,  CMode::kInPlace},
       {  64,  200,  130, kKm,  kMNm, 0, kBf16, CMode::kSeparate},
       { 129,   47,  576, kMNm, kKm,  2, kF32,  CMode::kNone},
+      {   4,   49, 2304, kKm,  kKm,  1, kF32,  CMode::kInPlace},   // GEMV in quads, two K blocks
+      {   5,   97, 1280, kKm,  kKm,  0, kBf16, CMode::kSeparate},  // GEMV, 5 rows run as 8
   };
   return shapes;
 }
