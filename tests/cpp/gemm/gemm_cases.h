@@ -58,6 +58,7 @@ inline const std::vector<GemmShape>& scaled_shapes() {
       { 129,   47,  576, kMNm, kKm,  2, kF32,  CMode::kNone},
       {   4,   49, 2304, kKm,  kKm,  1, kF32,  CMode::kInPlace},   // GEMV in quads, two K blocks
       {   5,   97, 1280, kKm,  kKm,  0, kBf16, CMode::kSeparate},  // GEMV, 5 rows run as 8
+      {   1,   99,  256, kKm,  kKm,  0, kF32,  CMode::kNone},      // GEMV, 4-row blocks and a remainder of 3
   };
   return shapes;
 }
