@@ -12,7 +12,7 @@
 //  - M = 4 and 8 (5..7 padded to 8) fold each weight row's accumulators over activation rows instead
 //    (gemv_quads_block), when K is whole 128-value groups.
 // Single core, weights in L2 (cycles per 64 weight bytes, fp8 / bf16): M=1 6.0 / 2.6 -> 3.9 / 2.6 (fp8
-// bytes copied in registers, not reloaded); M=4 14.0 / 4.5 -> 8.6 / 3.9; M=8 40 / 11.7 -> 16.9 / 7.9.
+// bytes copied in registers, not reloaded); M=4 14.0 / 4.5 -> 9.8 / 3.9; M=8 40 / 11.7 -> 17.7 / 7.7.
 #include <immintrin.h>
 
 #include "backends/cpu/avx512bf16/fp8_convert.h"
@@ -43,10 +43,7 @@ const E4m3Tables& tables() {
 template <bool kFp8, bool kMasked>
 inline void load_chunk(const E4m3Tables& t, const char* src, int64_t valid, __m512i* v0, __m512i* v1) {
   if (kFp8) {
-    __m512i bytes = kMasked ? _mm512_maskz_loadu_epi8(byte_mask(valid), src) : _mm512_loadu_si512(src);
-    // Opaque, so the bytes are copied between registers for the two lookups (each vpermi2b overwrites
-    // its index) instead of being loaded three times: M=1 6.0 -> 3.9 cycles per 64 weight bytes.
-    asm("" : "+v"(bytes));
+    const __m512i bytes = kMasked ? _mm512_maskz_loadu_epi8(byte_mask(valid), src) : _mm512_loadu_si512(src);
     avx512bf16::e4m3x64_to_bf16_lanes(t, bytes, v0, v1);
   } else {
     *v0 = kMasked ? _mm512_maskz_loadu_epi16(word_mask(valid), src) : _mm512_loadu_si512(src);
@@ -190,8 +187,9 @@ void gemv_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, in
 // scales into the row's total. A row's arithmetic never involves the other rows of its block, so NB
 // (3 or 2 in the main loop, 1 for the rest) does not change its bits. 3 weight rows x 4 activation rows
 // give 12 independent vdpbf16ps chains (latency ~6 cycles, 2 per cycle) without spilling the tables.
-// Single core, weights in L2, cycles per 64 weight bytes (fp8 / bf16): M=4 14.0 / 4.5 -> 8.6 / 3.9,
-// M=8 40 / 11.7 -> 16.9 / 7.9 (the pair-folding gemv_block, which M=4 and 8 still use for K tails).
+// Single core, weights in L2, cycles per 64 weight bytes (fp8 / bf16): M=4 14.0 / 4.5 -> 9.8 / 3.9,
+// M=8 40 / 11.7 -> 17.7 / 7.7 (against the pair-folding gemv_block, which M=4 and 8 still use for K
+// tails).
 template <int M, int NB, bool kFp8, bool kScaled>
 void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, int64_t k_begin,
                       int64_t k_end, bool first) {
@@ -233,7 +231,7 @@ void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t
       }
       for (int m = 0; m < M; ++m) {
         __m512i a0i = _mm512_loadu_si512(a + m * lda + k), a1i = _mm512_loadu_si512(a + m * lda + k + 32);
-        asm("" : "+v"(a0i), "+v"(a1i));  // loaded once for all NB rows (GCC reloaded them per row: 12 -> 8.8)
+        asm("" : "+v"(a0i), "+v"(a1i));  // loaded once for all NB rows (GCC reloaded them per row)
         const __m512bh a0 = (__m512bh)a0i, a1 = (__m512bh)a1i;
         for (int j = 0; j < NB; ++j) {
           acc[m][j] = _mm512_dpbf16_ps(acc[m][j], a0, (__m512bh)w0[j]);
@@ -324,7 +322,7 @@ void gemv_dispatch(const GemvArgs& p, const uint16_t* a, int64_t lda) {
     case 2: return gemv_rows<2, kFp8, kScaled>(p, a, lda);
     case 3: return gemv_rows<3, kFp8, kScaled>(p, a, lda);
     case 4: return gemv_rows<4, kFp8, kScaled>(p, a, lda);
-    // 5..7 rows run as 8 with zero rows when the quad kernel applies (M=6: 29.6 -> 16.9 cycles).
+    // 5..7 rows run as 8 with zero rows when the quad kernel applies (M=6: 29.6 -> 17.7 cycles).
     case 5: return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<5, kFp8, kScaled>(p, a, lda);
     case 6: return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<6, kFp8, kScaled>(p, a, lda);
     case 7: return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<7, kFp8, kScaled>(p, a, lda);
