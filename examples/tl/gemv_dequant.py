@@ -22,51 +22,27 @@ import tessera.language as T
 
 
 @tessera.jit(out_idx=[-1])
-def gemv_fp8(K, block_N=256, block_K=128, out_dtype="float32"):
+def gemv_fp8(K, block_N=256, block_K=128, out_dtype="float32", tiled=False):
     """fp8 weights through T.gemm with one row of A (x): the tile GEMM streams each weight row once,
     converting to bf16 in registers. x is bfloat16; the copies into shared buffers only feed the gemm,
-    so the compiler reads the tensors directly (no copy)."""
-    N = T.dynamic("N")
-    k_blocks = K // block_K
-    assert K % block_K == 0 and block_K == 128, "one scale per 128-wide block"
+    so the compiler reads the tensors directly (no copy).
 
-    @T.prim_func
-    def main(W: T.Tensor((N, K), "float8_e4m3"), scale: T.Tensor((N, k_blocks), "float32"),
-             x: T.Tensor((K,), "bfloat16"), y: T.Tensor((N,), out_dtype)):
-        with T.Kernel(T.ceildiv(N, block_N), threads=128) as bx:
-            x_shared = T.alloc_shared((1, block_K), "bfloat16")
-            w_shared = T.alloc_shared((block_N, block_K), "float8_e4m3")
-            part = T.alloc_fragment((1, block_N), "float32")
-            acc = T.alloc_fragment((block_N,), "float32")
-            T.clear(acc)
-            for k in T.Pipelined(k_blocks, num_stages=2):
-                T.copy(x[k * block_K:(k + 1) * block_K], x_shared)
-                T.copy(W[bx * block_N, k * block_K], w_shared)
-                T.gemm(x_shared, w_shared, part, transpose_B=True, clear_accum=True)
-                for j in T.Parallel(block_N):
-                    acc[j] += part[0, j] * scale[bx * block_N + j, k]
-            for j in T.Parallel(block_N):
-                y[bx * block_N + j] = acc[j]
-
-    return main
-
-
-@tessera.jit(out_idx=[-1])
-def gemv_fp8_tiled(K, block_N=64, block_K=128, out_dtype="float32"):
-    """The fp8 GEMV over weights stored tile by tile (see tile_fp8): W[N // block_N, K // 128, block_N,
-    128] and scale[N // block_N, K // 128, block_N]; y is [N // block_N, block_N]. Each T.gemm reads one
+    tiled=True reads weights stored tile by tile (see tile_fp8): W[N // block_N, K // 128, block_N, 128],
+    scale[N // block_N, K // 128, block_N], y[N // block_N, block_N]. Each T.gemm then reads one
     contiguous block_N x 128 tile and the K loop walks tiles in memory order, so a CPU streams the
     weights sequentially; with row-major weights each step touches block_N rows K bytes apart, which
     the memory system serves more slowly (`tessera bench tl`: gemv_fp8 vs gemv_fp8_tiled)."""
-    NB = T.dynamic("NB")
+    N = T.dynamic("NB" if tiled else "N")
     k_blocks = K // block_K
     assert K % block_K == 0 and block_K == 128, "one scale per 128-wide block"
+    w_shape = (N, k_blocks, block_N, block_K) if tiled else (N, K)
+    s_shape = (N, k_blocks, block_N) if tiled else (N, k_blocks)
+    y_shape = (N, block_N) if tiled else (N,)
 
     @T.prim_func
-    def main(W: T.Tensor((NB, k_blocks, block_N, block_K), "float8_e4m3"),
-             scale: T.Tensor((NB, k_blocks, block_N), "float32"),
-             x: T.Tensor((K,), "bfloat16"), y: T.Tensor((NB, block_N), out_dtype)):
-        with T.Kernel(NB, threads=128) as bx:
+    def main(W: T.Tensor(w_shape, "float8_e4m3"), scale: T.Tensor(s_shape, "float32"),
+             x: T.Tensor((K,), "bfloat16"), y: T.Tensor(y_shape, out_dtype)):
+        with T.Kernel(N if tiled else T.ceildiv(N, block_N), threads=128) as bx:
             x_shared = T.alloc_shared((1, block_K), "bfloat16")
             w_shared = T.alloc_shared((block_N, block_K), "float8_e4m3")
             part = T.alloc_fragment((1, block_N), "float32")
@@ -74,14 +50,22 @@ def gemv_fp8_tiled(K, block_N=64, block_K=128, out_dtype="float32"):
             T.clear(acc)
             for k in T.Pipelined(k_blocks, num_stages=2):
                 T.copy(x[k * block_K:(k + 1) * block_K], x_shared)
-                T.copy(W[bx, k, 0, 0], w_shared)
+                T.copy(W[bx, k, 0, 0] if tiled else W[bx * block_N, k * block_K], w_shared)
                 T.gemm(x_shared, w_shared, part, transpose_B=True, clear_accum=True)
                 for j in T.Parallel(block_N):
-                    acc[j] += part[0, j] * scale[bx, k, j]
+                    acc[j] += part[0, j] * (scale[bx, k, j] if tiled else scale[bx * block_N + j, k])
             for j in T.Parallel(block_N):
-                y[bx, j] = acc[j]
+                if tiled:
+                    y[bx, j] = acc[j]
+                else:
+                    y[bx * block_N + j] = acc[j]
 
     return main
+
+
+def gemv_fp8_tiled(K, block_N=64, **kwargs):
+    """gemv_fp8 over tile-major weights (tiled=True), 64-row tiles by default."""
+    return gemv_fp8(K, block_N=block_N, tiled=True, **kwargs)
 
 
 def tile_fp8(w, scale, block_N=64, block_K=128):
