@@ -119,8 +119,11 @@ bool gemv_block(const GemvFp4Args& p, const uint16_t* a, int64_t lda, int64_t n)
     const float* as = kScaled ? p.a_scale + (k / group) * p.a_scale_stride : nullptr;
 #pragma GCC unroll 8
     for (int m = 0; m < M; ++m) {
-      // Two short vdpbf16ps chains per row (even and odd q), added before scaling: 1 thread from DRAM
-      // read 21 GB/s with one chain of four, 23 GB/s with these.
+      // M = 1: two short vdpbf16ps chains per row (even and odd q), added before scaling (1 thread from
+      // DRAM read 21 GB/s with one chain of four, 23 GB/s with these). M >= 2 has chains enough across
+      // its activation rows, and the add is one op in ~40 per 64 bytes: one chain of four measured
+      // M=4 17.9 -> 16.1 and M=2 11.1 -> 10.5 cycles per 64 bytes (single core, L2).
+      constexpr bool kSplit = M == 1;
       __m512 part[NB], part2[NB];
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
@@ -129,12 +132,13 @@ bool gemv_block(const GemvFp4Args& p, const uint16_t* a, int64_t lda, int64_t n)
         const __m512bh av = (__m512bh)avi;
 #pragma GCC unroll 4
         for (int j = 0; j < NB; ++j) {
-          if (q & 1) part2[j] = _mm512_dpbf16_ps(q < 2 ? _mm512_setzero_ps() : part2[j], av, (__m512bh)v[j][q]);
-          else part[j] = _mm512_dpbf16_ps(q < 2 ? _mm512_setzero_ps() : part[j], av, (__m512bh)v[j][q]);
+          if (kSplit && (q & 1)) part2[j] = _mm512_dpbf16_ps(q < 2 ? _mm512_setzero_ps() : part2[j], av, (__m512bh)v[j][q]);
+          else part[j] = _mm512_dpbf16_ps(q < (kSplit ? 2 : 1) ? _mm512_setzero_ps() : part[j], av, (__m512bh)v[j][q]);
         }
       }
+      if constexpr (kSplit)
 #pragma GCC unroll 4
-      for (int j = 0; j < NB; ++j) part[j] = _mm512_add_ps(part[j], part2[j]);
+        for (int j = 0; j < NB; ++j) part[j] = _mm512_add_ps(part[j], part2[j]);
       // The weight scale is a power of two: part * (w_scale * a_scale) rounds once, like
       // (part * w_scale) * a_scale would.
       const __m512 sa = _mm512_set1_ps(kScaled ? as[m] : 1.0f);
@@ -186,7 +190,8 @@ void prepare_activations(const GemvFp4Args& p, uint16_t* dst, int64_t k_pad) {
 template <int M, bool kScaled>
 bool gemv_rows(const GemvFp4Args& p, const uint16_t* a, int64_t lda) {
   // Single core, weights in L2, cycles per 64 packed bytes: M=1 8.1 with two rows per block, 6.1 with
-  // four; M=2 11.1 with two, 11.9 with four; M=4 17.7 (compute-bound: 16 vdpbf16ps per 64 bytes).
+  // four; M=2 11.1 with two, 11.9 with four; M=4 ~16 (compute-bound: 16 vdpbf16ps per 64 bytes and ~40
+  // vector ops in all, at the ~2.4 per cycle this core sustains for such a mix).
   constexpr int kNb = M == 1 ? 4 : M <= 4 ? 2 : 1;
   bool ok = true;
   int64_t n = p.n0;
