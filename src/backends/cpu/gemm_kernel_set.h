@@ -54,6 +54,14 @@ struct UkrArgs {
   int64_t row_scale_stride;
   const float* col_scale;  // col_scale[g * col_scale_stride + c] for c < nr, or nullptr
   int64_t col_scale_stride;
+  // Lines the caller will read next, prefetched into L2 a few at a time while the tile computes (a
+  // burst of a few hundred prefetches is mostly dropped; see ukr_prefetch.h): lines [pf_begin, pf_end)
+  // of a block whose line i is at pf_base + (i / pf_row_lines) * pf_row_stride + (i % pf_row_lines) * 64.
+  // pf_end <= pf_begin: none.
+  const char* pf_base;
+  int64_t pf_row_stride;
+  int pf_row_lines;
+  int pf_begin, pf_end;
 };
 
 using UkrFn = void (*)(const UkrArgs& args);

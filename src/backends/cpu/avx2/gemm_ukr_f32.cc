@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/ukr_prefetch.h"
 
 namespace tessera::cpu {
 namespace {
@@ -21,9 +22,14 @@ void ukr_rows(const UkrArgs& p) {
   const float* b = static_cast<const float*>(p.b);
   const int groups = (p.kc + p.group - 1) / p.group;
 
+  // The caller's next lines (UkrArgs::pf_*), issued per group here: the K loop has no registers to spare.
+  const int pf_step = ukr_prefetch_per_step(p);
+  int pf_next = p.pf_begin;
+
   for (int g = 0; g < groups; ++g) {
     const int k_begin = g * p.group;
     const int k_end = k_begin + p.group < p.kc ? k_begin + p.group : p.kc;
+    if (pf_step) ukr_prefetch_lines(p, pf_step * ((k_end - k_begin + 31) / 32), &pf_next);
     __m256 acc[M][NV];
 #pragma GCC unroll 8
     for (int r = 0; r < M; ++r)

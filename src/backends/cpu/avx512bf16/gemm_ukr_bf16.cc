@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/ukr_prefetch.h"
 
 namespace tessera::cpu {
 namespace {
@@ -23,6 +24,9 @@ void ukr_rows(const UkrArgs& p) {
   const __m512bh* b = static_cast<const __m512bh*>(p.b);
   const int groups = (p.kc + p.group - 1) / p.group;
 
+  const int pf_step = ukr_prefetch_per_step(p);  // the caller's next lines, spread over the K loop
+  int pf_next = p.pf_begin;
+
   for (int g = 0; g < groups; ++g) {
     const int k_begin = g * p.group;
     const int k_end = k_begin + p.group < p.kc ? k_begin + p.group : p.kc;
@@ -34,6 +38,7 @@ void ukr_rows(const UkrArgs& p) {
 
     const __m512bh* bp = b + (k_begin / 2) * NS;
     for (int kp = k_begin / 2; kp < k_end / 2; ++kp, bp += NS) {
+      if (pf_step && kp % 16 == 0) ukr_prefetch_lines(p, pf_step, &pf_next);
       __m512bh bv[NV];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) bv[v] = bp[v];
