@@ -234,32 +234,48 @@ int64_t Comm::start_wait() { return now_ns(); }
 
 void Comm::relax() { __builtin_ia32_pause(); }
 
-void Comm::poll_slow(int64_t start, int peer, const char* what) {
+Comm::WaitFailure Comm::poll_slow(int64_t start, int peer, const char* what) {
+  WaitFailure f;
   const HostBlock* hb = reinterpret_cast<const HostBlock*>(host_segment_.data());
   if (hb->state.load(std::memory_order_acquire) == 2) {
-    broken_ = true;
-    broken_message_ = hb->message;
-    note_communication_failure();
-    fail(ErrorCode::kRuntime, op_, ": rank ", topo().rank, " stopped waiting because communication failed on this host: ",
-         broken_message_);
+    f.failed = f.host_broken = true;
+    f.message = hb->message;
+    return f;
   }
   if (transfers_.pending()) progress_transfers();
   const double waited = double(now_ns() - start) * 1e-9;
   const Topology& t = topo();
   if (peer >= 0 && t.same_host(peer, t.rank) && !process_alive(t.pid_of[size_t(peer)])) {
-    fail_peer(peer, op_ + ": rank " + std::to_string(peer) + " (pid " + std::to_string(t.pid_of[size_t(peer)]) +
-                        ") died while rank " + std::to_string(t.rank) + " waited for it to " + what + op_number());
+    f.failed = true;
+    f.peer = peer;
+    f.message = op_ + ": rank " + std::to_string(peer) + " (pid " + std::to_string(t.pid_of[size_t(peer)]) +
+                ") died while rank " + std::to_string(t.rank) + " waited for it to " + what + op_number();
+    return f;
   }
   if (waited > timeout_s_) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.1f", timeout_s_);
-    fail_peer(peer, op_ + ": rank " + std::to_string(t.rank) + " timed out after " + secs + " s waiting for rank " +
-                        std::to_string(peer) + " to " + what + op_number() + "; that rank is stuck, died on another host, or is not running the same "
-                        "sequence of calls (every rank must call the buffer's collective methods in the same order)");
+    f.failed = true;
+    f.peer = peer;
+    f.message = op_ + ": rank " + std::to_string(t.rank) + " timed out after " + secs + " s waiting for rank " +
+                std::to_string(peer) + " to " + what + op_number() +
+                "; that rank is stuck, died on another host, or is not running the same sequence of calls (every "
+                "rank must call the buffer's collective methods in the same order)";
+    return f;
   }
   // Back off: yield when other processes need this CPU, sleep during long waits.
   if (oversubscribed_ || waited > 1e-3) sched_yield();
   if (waited > 0.05) usleep(50);
+  return f;
+}
+
+void Comm::raise_failure(const WaitFailure& f) {
+  if (!f.host_broken) fail_peer(f.peer, f.message);
+  broken_ = true;
+  broken_message_ = f.message;
+  note_communication_failure();
+  fail(ErrorCode::kRuntime, op_, ": rank ", topo().rank, " stopped waiting because communication failed on this host: ",
+       broken_message_);
 }
 
 std::string Comm::op_number() const {

@@ -129,7 +129,11 @@ class Comm {
     for (uint32_t i = 1;; ++i) {
       if (ready()) return;
       if ((i & 31) == 0) {
-        poll_slow(start, peer, what);
+        const WaitFailure f = poll_slow(start, peer, what);
+        // A peer may publish and then die (or the deadline pass) between the check above and the poll:
+        // its data is complete, so only a wait that is still unmet fails.
+        if (f.failed && !ready()) raise_failure(f);
+        if (f.failed) return;
       } else {
         relax();
       }
@@ -146,7 +150,17 @@ class Comm {
  private:
   struct HostBlock;
   int64_t start_wait();
-  void poll_slow(int64_t start, int peer, const char* what);
+  // What poll_slow found: nothing yet, or a failure that ends the wait unless it was met meanwhile.
+  struct WaitFailure {
+    bool failed = false;
+    bool host_broken = false;  // another rank of this host reported a failure (message: its report)
+    int peer = -1;
+    std::string message;
+  };
+  // Progresses transfers, checks the host's failure flag, the peer's process and the deadline, and
+  // backs off during long waits.
+  WaitFailure poll_slow(int64_t start, int peer, const char* what);
+  [[noreturn]] void raise_failure(const WaitFailure& f);
   static void relax();
   std::string op_number() const;  // " (operation N of this buffer)" for dispatch/combine-like calls
   void progress_transfers();
