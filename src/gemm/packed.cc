@@ -126,10 +126,10 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
           plan.tile.ukr(u);
         };
         // Lines the next calls will read (an a-side read in place, or the source of the next conversion)
-        // are prefetched by the micro-kernel a few per K group: share t of `parts` of a-side rows
-        // [r0, r0 + rows) x K [k0, k0 + plan.kc) per call. One burst of a panel's lines before the call
-        // was mostly dropped (an fp8 a-panel's conversion read at ~14 cycles per 64 bytes; spread: +5-10%
-        // for fp8 M=128).
+        // are prefetched by the micro-kernel a few per 16 K pairs (ukr_prefetch.h): share t of `parts` of
+        // a-side rows [r0, r0 + rows) x K [k0, k0 + plan.kc) per call. One burst of a panel's lines
+        // before the call was mostly dropped (an fp8 a-panel's conversion read at ~14 cycles per 64
+        // bytes; spread: +5-10% for fp8 M=128).
         auto prefetch_share = [&](int64_t r0, int rows, int64_t k0, int t, int parts) {
           u.pf_begin = u.pf_end = 0;
           if (rows <= 0 || xs.stride_k != 1 || k0 >= p.k) return;
