@@ -309,7 +309,7 @@ void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
   constexpr int kNb = M <= 2 ? 4 : M <= 4 ? 2 : 1;
   const int64_t k_pad = (p.k + 63) / 64 * 64;
   const bool quads = (M == 4 || M == 8) && quads_apply(p);
-  const int64_t unit = kScaled || quads ? (kScaled ? p.group : 128) : 64;
+  const int64_t unit = kScaled ? p.group : quads ? 128 : 64;  // K blocks of whole groups
   const int64_t kblock = (16384 / (2 * M)) / unit * unit > unit ? (16384 / (2 * M)) / unit * unit : unit;
   for (int64_t kb = 0; kb < k_pad; kb += kblock) {
     const int64_t ke = kb + kblock < k_pad ? kb + kblock : k_pad;
