@@ -28,7 +28,7 @@ namespace {
 // being computed, so a-sides read in place from DRAM do not stall the next chunk's first pass.
 void prefetch_a_rows(const cpu::GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total) {
   if (s.stride_k != 1 || k0 >= k_total) return;
-  const int es = s.type == cpu::GemmSrcType::kBF16 ? 2 : s.type == cpu::GemmSrcType::kF32 ? 4 : 1;
+  const int es = src_bytes(s);
   const int64_t bytes = std::min<int64_t>(kc, k_total - k0) * es;
   for (int r = 0; r < rows; ++r) {
     const char* row = static_cast<const char*>(s.data) + ((r0 + r) * s.stride_r + k0) * es;
@@ -133,7 +133,7 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
         auto prefetch_share = [&](int64_t r0, int rows, int64_t k0, int t, int parts) {
           u.pf_begin = u.pf_end = 0;
           if (rows <= 0 || xs.stride_k != 1 || k0 >= p.k) return;
-          const int xes = xs.type == cpu::GemmSrcType::kBF16 ? 2 : xs.type == cpu::GemmSrcType::kF32 ? 4 : 1;
+          const int xes = src_bytes(xs);
           u.pf_base = static_cast<const char*>(xs.data) + (r0 * xs.stride_r + k0) * xes;
           u.pf_row_stride = xs.stride_r * xes;
           u.pf_row_lines = int((std::min<int64_t>(plan.kc, p.k - k0) * xes + 63) / 64);

@@ -36,10 +36,6 @@ struct Choice {
   int tile;
 };
 
-int src_bytes(const cpu::GemmSrc& s) {
-  return s.type == cpu::GemmSrcType::kBF16 ? 2 : s.type == cpu::GemmSrcType::kF32 ? 4 : 1;
-}
-
 // Reading one byte costs ~4 units from L3 and ~12 from DRAM (Zen 5: ~50 GB/s from L3, ~15 GB/s from DRAM
 // per core against 65 lane-FMAs per cycle at ~4.4 GHz); an operand larger than half the L3, or one of a
 // batch whose operands together are (MoE groups: the other groups' weights evict it), is assumed to
@@ -93,7 +89,6 @@ double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step, int dot_cols
   const double accumulators = double(t.mr) * double(cols / n_step);
   return double(whole) + std::min(double(t.nr), double(cols) * std::clamp(24.0 / accumulators, 1.0, 2.0));
 }
-
 
 int64_t batch_b_bytes(const GemmProblem* problems, int64_t count) {
   if (count <= 1) return 0;

@@ -51,6 +51,17 @@ inline void load_chunk(const E4m3Tables& t, const char* src, int64_t valid, __m5
   }
 }
 
+// Byte distance from a block of nb weight rows (starting at row n, k_len values each) to the same K
+// offset of the block it prefetches: the first one at least 4 KiB of weights on, since with short rows
+// the next block is closer than the DRAM latency (M=4, K=512: 16.9 -> 23.3 GB/s; long rows unchanged,
+// 16 KiB worse). 0 when that block is past the caller's last row.
+int64_t prefetch_rows_ahead(const GemvArgs& p, int64_t n, int nb, int64_t k_len, int es) {
+  constexpr int64_t kPrefetchBytes = 4096;
+  const int64_t block_bytes = nb * k_len * es;
+  const int64_t ahead = (kPrefetchBytes + block_bytes - 1) / block_bytes;
+  return n + (ahead + 1) * nb <= p.n1 ? ahead * nb * p.ldw * es : 0;
+}
+
 template <int M, int NB, bool kFp8>
 struct Block {
   const char* w[NB];
@@ -96,12 +107,7 @@ void gemv_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, in
   Block<M, NB, kFp8> blk;
 #pragma GCC unroll 4
   for (int j = 0; j < NB; ++j) blk.w[j] = static_cast<const char*>(p.w) + (n + j) * p.ldw * es;
-  // Prefetch the first block at least kPrefetchBytes of weights on: with short rows the next block is
-  // closer than the DRAM latency (M=4, K=512: 16.9 -> 23.3 GB/s; long rows unchanged, 16 KiB worse).
-  constexpr int64_t kPrefetchBytes = 4096;
-  const int64_t block_bytes = NB * (k_end - k_begin) * es;
-  const int64_t ahead = (kPrefetchBytes + block_bytes - 1) / block_bytes;
-  blk.next_rows = n + (ahead + 1) * NB <= p.n1 ? ahead * NB * p.ldw * es : 0;
+  blk.next_rows = prefetch_rows_ahead(p, n, NB, k_end - k_begin, es);
 
   const int64_t k_full = p.k / 64 * 64;
   const int64_t group = kScaled ? p.group : k_end - k_begin;
@@ -202,10 +208,7 @@ void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t
   constexpr int es = kFp8 ? 1 : 2;
   const char* w[NB];
   for (int j = 0; j < NB; ++j) w[j] = static_cast<const char*>(p.w) + (n + j) * p.ldw * es;
-  constexpr int64_t kPrefetchBytes = 4096;  // as in gemv_block
-  const int64_t block_bytes = NB * (k_end - k_begin) * es;
-  const int64_t ahead = (kPrefetchBytes + block_bytes - 1) / block_bytes;
-  const int64_t next_rows = n + (ahead + 1) * NB <= p.n1 ? ahead * NB * p.ldw * es : 0;
+  const int64_t next_rows = prefetch_rows_ahead(p, n, NB, k_end - k_begin, es);
   // a_scale[g][m] * w_scale(g, row) per (group, row, m); padded rows get 0.
   alignas(32) float combined[kMaxCombined];
   // Vectorised, with each row's scale row divided once: the scalar loop with a division per (group,
