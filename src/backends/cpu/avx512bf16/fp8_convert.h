@@ -50,6 +50,11 @@ static inline E4m3Tables make_e4m3_tables() {
   return t;
 }
 
+// The tables, built on first use (one copy per translation unit, like every function here).
+static inline const E4m3Tables& e4m3_tables() {
+  static const E4m3Tables t = make_e4m3_tables();
+  return t;
+}
 // 64 e4m3 bytes -> 64 bf16 in natural order: out0 = elements 0..31, out1 = 32..63.
 // vpermi2b looks up 7-bit magnitudes (the index's bit 7 is ignored), the sign is merged with one
 // ternary-logic op, and vpermt2b zips low and high bytes into words.

@@ -32,10 +32,6 @@ constexpr int kMaxM = 8;
 // holds at most 8192 / M values, so at most 128 / M groups of >= 64, times NB / 2 <= 2 pairs x M x 4.
 constexpr int kMaxCombined = 1024;
 
-const E4m3Tables& tables() {
-  static const E4m3Tables t = avx512bf16::make_e4m3_tables();
-  return t;
-}
 
 
 // Loads one 64-value chunk of K as two bf16 vectors (lane order for fp8). kMasked reads only `valid`
@@ -102,7 +98,8 @@ struct Block {
 template <int M, int NB, bool kFp8, bool kScaled>
 void gemv_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, int64_t k_begin, int64_t k_end,
                 bool first) {
-  const E4m3Tables t = tables();  // a local copy stays in registers (a reference was reloaded per group)
+  // A local copy stays in registers (a reference was reloaded per group).
+  const E4m3Tables t = avx512bf16::e4m3_tables();
   constexpr int es = kFp8 ? 1 : 2;
   Block<M, NB, kFp8> blk;
 #pragma GCC unroll 4
@@ -204,7 +201,7 @@ void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t
                       int64_t k_end, bool first) {
   static_assert(M % 4 == 0 && M <= kMaxM, "activation rows in whole quads");
   constexpr int Q = M / 4;
-  const E4m3Tables t = tables();
+  const E4m3Tables t = avx512bf16::e4m3_tables();
   constexpr int es = kFp8 ? 1 : 2;
   const char* w[NB];
   for (int j = 0; j < NB; ++j) w[j] = static_cast<const char*>(p.w) + (n + j) * p.ldw * es;
@@ -285,7 +282,7 @@ bool quads_apply(const GemvArgs& p) {
 // when the weights are fp8), then zero rows up to `rows`. Same source type as the weights (the GEMM
 // APIs never mix them).
 void prepare_activations(const GemvArgs& p, uint16_t* dst, int64_t k_pad, int rows) {
-  const E4m3Tables& t = tables();
+  const E4m3Tables& t = avx512bf16::e4m3_tables();
   const bool fp8 = p.w_type == GemmSrcType::kE4M3;
   for (int m = p.m; m < rows; ++m)
     for (int64_t k = 0; k < k_pad; k += 32) _mm512_storeu_si512(dst + m * k_pad + k, _mm512_setzero_si512());

@@ -23,12 +23,7 @@ namespace {
 using avx512bf16::byte_mask;
 using avx512bf16::word_mask;
 
-using avx512bf16::E4m3Tables;
 
-const E4m3Tables& fp8_tables() {
-  static const E4m3Tables t = avx512bf16::make_e4m3_tables();
-  return t;
-}
 
 
 // 64 packed bytes (128 values) -> four bf16 vectors in "fp4 lane order": word i of out[q] is value
@@ -194,8 +189,8 @@ void prepare_activations(const GemvFp4Args& p, uint16_t* dst, int64_t k_pad, con
         const int64_t kk = k + 64 * h;
         if (p.a_type == GemmSrcType::kE4M3) {
           const uint8_t* row = static_cast<const uint8_t*>(p.a) + m * p.a_stride;
-          avx512bf16::e4m3x64_to_bf16(fp8_tables(), _mm512_maskz_loadu_epi8(byte_mask(p.k - kk), row + kk), &nat[2 * h],
-                                      &nat[2 * h + 1]);
+          avx512bf16::e4m3x64_to_bf16(avx512bf16::e4m3_tables(), _mm512_maskz_loadu_epi8(byte_mask(p.k - kk), row + kk),
+                                      &nat[2 * h], &nat[2 * h + 1]);
         } else {
           const uint16_t* row = static_cast<const uint16_t*>(p.a) + m * p.a_stride;
           nat[2 * h] = _mm512_maskz_loadu_epi16(word_mask(p.k - kk), row + kk);

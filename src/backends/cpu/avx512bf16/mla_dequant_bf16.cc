@@ -13,12 +13,7 @@
 namespace tessera::cpu {
 namespace {
 
-using avx512bf16::E4m3Tables;
 
-const E4m3Tables& tables() {
-  static const E4m3Tables t = avx512bf16::make_e4m3_tables();
-  return t;
-}
 
 // Exponent step k when scale == 2^k with every scaled e4m3 magnitude ([2^-9, 448]) a normal bf16.
 bool power_of_two_step(float scale, int* k) {
@@ -49,7 +44,7 @@ inline void dequant64(const uint8_t* src, float scale, uint16_t* dst) {
   int k = 0;
   const bool fast = power_of_two_step(scale, &k);
   __m512i v0, v1;
-  avx512bf16::e4m3x64_to_bf16(tables(), _mm512_loadu_si512(src), &v0, &v1);
+  avx512bf16::e4m3x64_to_bf16(avx512bf16::e4m3_tables(), _mm512_loadu_si512(src), &v0, &v1);
   _mm512_storeu_si512(dst, scale_bf16(v0, scale, fast, k));
   _mm512_storeu_si512(dst + 32, scale_bf16(v1, scale, fast, k));
 }

@@ -113,7 +113,7 @@ void rows(const MqaRowsArgs& a) {
 }
 
 void e4m3_to_bf16(const uint8_t* src, int64_t n, uint16_t* dst) {
-  static const avx512bf16::E4m3Tables t = avx512bf16::make_e4m3_tables();  // built once
+  const avx512bf16::E4m3Tables& t = avx512bf16::e4m3_tables();
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     __m512i lo, hi;
