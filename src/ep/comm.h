@@ -130,10 +130,12 @@ class Comm {
       if (ready()) return;
       if ((i & 31) == 0) {
         const WaitFailure f = poll_slow(start, peer, what);
-        // A peer may publish and then die (or the deadline pass) between the check above and the poll:
-        // its data is complete, so only a wait that is still unmet fails.
-        if (f.failed && !ready()) raise_failure(f);
-        if (f.failed) return;
+        if (f.failed) {
+          // A peer may publish and then die (or the deadline pass) between the check above and the
+          // poll: its data is complete, so only a wait that is still unmet fails.
+          if (ready()) return;
+          raise_failure(f);
+        }
       } else {
         relax();
       }

@@ -55,6 +55,25 @@ static inline const E4m3Tables& e4m3_tables() {
   static const E4m3Tables t = make_e4m3_tables();
   return t;
 }
+// Exponent k when scale is exactly 2^k (positive) with lo <= k <= hi; false otherwise. Callers choose
+// the range that keeps their scaled values (and sums) normal.
+static inline bool power_of_two_exponent(float scale, int lo, int hi, int* k) {
+  uint32_t u;
+  __builtin_memcpy(&u, &scale, 4);
+  if ((u & 0x807FFFFFu) != 0) return false;  // negative, or not a power of two
+  const int e = int(u >> 23) - 127;
+  if (e < lo || e > hi) return false;
+  *k = e;
+  return true;
+}
+// bf16 values times 2^k, exactly, by adding k to the exponent field of every finite nonzero value
+// (zeros, infinities and NaNs unchanged); the caller keeps the results normal.
+static inline __m512i bf16_times_power_of_two(__m512i v, int k) {
+  const __mmask32 finite_nonzero =
+      _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7FFF)) &
+      _mm512_cmpneq_epi16_mask(_mm512_and_si512(v, _mm512_set1_epi16(0x7F80)), _mm512_set1_epi16(0x7F80));
+  return _mm512_mask_add_epi16(v, finite_nonzero, v, _mm512_set1_epi16(short(k << 7)));
+}
 // 64 e4m3 bytes -> 64 bf16 in natural order: out0 = elements 0..31, out1 = 32..63.
 // vpermi2b looks up 7-bit magnitudes (the index's bit 7 is ignored), the sign is merged with one
 // ternary-logic op, and vpermt2b zips low and high bytes into words.

@@ -33,7 +33,6 @@ constexpr int kMaxM = 8;
 constexpr int kMaxCombined = 1024;
 
 
-
 // Loads one 64-value chunk of K as two bf16 vectors (lane order for fp8). kMasked reads only `valid`
 // values (zeros beyond).
 template <bool kFp8, bool kMasked>

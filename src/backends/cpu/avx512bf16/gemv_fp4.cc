@@ -10,7 +10,6 @@
 // from fewer ops per chunk).
 #include <immintrin.h>
 
-#include <cstring>
 #include <vector>
 
 #include "backends/cpu/avx512bf16/fp8_convert.h"
@@ -22,8 +21,6 @@ namespace {
 
 using avx512bf16::byte_mask;
 using avx512bf16::word_mask;
-
-
 
 
 // 64 packed bytes (128 values) -> four bf16 vectors in "fp4 lane order": word i of out[q] is value
@@ -165,13 +162,10 @@ bool pow2_activation_scales(const GemvFp4Args& p, int64_t k_pad, std::vector<int
   const int64_t groups = (k_pad + p.a_group - 1) / p.a_group;
   exps->resize(size_t(groups * p.m));
   for (int64_t g = 0; g < groups; ++g)
-    for (int m = 0; m < p.m; ++m) {
-      uint32_t bits;
-      std::memcpy(&bits, p.a_scale + g * p.a_scale_stride + m, 4);
-      const int e = int(bits >> 23);  // sign bit included: negative scales take the general path
-      if ((bits & 0x7FFFFF) != 0 || e < 127 - 100 || e > 127 + 100) return false;
-      (*exps)[size_t(g * p.m + m)] = e - 127;
-    }
+    for (int m = 0; m < p.m; ++m)
+      if (!avx512bf16::power_of_two_exponent(p.a_scale[g * p.a_scale_stride + m], -100, 100,
+                                             &(*exps)[size_t(g * p.m + m)]))
+        return false;
   return true;
 }
 
@@ -198,13 +192,8 @@ void prepare_activations(const GemvFp4Args& p, uint16_t* dst, int64_t k_pad, con
         }
       }
       if (exps) {
-        const __m512i add = _mm512_set1_epi16(int16_t((*exps)[size_t((k / p.a_group) * p.m + m)] * 128));
-        for (int i = 0; i < 4; ++i) {
-          const __mmask32 finite_nonzero =
-              _mm512_test_epi16_mask(nat[i], _mm512_set1_epi16(0x7FFF)) &
-              _mm512_cmpneq_epi16_mask(_mm512_and_si512(nat[i], _mm512_set1_epi16(0x7F80)), _mm512_set1_epi16(0x7F80));
-          nat[i] = _mm512_mask_add_epi16(nat[i], finite_nonzero, nat[i], add);
-        }
+        const int e = (*exps)[size_t((k / p.a_group) * p.m + m)];
+        for (int i = 0; i < 4; ++i) nat[i] = avx512bf16::bf16_times_power_of_two(nat[i], e);
       }
       for (int q = 0; q < 4; ++q) {
         const __m512i ix = _mm512_load_si512(idx[q]);

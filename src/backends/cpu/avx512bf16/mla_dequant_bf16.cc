@@ -14,25 +14,8 @@ namespace tessera::cpu {
 namespace {
 
 
-
-// Exponent step k when scale == 2^k with every scaled e4m3 magnitude ([2^-9, 448]) a normal bf16.
-bool power_of_two_step(float scale, int* k) {
-  uint32_t u;
-  memcpy(&u, &scale, 4);
-  if ((u & 0x807FFFFFu) != 0) return false;  // negative, or not a power of two
-  const int e = int(u >> 23) - 127;
-  if (e < -116 || e > 118) return false;
-  *k = e;
-  return true;
-}
-
 inline __m512i scale_bf16(__m512i v, float scale, bool fast, int k) {
-  if (fast) {
-    const __m512i mag = _mm512_and_si512(v, _mm512_set1_epi16(0x7FFF));
-    const __mmask32 finite_nonzero = _mm512_test_epi16_mask(mag, mag) &
-                                     _mm512_cmpneq_epi16_mask(mag, _mm512_set1_epi16(0x7FC0));
-    return _mm512_mask_add_epi16(v, finite_nonzero, v, _mm512_set1_epi16(short(k << 7)));
-  }
+  if (fast) return avx512bf16::bf16_times_power_of_two(v, k);
   const __m512 s = _mm512_set1_ps(scale);
   const __m512 lo = _mm512_mul_ps(_mm512_cvtpbh_ps((__m256bh)_mm512_castsi512_si256(v)), s);
   const __m512 hi = _mm512_mul_ps(_mm512_cvtpbh_ps((__m256bh)_mm512_extracti64x4_epi64(v, 1)), s);
@@ -42,7 +25,8 @@ inline __m512i scale_bf16(__m512i v, float scale, bool fast, int k) {
 // 64 e4m3 values at src, scaled, to 64 bf16 at dst (natural order).
 inline void dequant64(const uint8_t* src, float scale, uint16_t* dst) {
   int k = 0;
-  const bool fast = power_of_two_step(scale, &k);
+  // Exact by exponent adds when scale is 2^k with every scaled e4m3 magnitude ([2^-9, 448]) a normal bf16.
+  const bool fast = avx512bf16::power_of_two_exponent(scale, -116, 118, &k);
   __m512i v0, v1;
   avx512bf16::e4m3x64_to_bf16(avx512bf16::e4m3_tables(), _mm512_loadu_si512(src), &v0, &v1);
   _mm512_storeu_si512(dst, scale_bf16(v0, scale, fast, k));

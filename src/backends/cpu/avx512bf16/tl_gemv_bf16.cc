@@ -30,7 +30,6 @@ using avx512bf16::word_mask;
 constexpr int kSegment = 2048;
 constexpr int kMaxRows = 4;
 
-
 // The activation segment [k0, k0 + len) as bf16 in the weights' order, zero-padded to whole 64-value
 // chunks: lane order for fp8 weights (words {0-7, 16-23, 32-39, 48-55} then {8-15, 24-31, 40-47,
 // 56-63} of each chunk, the order e4m3x64_to_bf16_lanes produces), natural order for bf16 weights.
