@@ -14,6 +14,9 @@ namespace tessera::gemm {
 namespace {
 
 constexpr int64_t kChunk = 16;
+// Weights above this size cannot stay in the L2 caches between calls (2 x 1 MiB on the reference
+// machine; decode weights normally stream from DRAM): the GEMV reads them in whole rows (GemvArgs).
+constexpr int64_t kGemvStreamedBytes = int64_t(2) << 20;
 
 // Scales of one problem in the layout the GEMV kernel reads: the activations' expanded to
 // [groups][kGemvMaxM]; the weights' used in place when their K granularity is the common group, else
@@ -71,6 +74,7 @@ void run_chunks(const GemmProblem& p, const GemvScales& sc, cpu::GemvFn gemv, in
   g.n0 = 0;
   g.n1 = n1 - n0;
   g.scratch = thread_scratch(5, size_t(kGemvMaxM) * k_pad * 2);
+  g.streamed = p.n * p.k * (p.b.type == cpu::GemmSrcType::kBF16 ? 2 : 1) > kGemvStreamedBytes;
   gemv(g);
   finalize_tile(p, buf, n1 - n0, false, 0, p.m, n0, n1 - n0);
 }

@@ -178,6 +178,10 @@ struct GemvArgs {
   int64_t ldo;
   int64_t n0, n1;
   void* scratch;
+  // The caller's whole weight matrix is too large to stay cached between calls (so it streams from
+  // DRAM): the kernel then takes each row's whole K in one pass. Decided from the problem, never from
+  // the thread's share, so the bits do not depend on the thread count.
+  bool streamed = false;
 };
 using GemvFn = void (*)(const GemvArgs& args);
 GemvFn gemv_kernel_avx512bf16();

@@ -39,6 +39,8 @@ inline const std::vector<GemmShape>& dense_shapes() {
       {   9, 1500,  768, kKm,  kMNm, 0, kBf16, CMode::kSeparate},  // N spans two packed column blocks
       {   4,  101, 2304, kKm,  kKm,  0, kF32,  CMode::kSeparate},  // GEMV in quads: 3-row blocks + 2, two K blocks
       {   6,   51, 1280, kKm,  kKm,  2, kBf16, CMode::kInPlace},   // GEMV, 6 rows run as 8 (2 zero rows)
+      {   4,  157, 7168, kKm,  kKm,  0, kF32,  CMode::kSeparate},  // GEMV in quads, streamed (> 2 MiB): whole rows
+      {   2,  150, 7200, kKm,  kKm,  1, kBf16, CMode::kInPlace},   // GEMV in row pairs, streamed, K tail
   };
   return shapes;
 }
@@ -59,6 +61,10 @@ inline const std::vector<GemmShape>& scaled_shapes() {
       {   4,   49, 2304, kKm,  kKm,  1, kF32,  CMode::kInPlace},   // GEMV in quads, two K blocks
       {   5,   97, 1280, kKm,  kKm,  0, kBf16, CMode::kSeparate},  // GEMV, 5 rows run as 8
       {   1,   99,  256, kKm,  kKm,  0, kF32,  CMode::kNone},      // GEMV, 4-row blocks and a remainder of 3
+      // GEMV over streamed fp8 weights (> 2 MiB): rows outside, whole rows in quads; 8 rows with a K
+      // tail (no quads) take rows in 2 K blocks (128 groups of combined scales per call).
+      {   6,  260, 8320, kKm,  kKm,  1, kF32,  CMode::kSeparate},
+      {   8,  131, 16400, kKm, kKm,  0, kF32,  CMode::kNone},
   };
   return shapes;
 }

@@ -28,9 +28,10 @@ using avx512bf16::word_mask;
 using avx512bf16::E4m3Tables;
 
 constexpr int kMaxM = 8;
-// Combined scales per gemv_block call, 4 per (group, row pair, activation row): a K block (gemv_rows)
-// holds at most 8192 / M values, so at most 128 / M groups of >= 64, times NB / 2 <= 2 pairs x M x 4.
-constexpr int kMaxCombined = 1024;
+// Combined scales per kernel call (gemv_block: 4 per (group, row pair, activation row); gemv_quads_block:
+// 1 per (group, row, activation row)). Cached weights come in K blocks of at most 8192 / M values (at most
+// 128 / M groups of >= 64: <= 1024 entries); streamed ones in blocks sized to fill it (gemv_rows).
+constexpr int kMaxCombined = 4096;
 
 
 // Loads one 64-value chunk of K as two bf16 vectors (lane order for fp8). kMasked reads only `valid`
@@ -57,6 +58,14 @@ int64_t prefetch_rows_ahead(const GemvArgs& p, int64_t n, int nb, int64_t k_len,
   return n + (ahead + 1) * nb <= p.n1 ? ahead * nb * p.ldw * es : 0;
 }
 
+// Fetches the lines of one 64-value chunk (one line of fp8, two of bf16) into L1. Prefetching only the
+// first of bf16's two lines left M=4 at 38 GB/s (N=4096, K=7168, 2 threads; 50 GB/s with both).
+template <bool kFp8>
+inline void prefetch_chunk(const char* src) {
+  _mm_prefetch(src, _MM_HINT_T0);
+  if (!kFp8) _mm_prefetch(src + 64, _MM_HINT_T0);
+}
+
 template <int M, int NB, bool kFp8>
 struct Block {
   const char* w[NB];
@@ -73,7 +82,7 @@ struct Block {
 #pragma GCC unroll 4
     for (int j = 0; j < NB; ++j) {
       // Software pipeline: fetch the line the next block will need at this K offset.
-      if (next_rows) _mm_prefetch(w[j] + next_rows + k * es, _MM_HINT_T0);
+      if (next_rows) prefetch_chunk<kFp8>(w[j] + next_rows + k * es);
       load_chunk<kFp8, kMasked>(t, w[j] + k * es, valid, &w0[j], &w1[j]);
     }
 #pragma GCC unroll 8
@@ -237,7 +246,7 @@ void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t
     for (int64_t k = kb; k < kb + 128; k += 64) {
       __m512i w0[NB], w1[NB];
       for (int j = 0; j < NB; ++j) {
-        if (next_rows) _mm_prefetch(w[j] + next_rows + k * es, _MM_HINT_T0);
+        if (next_rows) prefetch_chunk<kFp8>(w[j] + next_rows + k * es);
         load_chunk<kFp8, false>(t, w[j] + k * es, 64, &w0[j], &w1[j]);
       }
       for (int m = 0; m < M; ++m) {
@@ -300,30 +309,61 @@ void prepare_activations(const GemvArgs& p, uint16_t* dst, int64_t k_pad, int ro
   }
 }
 
-// K is processed in blocks whose activation rows (M x kblock bf16) stay in L1 (~16 KiB): otherwise
-// every weight row re-reads all activations from L2 (measured M=8, K=4096: 30 cycles per 64 weight
-// bytes, L2-bandwidth bound). The block size depends only on M, K and the group, never on threads.
+// Rows [p.n0, p.n1) in blocks of NB (then single rows), K in blocks of kblock: K blocks outside and
+// rows inside, or rows outside (each block of rows over all its K blocks before the next).
+template <int NB, class BlockFn, class RowFn>
+void sweep(const GemvArgs& p, int64_t k_pad, int64_t kblock, bool rows_outside, BlockFn block, RowFn row) {
+  auto rows = [&](int64_t kb, int64_t ke) {
+    int64_t n = p.n0;
+    for (; n + NB <= p.n1; n += NB) block(n, kb, ke);
+    for (; n < p.n1; ++n) row(n, kb, ke);
+  };
+  if (!rows_outside) {
+    for (int64_t kb = 0; kb < k_pad; kb += kblock) rows(kb, kb + kblock < k_pad ? kb + kblock : k_pad);
+    return;
+  }
+  auto k_blocks = [&](auto&& fn, int64_t n) {
+    for (int64_t kb = 0; kb < k_pad; kb += kblock) fn(n, kb, kb + kblock < k_pad ? kb + kblock : k_pad);
+  };
+  int64_t n = p.n0;
+  for (; n + NB <= p.n1; n += NB) k_blocks(block, n);
+  for (; n < p.n1; ++n) k_blocks(row, n);
+}
+
+// Cached weights: K blocks whose activation rows (M x kblock bf16) stay in L1 (~16 KiB), outside the
+// rows; otherwise every weight row re-reads all activations from L2 (measured M=8, K=4096: 30 cycles
+// per 64 weight bytes, L2-bandwidth bound). Streamed weights: rows outside, each in K blocks as long as
+// the combined scales allow (whole rows up to K = 32768 with 128-wide groups), activations from L2.
+// K blocks split a row into pieces a row apart, a pattern DRAM serves far below its sequential rate
+// (fp8, 2 threads, same process, GB/s: N=4096, K=7168 M=4 32.9 -> 42.7, M=8 20.1 -> 26.1, M=2 41.2 ->
+// 45.7; N=7168, K=16384 M=1 37.9 -> 41.9); with cached weights whole rows cost M=4 8.6 -> 10.7 cycles
+// per 64 bytes, hence both orders. The blocking depends on M, K, the group and p.streamed, never on
+// threads.
 template <int M, bool kFp8, bool kScaled>
 void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
   constexpr int kNb = M <= 2 ? 4 : M <= 4 ? 2 : 1;
+  constexpr int kQuadNb = M == 4 ? 3 : 2;
   const int64_t k_pad = (p.k + 63) / 64 * 64;
   const bool quads = (M == 4 || M == 8) && quads_apply(p);
   const int64_t unit = kScaled ? p.group : quads ? 128 : 64;  // K blocks of whole groups
-  const int64_t kblock = (16384 / (2 * M)) / unit * unit > unit ? (16384 / (2 * M)) / unit * unit : unit;
-  for (int64_t kb = 0; kb < k_pad; kb += kblock) {
-    const int64_t ke = kb + kblock < k_pad ? kb + kblock : k_pad;
-    int64_t n = p.n0;
-    if constexpr (M == 4 || M == 8) {
-      if (quads) {
-        constexpr int kQuadNb = M == 4 ? 3 : 2;
-        for (; n + kQuadNb <= p.n1; n += kQuadNb) gemv_quads_block<M, kQuadNb, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0);
-        for (; n < p.n1; ++n) gemv_quads_block<M, 1, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0);
-        continue;
-      }
-    }
-    for (; n + kNb <= p.n1; n += kNb) gemv_block<M, kNb, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0);
-    for (; n < p.n1; ++n) gemv_block<M, 1, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0);
+  int64_t kblock = (16384 / (2 * M)) / unit * unit > unit ? (16384 / (2 * M)) / unit * unit : unit;
+  if (p.streamed) {
+    const int64_t groups = quads ? kMaxCombined / (kQuadNb * M) : kMaxCombined / (4 * ((kNb + 1) / 2) * M);
+    kblock = kScaled ? groups * unit : (k_pad + unit - 1) / unit * unit;
   }
+  if constexpr (M == 4 || M == 8) {
+    if (quads) {
+      sweep<kQuadNb>(
+          p, k_pad, kblock, p.streamed,
+          [&](int64_t n, int64_t kb, int64_t ke) { gemv_quads_block<M, kQuadNb, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0); },
+          [&](int64_t n, int64_t kb, int64_t ke) { gemv_quads_block<M, 1, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0); });
+      return;
+    }
+  }
+  sweep<kNb>(
+      p, k_pad, kblock, p.streamed,
+      [&](int64_t n, int64_t kb, int64_t ke) { gemv_block<M, kNb, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0); },
+      [&](int64_t n, int64_t kb, int64_t ke) { gemv_block<M, 1, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0); });
 }
 
 template <bool kFp8, bool kScaled>
