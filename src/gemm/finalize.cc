@@ -72,7 +72,13 @@ void expand_scales(const ScaleTable& t, int64_t g0, int64_t ng, int64_t r0, int6
       const float* src = t.data + ((g0 + g) / t.g_div) * t.stride_g;
       std::copy(src + r0, src + r0 + nr, o);
     } else {
-      for (int64_t r = 0; r < nr; ++r) o[r] = t.at(g0 + g, r0 + r);
+      // One lookup per run of r_div rows sharing a scale: a lookup (two divisions) per row was 2% of an
+      // fp8 GEMM's time with (128,128) weight scales (M=128, N=576, K=7168).
+      for (int64_t r = 0; r < nr;) {
+        const int64_t run_end = std::min(nr, ((r0 + r) / t.r_div + 1) * t.r_div - r0);
+        std::fill(o + r, o + run_end, t.at(g0 + g, r0 + r));
+        r = run_end;
+      }
     }
     std::fill(o + nr, o + out_stride, 0.0f);
   }
