@@ -56,7 +56,7 @@ constexpr const char* kTlHelp = R"(usage: tessera bench tl [--json] [--full] [--
 Tile-language kernels, written with the C++ builder API (bench/tl/tl_kernels.cc; the same kernels as
 examples/tl/*.py) and compiled by the tl JIT for this machine:
   compile_cold / compile_hit  the GEMM kernel compiled into an empty cache, then loaded from the cache
-  gemm_bf16_nt      C = A . B^T, bf16, M = N = K in {512, 1024, 2048} (+4096 with --full), 256x128 tiles, K steps of 256
+  gemm_bf16_nt      C = A . B^T, bf16, M = N = K in {512, 1024, 2048} (+4096 with --full), 512x128 tiles, K steps of 512
   add_relu_bf16     C = relu(A + B), bf16 8192 x 8192
   gemv_fp8          y = (W * scale) . x, fp8 e4m3 weights 16384 x 8192 with per-128 scales, bf16 x (T.gemm, 1 row)
   gemv_fp8_tiled    the same GEMV over weights stored tile by tile [N/64, K/128, 64, 128] (one contiguous 8 KiB tile per T.gemm)
