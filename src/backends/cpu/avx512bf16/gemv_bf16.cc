@@ -333,7 +333,8 @@ void sweep(const GemvArgs& p, int64_t k_pad, int64_t kblock, bool rows_outside, 
 // Cached weights: K blocks whose activation rows (M x kblock bf16) stay in L1 (~16 KiB), outside the
 // rows; otherwise every weight row re-reads all activations from L2 (measured M=8, K=4096: 30 cycles
 // per 64 weight bytes, L2-bandwidth bound). Streamed weights: rows outside, each in K blocks as long as
-// the combined scales allow (128-wide groups: whole rows up to K = 16384-65536 by M), activations from L2.
+// the combined scales allow (128-wide groups: whole rows up to K = 16384-65536 by M), activations from
+// L2.
 // K blocks split a row into pieces a row apart, a pattern DRAM serves far below its sequential rate
 // (fp8, 2 threads, same process, GB/s: N=4096, K=7168 M=4 32.9 -> 42.7, M=8 20.1 -> 26.1, M=2 41.2 ->
 // 45.7; N=7168, K=16384 M=1 37.9 -> 41.9); with cached weights whole rows cost M=4 8.6 -> 10.7 cycles
@@ -355,8 +356,12 @@ void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
     if (quads) {
       sweep<kQuadNb>(
           p, k_pad, kblock, p.streamed,
-          [&](int64_t n, int64_t kb, int64_t ke) { gemv_quads_block<M, kQuadNb, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0); },
-          [&](int64_t n, int64_t kb, int64_t ke) { gemv_quads_block<M, 1, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0); });
+          [&](int64_t n, int64_t kb, int64_t ke) {
+            gemv_quads_block<M, kQuadNb, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0);
+          },
+          [&](int64_t n, int64_t kb, int64_t ke) {
+            gemv_quads_block<M, 1, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0);
+          });
       return;
     }
   }
