@@ -77,7 +77,7 @@ GemmProblem segment_problem(const char* fn, const GemmProblem& base, const cpu::
                             const ScaleTable& sbg, int64_t r0, int64_t r1) {
   GemmProblem p = base;
   p.m = r1 - r0;
-  const int64_t a_es = a.type == cpu::GemmSrcType::kBF16 ? 2 : a.type == cpu::GemmSrcType::kF32 ? 4 : 1;
+  const int64_t a_es = src_bytes(a);
   if (a.fp4_along_r) {
     TESSERA_CHECK(r0 % 2 == 0, fn, ": a group starts at row ", r0, ", which splits a byte of 'a' packed along M");
     p.a.data = static_cast<const char*>(a.data) + (r0 / 2) * a.stride_r;

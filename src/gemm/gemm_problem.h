@@ -12,6 +12,11 @@
 
 namespace tessera::gemm {
 
+// Bytes per element of a source's rows as the drivers address them (fp8/fp4 rows: 1).
+inline int src_bytes(const cpu::GemmSrc& s) {
+  return s.type == cpu::GemmSrcType::kBF16 ? 2 : s.type == cpu::GemmSrcType::kF32 ? 4 : 1;
+}
+
 // Scales of one operand, for the common K-group g (`group` K-values wide) and operand row r:
 //  - fp32 mode: value(g, r) = data[(g / g_div) * stride_g + r / r_div];
 //  - packed UE8M0 mode (DeepGEMM's int32 scale tensors, read in place): the exponent byte

@@ -57,7 +57,7 @@ void run_chunks(const GemmProblem& p, const GemvScales& sc, cpu::GemvFn gemv, in
   g.a = p.a.data;
   g.a_stride = p.m > 1 ? p.a.stride_r : 0;
   g.m = int(p.m);
-  g.w = static_cast<const char*>(p.b.data) + n0 * p.b.stride_r * (p.b.type == cpu::GemmSrcType::kBF16 ? 2 : 1);
+  g.w = static_cast<const char*>(p.b.data) + n0 * p.b.stride_r * src_bytes(p.b);
   g.w_type = p.b.type;
   g.ldw = p.b.stride_r;
   g.k = p.k;
@@ -74,7 +74,7 @@ void run_chunks(const GemmProblem& p, const GemvScales& sc, cpu::GemvFn gemv, in
   g.n0 = 0;
   g.n1 = n1 - n0;
   g.scratch = thread_scratch(5, size_t(kGemvMaxM) * k_pad * 2);
-  g.streamed = p.n * p.k * (p.b.type == cpu::GemmSrcType::kBF16 ? 2 : 1) > kGemvStreamedBytes;
+  g.streamed = p.n * p.k * src_bytes(p.b) > kGemvStreamedBytes;
   gemv(g);
   finalize_tile(p, buf, n1 - n0, false, 0, p.m, n0, n1 - n0);
 }

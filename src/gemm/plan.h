@@ -36,11 +36,6 @@ struct PackedPlan {
 // MoE GEMM): above half the L3 each problem's b comes from DRAM whatever its own size.
 PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads, int64_t batch_bytes = 0);
 
-// Bytes per element of a source's rows as the plan and the driver address them (fp8/fp4 rows: 1).
-inline int src_bytes(const cpu::GemmSrc& s) {
-  return s.type == cpu::GemmSrcType::kBF16 ? 2 : s.type == cpu::GemmSrcType::kF32 ? 4 : 1;
-}
-
 // The columns' worth of work a tile spends on y b-side columns (tails in n_step units or by the kernel
 // set's dot-product path when at most dot_cols wide, see plan.cc).
 double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step, int dot_cols);
