@@ -144,12 +144,19 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
         const int tiles = int((ny + plan.tile.nr - 1) / plan.tile.nr);
         if (plan.panel_outer) {
           // Each a-panel is converted into L1 once and meets every b-panel of the chunk (L2); meanwhile
-          // the next panel's rows are prefetched.
+          // the next panel in loop order is prefetched: the next rows of this chunk, after the block's
+          // last panel the first rows of the next chunk, after the last chunk the next block's.
           for (int ir = 0; ir < mx; ir += plan.tile.mr) {
             const int rows = std::min(plan.tile.mr, mx - ir);
             const char* apanel = static_cast<const char*>(ks.prepare_a(xs, x0 + ir, rows, pc, kc, p.k, abuf, &u.lda));
+            int64_t next_r = x0 + ir + rows, next_k = pc;
+            if (ir + rows >= mx) {
+              next_r = pc + kc < plan.k_pad ? x0 : x0 + mx;
+              next_k = pc + kc < plan.k_pad ? pc + kc : 0;
+            }
+            const int next_rows = int(std::min<int64_t>(plan.tile.mr, xe - next_r));
             for (int jr = 0, t = 0; jr < ny; jr += plan.tile.nr, ++t) {
-              prefetch_share(x0 + ir + rows, std::min(plan.tile.mr, mx - ir - rows), pc, t, tiles);
+              prefetch_share(next_r, next_rows, next_k, t, tiles);
               call(apanel, ir, jr);
             }
           }

@@ -15,10 +15,14 @@ static inline int ukr_prefetch_per_step(const UkrArgs& p) {
   return (p.pf_end - p.pf_begin + steps - 1) / steps;
 }
 
-// Issues up to `count` more lines; *next (starting at p.pf_begin) tracks progress.
+// Issues up to `count` more lines; *next (starting at p.pf_begin) tracks progress. Into L1 (T0): the
+// next a-panel's source is read once, by its conversion, right after this call; from L2 the fp8
+// conversion of a 14 x 1024 panel ran at ~9 cycles per 64 bytes instead of ~6 (2 threads, M=128 fp8,
+// weights from DRAM: N=4096 K=7168 835 -> 852 GFLOP/s, N=24576 K=1536 820 -> 869, L3-resident shapes
+// unchanged).
 static inline void ukr_prefetch_lines(const UkrArgs& p, int count, int* next) {
   for (int i = 0; i < count && *next < p.pf_end; ++i, ++*next)
-    __builtin_prefetch(p.pf_base + int64_t(*next / p.pf_row_lines) * p.pf_row_stride + (*next % p.pf_row_lines) * 64, 0, 2);
+    __builtin_prefetch(p.pf_base + int64_t(*next / p.pf_row_lines) * p.pf_row_stride + (*next % p.pf_row_lines) * 64, 0, 3);
 }
 
 }  // namespace tessera::cpu
