@@ -174,7 +174,14 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
 
   const int64_t nc = block_cols(plan.y, nr);
   plan.nc = int(round_up(env_int("TESSERA_GEMM_NC", int(nc)), nr));
-  plan.panel_outer = a_prep_units(xs) > 0 && int64_t(plan.nc) * plan.kc * ks.elem_bytes <= (512 << 10);
+  // Panel-outer (each a-panel meets the whole b-block, the next a-panel prefetched meanwhile; packed.cc)
+  // when the a-side is converted, or read in place with K at most two chunks: there BLIS order starts
+  // most a-panels from DRAM (measured bf16, 2 threads, BLIS -> panel-outer GFLOP/s: M=64 N=32768 K=512
+  // 687 -> 865, N=24576 K=1536 762 -> 891, N=7168 K=2048 836 -> 865; M=128 N=32768 K=512 793 -> 887;
+  // with K=7168 equal or 1-3% slower, so longer K keeps BLIS order).
+  const bool converted = a_prep_units(xs) > 0;
+  plan.panel_outer = (converted || plan.k_pad <= 2 * int64_t(plan.kc)) &&
+                     int64_t(plan.nc) * plan.kc * ks.elem_bytes <= (512 << 10);
   if (const char* v = std::getenv("TESSERA_GEMM_PANEL_OUTER")) plan.panel_outer = *v == '1';
   // MC: the a-side chunk (mc x kc) stays in L2 while the block's b-panels pass over it.
   plan.mc = int(round_up(env_int("TESSERA_GEMM_MC", 256), mr));
