@@ -142,6 +142,9 @@ struct FinalizeArgs {
   bool c_bf16;
   int64_t ldc;
   int64_t rows, cols;
+  // Whole 64-byte lines of D go out with non-temporal stores (no read for ownership, the operands stay
+  // cached); the driver sets it for large D (finalize.cc). Partial or unaligned lines are stored normally.
+  bool stream = false;
 };
 using FinalizeFn = void (*)(const FinalizeArgs& args);
 // AVX-512 F/BW version (usable by the avx512 and avx512bf16 levels); the driver has a portable one.

@@ -1,7 +1,9 @@
 // D = round(C + tile) with AVX-512: 16 outputs per step, 16 x 16 in-register transposes for tiles the
 // micro-kernel produced transposed (swapped orientation). Measured (1 core, 256 x 144 tile, bf16 D):
-// the portable loops take ~0.9-1.0 ns per element, which is 40% of a K=512 GEMM.
+// the portable loops take ~0.9-1.0 ns per element, which is 40% of a K=512 GEMM. Large D is written
+// with non-temporal stores (FinalizeArgs::stream).
 #include <immintrin.h>
+#include <stdint.h>
 
 #include "backends/cpu/avx512/f32_convert.h"
 #include "backends/cpu/gemm_kernel_set.h"
@@ -34,35 +36,74 @@ inline __m512 load_c(const FinalizeArgs& a, int64_t i, int64_t j, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+inline bool line_aligned(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 63) == 0;
+}
+
 inline void store_d(const FinalizeArgs& a, int64_t i, int64_t j, __mmask16 m, __m512 v) {
   if (a.d_bf16) {
     _mm256_mask_storeu_epi16(static_cast<uint16_t*>(a.d) + i * a.ldd + j, m, to_bf16(v));
+    return;
+  }
+  float* d = static_cast<float*>(a.d) + i * a.ldd + j;
+  if (a.stream && m == 0xFFFF && line_aligned(d)) {
+    _mm512_stream_ps(d, v);
   } else {
-    _mm512_mask_storeu_ps(static_cast<float*>(a.d) + i * a.ldd + j, m, v);
+    _mm512_mask_storeu_ps(d, m, v);
+  }
+}
+
+// 32 bf16 D values from j on: one non-temporal line when streaming and aligned, else two stores.
+inline void store_d_bf16_pair(const FinalizeArgs& a, int64_t i, int64_t j, __m512 v0, __m512 v1) {
+  uint16_t* d = static_cast<uint16_t*>(a.d) + i * a.ldd + j;
+  if (a.stream && line_aligned(d)) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(d), _mm512_inserti64x4(_mm512_castsi256_si512(to_bf16(v0)), to_bf16(v1), 1));
+  } else {
+    store_d(a, i, j, 0xFFFF, v0);
+    store_d(a, i, j + 16, 0xFFFF, v1);
   }
 }
 
 void finalize_natural(const FinalizeArgs& a) {
-  for (int64_t i = 0; i < a.rows; ++i)
-    for (int64_t j = 0; j < a.cols; j += 16) {
+  const int64_t pairs = a.stream && a.d_bf16 ? a.cols / 32 * 32 : 0;  // columns written as whole lines
+  for (int64_t i = 0; i < a.rows; ++i) {
+    const float* row = a.tile + i * a.ldt;
+    for (int64_t j = 0; j < pairs; j += 32)
+      store_d_bf16_pair(a, i, j, _mm512_add_ps(load_c(a, i, j, 0xFFFF), _mm512_loadu_ps(row + j)),
+                        _mm512_add_ps(load_c(a, i, j + 16, 0xFFFF), _mm512_loadu_ps(row + j + 16)));
+    for (int64_t j = pairs; j < a.cols; j += 16) {
       const __mmask16 m = lane_mask(a.cols - j);
-      const __m512 acc = _mm512_maskz_loadu_ps(m, a.tile + i * a.ldt + j);
-      store_d(a, i, j, m, _mm512_add_ps(load_c(a, i, j, m), acc));
+      store_d(a, i, j, m, _mm512_add_ps(load_c(a, i, j, m), _mm512_maskz_loadu_ps(m, row + j)));
     }
+  }
+}
+
+// Tile rows j0..j0+15 (D columns), D rows i0..i0+15 of each, transposed: blk[t] holds D row i0 + t.
+inline void load_transposed(const FinalizeArgs& a, int64_t i0, int64_t j0, __m512 blk[16]) {
+  const __mmask16 row_mask = lane_mask(a.rows - i0);
+  for (int t = 0; t < 16; ++t)
+    blk[t] = j0 + t < a.cols ? _mm512_maskz_loadu_ps(row_mask, a.tile + (j0 + t) * a.ldt + i0) : _mm512_setzero_ps();
+  avx512::transpose16x16(blk);
 }
 
 void finalize_transposed(const FinalizeArgs& a) {
+  // Streaming bf16 D takes 16 x 32 blocks, so every D row's part is a whole line.
+  const int64_t pairs = a.stream && a.d_bf16 ? a.cols / 32 * 32 : 0;
   for (int64_t i0 = 0; i0 < a.rows; i0 += 16) {
-    const __mmask16 row_mask = lane_mask(a.rows - i0);
-    for (int64_t j0 = 0; j0 < a.cols; j0 += 16) {
-      // Block rows are D columns j0..j0+15, each holding D rows i0..i0+15.
+    const int rows = int(a.rows - i0 < 16 ? a.rows - i0 : 16);
+    for (int64_t j0 = 0; j0 < pairs; j0 += 32) {
+      __m512 lo[16], hi[16];
+      load_transposed(a, i0, j0, lo);
+      load_transposed(a, i0, j0 + 16, hi);
+      for (int t = 0; t < rows; ++t)
+        store_d_bf16_pair(a, i0 + t, j0, _mm512_add_ps(load_c(a, i0 + t, j0, 0xFFFF), lo[t]),
+                          _mm512_add_ps(load_c(a, i0 + t, j0 + 16, 0xFFFF), hi[t]));
+    }
+    for (int64_t j0 = pairs; j0 < a.cols; j0 += 16) {
       __m512 blk[16];
-      for (int t = 0; t < 16; ++t)
-        blk[t] = j0 + t < a.cols ? _mm512_maskz_loadu_ps(row_mask, a.tile + (j0 + t) * a.ldt + i0) : _mm512_setzero_ps();
-      avx512::transpose16x16(blk);
+      load_transposed(a, i0, j0, blk);
       const __mmask16 m = lane_mask(a.cols - j0);
-      for (int t = 0; t < 16 && i0 + t < a.rows; ++t)
-        store_d(a, i0 + t, j0, m, _mm512_add_ps(load_c(a, i0 + t, j0, m), blk[t]));
+      for (int t = 0; t < rows; ++t) store_d(a, i0 + t, j0, m, _mm512_add_ps(load_c(a, i0 + t, j0, m), blk[t]));
     }
   }
 }
@@ -73,6 +114,8 @@ void finalize(const FinalizeArgs& a) {
   } else {
     finalize_natural(a);
   }
+  // Non-temporal stores are weakly ordered: fence them before the thread reports its work done.
+  if (a.stream) _mm_sfence();
 }
 
 }  // namespace
