@@ -139,8 +139,11 @@ ScaleTable make_scale_table(const char* fn, const ScaleInput& in, int group, Ali
   }
   *storage = aligned_array<float>(size_t(sf_k * sf_rows));
   float* out = storage->get();
-  for (int64_t r = 0; r < sf_rows; ++r)
-    for (int64_t g = 0; g < sf_k; ++g) out[g * sf_rows + r] = sf.ptr<const float>()[r * sf.strides[0] + g * sf.strides[1]];
+  // Written in order (a K-major table of 1024 rows read in order wrote one line per value: 1.3% of an
+  // fp8 M=1024, N=576, K=7168 GEMM).
+  const float* in_data = sf.ptr<const float>();
+  for (int64_t g = 0; g < sf_k; ++g)
+    for (int64_t r = 0; r < sf_rows; ++r) out[g * sf_rows + r] = in_data[r * sf.strides[0] + g * sf.strides[1]];
   t.data = out;
   return t;
 }
