@@ -188,9 +188,16 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
       for (int e = 0; e < epr; ++e)
         range[e * R + s] = (int64_t(first[size_t(e)]) << 32) | int64_t(count[e] - first[size_t(e)]);
     }
-    // Copies: each received token into each of its local experts' rows.
+    // Copies: each received token into each of its local experts' rows. Scale packs go to a compact
+    // [row][packs] list first (rows in expert order: staged_row), then out pack plane by pack plane:
+    // the layout keeps a row's packs `rows` apart, so writing them row by row touched one line per
+    // pack (15% of a 128-token FP8 dispatch).
     char* x = static_cast<char*>(op->out.recv_x.view.data);
     char* sc = op->out.recv_scales.defined() ? static_cast<char*>(op->out.recv_scales.view.data) : nullptr;
+    const int64_t pack_bytes = packs * 4;
+    std::vector<int64_t> staged_first(size_t(epr) + 1, 0);  // expert e's rows start at staged_first[e]
+    for (int e = 0; e < epr; ++e) staged_first[size_t(e) + 1] = staged_first[size_t(e)] + count[e];
+    std::vector<char> staged(sc ? size_t(staged_first[size_t(epr)] * pack_bytes) : 0);
     for (int s = 0; s < R; ++s) {
       const GroupData& g = op->ds.groups[size_t(s)];
       const auto& lanes = data->lane_rows[size_t(s)];
@@ -203,13 +210,22 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
             // Plain stores: steady-state calls rewrite the same rows, which stay in L3 (streaming
             // stores measured slower: 550 -> 590 us per 128-token dispatch).
             std::memcpy(x + int64_t(flat) * x_bytes, g.rows.x + t * g.rows.x_stride, size_t(x_bytes));
-            const int64_t le = flat / rows, pos = flat % rows;
-            for (int64_t p = 0; p < packs; ++p)
-              std::memcpy(sc + (le * rows * packs + p * rows + pos) * 4, g.rows.sf + t * g.rows.sf_stride + p * 4, 4);
+            if (sc)
+              std::memcpy(&staged[size_t((staged_first[size_t(flat / rows)] + flat % rows) * pack_bytes)],
+                          g.rows.sf + t * g.rows.sf_stride, size_t(pack_bytes));
           }
         }
       });
     }
+    if (sc)
+      parallel_range(comm.threads(), epr, [&](int64_t e0, int64_t e1) {
+        for (int64_t le = e0; le < e1; ++le)
+          for (int64_t p = 0; p < packs; ++p) {
+            char* plane = sc + (le * packs + p) * rows * 4;
+            for (int64_t pos = 0; pos < count[le]; ++pos)
+              std::memcpy(plane + pos * 4, &staged[size_t((staged_first[size_t(le)] + pos) * pack_bytes + p * 4)], 4);
+          }
+      });
     if (op->stats.data)
       for (int e = 0; e < epr; ++e) op->stats.ptr<int32_t>()[e * op->stats.strides[0]] += count[e];
     hh.data = data;
