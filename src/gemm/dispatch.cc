@@ -73,6 +73,19 @@ bool gemv_fp4_applies(const GemmProblem& p) {
   return why == nullptr;
 }
 
+// A call whose D (all problems of the batch: an MoE GEMM's groups share one output) is at least this
+// large writes it with non-temporal stores: it would not stay cached for its consumer anyway, and each
+// line's read for ownership slowed its GEMM (bf16, 2 threads, cached -> non-temporal, GFLOP/s: M=1024
+// N=32768 K=512 829 -> 888, M=1024 N=7168 K=2048 911 -> 978, M=128 N=32768 K=512 838 -> 920, N=24576
+// K=1536 909 -> 936). Smaller D (the next layer's input, in L2/L3) keeps cached stores.
+constexpr int64_t kStreamDBytes = int64_t(4) << 20;
+
+bool stream_d(const GemmProblem* problems, int64_t count) {
+  int64_t bytes = 0;
+  for (int64_t i = 0; i < count; ++i) bytes += problems[i].m * problems[i].n * dtype_storage_bytes(problems[i].d_type);
+  return bytes >= kStreamDBytes;
+}
+
 }  // namespace
 
 void run_gemm(const GemmProblem& p) { run_gemm_batch(&p, 1); }
@@ -82,8 +95,10 @@ void run_gemm_batch(const GemmProblem* problems, int64_t count) {
   // per kernel set (problems of one call share dtypes, so this is almost always one batch each).
   std::vector<GemmProblem> gemv, gemv_fp4, packed, reference;
   const cpu::GemmKernelSet* packed_set = nullptr;
+  const bool stream = stream_d(problems, count);
   for (int64_t i = 0; i < count; ++i) {
-    const GemmProblem& p = problems[i];
+    GemmProblem p = problems[i];
+    p.stream_d = stream;
     if (p.m == 0 || p.n == 0) continue;
     if (gemv_applies(p)) {
       gemv.push_back(p);

@@ -7,13 +7,6 @@
 namespace tessera::gemm {
 namespace {
 
-// D at least this large is written with non-temporal stores: it would not stay cached for its
-// consumer anyway, and each line's read for ownership slowed its GEMM (bf16, 2 threads, cached -> NT
-// stores, GFLOP/s: M=1024 N=32768 K=512 829 -> 888, M=1024 N=7168 K=2048 911 -> 978, M=128 N=32768
-// K=512 838 -> 920, N=24576 K=1536 909 -> 936). Smaller D (next layer's input, in L2/L3) keeps
-// cached stores.
-constexpr int64_t kStreamDBytes = int64_t(4) << 20;
-
 inline float load_c(const GemmProblem& p, int64_t r, int64_t c) {
   if (!p.c) return 0.0f;
   if (p.c_type == DType::kF32) return static_cast<const float*>(p.c)[r * p.ldc + c];
@@ -62,7 +55,7 @@ void finalize_tile(const GemmProblem& p, const float* tile, int64_t ldt, bool tr
     a.ldc = p.ldc;
     a.rows = rows;
     a.cols = cols;
-    a.stream = p.m * p.n * es >= kStreamDBytes;
+    a.stream = p.stream_d;
     return simd(a);
   }
   if (transposed) {

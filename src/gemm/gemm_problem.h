@@ -62,6 +62,8 @@ struct GemmProblem {
   DType c_type = DType::kBF16;
   int64_t ldc = 0;
   const char* fn = "gemm";  // public name, for messages and TESSERA_PRINT_PLAN
+  // Write D with non-temporal stores (set by run_gemm_batch when the call's whole D is large).
+  bool stream_d = false;
 };
 
 int64_t scale_groups(const GemmProblem& p);

@@ -1,7 +1,8 @@
-// Large D (>= 4 MiB) is written with non-temporal stores wherever a row's 64-byte line is whole and
-// aligned (backends/cpu/avx512/gemm_finalize.cc). The same call into D views that are line-aligned,
-// misaligned (no line streamed) and of a padded stride (some rows aligned) must give the same bits,
-// agree with a float64 dot product, and leave the padding around the view untouched.
+// A large D (>= 4 MiB written by the call, all groups together) is written with non-temporal stores
+// wherever a row's 64-byte line is whole and aligned (backends/cpu/avx512/gemm_finalize.cc). The same
+// call into D views that are line-aligned, misaligned (no line streamed) and of a padded stride (some
+// rows aligned) must give the same bits, agree with a float64 dot product, and leave the padding
+// around the view untouched.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "tessera/core/dtype.h"
 #include "tessera/core/memory.h"
 #include "tessera/gemm.h"
+#include "tessera/gemm_grouped.h"
 
 namespace tessera::test {
 namespace {
@@ -132,6 +134,42 @@ TEST(GemmStreamStore, NaturalBf16D) { check_case(260, 8200, 96, DType::kBF16, CU
 TEST(GemmStreamStore, TransposedF32DWithC) { check_case(130, 8200, 64, DType::kF32, CUse::kSeparate); }
 TEST(GemmStreamStore, TransposedBf16DInPlace) { check_case(8200, 260, 64, DType::kBF16, CUse::kInPlace); }
 TEST(GemmStreamStore, NaturalF32D) { check_case(260, 4100, 80, DType::kF32, CUse::kNone); }
+
+// An MoE GEMM whose groups' D are 1 MiB each and 4.2 MiB together: the call's D decides.
+TEST(GemmStreamStore, GroupedContiguousBf16D) {
+  constexpr int64_t kGroups = 4, kRows = 256, m = kGroups * kRows, n = 2100, k = 64;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> a(size_t(m * k)), b(size_t(kGroups * n * k));
+  for (uint16_t& v : a) v = f32_to_bf16(normal(rng));
+  for (uint16_t& v : b) v = f32_to_bf16(normal(rng));
+  std::vector<int32_t> groups(static_cast<size_t>(m));
+  for (int64_t r = 0; r < m; ++r) groups[size_t(r)] = int32_t(r / kRows);
+  gemm::ContiguousLayout layout;
+  layout.grouped_layout = TensorView(groups.data(), DType::kI32, {m});
+  auto run_at = [&](int64_t offset) {
+    AlignedPtr<uint8_t> buffer = aligned_array<uint8_t>(size_t(offset + m * n * 2 + 64));
+    std::memset(buffer.get(), kPoison, size_t(offset + m * n * 2 + 64));
+    gemm::m_grouped_bf16_gemm_nt_contiguous(TensorView(a.data(), DType::kBF16, {m, k}),
+                                            TensorView(b.data(), DType::kBF16, {kGroups, n, k}),
+                                            TensorView(buffer.get() + offset, DType::kBF16, {m, n}), layout);
+    return std::vector<uint8_t>(buffer.get() + offset, buffer.get() + offset + m * n * 2);
+  };
+  const std::vector<uint8_t> aligned = run_at(0);
+  EXPECT_EQ(aligned, run_at(2)) << "misaligned D (no line streamed) differs";
+  for (int i = 0; i < 64; ++i) {
+    const int64_t r = int64_t(rng() % uint32_t(m)), j = int64_t(rng() % uint32_t(n)), g = r / kRows;
+    double want = 0.0, mag = 0.0;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const double t = double(bf16_to_f32(a[size_t(r * k + kk)])) * double(bf16_to_f32(b[size_t((g * n + j) * k + kk)]));
+      want += t;
+      mag += std::fabs(t);
+    }
+    uint16_t h;
+    std::memcpy(&h, &aligned[size_t((r * n + j) * 2)], 2);
+    EXPECT_NEAR(bf16_to_f32(h), want, 1e-2 * mag + 1e-6) << "D[" << r << "][" << j << "]";
+  }
+}
 
 }  // namespace
 }  // namespace tessera::test
