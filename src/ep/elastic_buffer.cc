@@ -112,6 +112,8 @@ void ElasticBuffer::destroy() {
   st_->agrs.reset();
   st_->engram.reset();
   st_->comm.reset();
+  st_->spare_routing.reset();
+  st_->spare_handle.reset();
   st_->destroyed = true;
 }
 

@@ -47,6 +47,10 @@ struct ElasticState {
   int64_t num_bytes = 0;
   PendingOps pending;
   bool destroyed = false;
+  // The last dispatch's routing and handle, refilled by the next dispatch once nothing else holds them
+  // (elastic_dispatch.cc: recycle).
+  std::shared_ptr<Routing> spare_routing;
+  std::shared_ptr<EpHandle> spare_handle;
 
   // Checks the buffer is usable and finishes the pending operation; fn names the caller.
   Comm& start(const char* fn);

@@ -87,9 +87,8 @@ void fill_destinations(Routing& r) {
   }
 }
 
-Routing route_topk(const char* fn, const TensorView& topk_idx, int num_experts, int num_ranks) {
+void route_topk_into(const char* fn, const TensorView& topk_idx, int num_experts, int num_ranks, Routing& r) {
   check_common(fn, topk_idx, num_experts, num_ranks);
-  Routing r;
   r.num_tokens = topk_idx.shape[0];
   r.num_topk = int(topk_idx.shape[1]);
   r.num_ranks = num_ranks;
@@ -97,6 +96,11 @@ Routing route_topk(const char* fn, const TensorView& topk_idx, int num_experts, 
   r.experts_per_rank = num_experts / num_ranks;
   copy_topk(fn, topk_idx, r);
   fill_destinations(r);
+}
+
+Routing route_topk(const char* fn, const TensorView& topk_idx, int num_experts, int num_ranks) {
+  Routing r;
+  route_topk_into(fn, topk_idx, num_experts, num_ranks, r);
   return r;
 }
 

@@ -24,6 +24,8 @@ struct Routing {
 
 // Validates topk_idx ([T, K] int64, any strides) and builds the routing. fn names the caller.
 Routing route_topk(const char* fn, const TensorView& topk_idx, int num_experts, int num_ranks);
+// The same into an existing routing, whose vectors keep their capacity (a recycled one: ElasticState).
+void route_topk_into(const char* fn, const TensorView& topk_idx, int num_experts, int num_ranks, Routing& r);
 // Legacy Buffer: destinations from is_token_in_rank [T, R] bool; topk_idx (optional, may be undefined)
 // is still copied for the receivers' metadata.
 Routing route_mask(const char* fn, const TensorView& is_token_in_rank, const TensorView& topk_idx,

@@ -228,6 +228,34 @@ TEST_P(ElasticDispatch, CachedEqualsFreshAndRepeatsAreIdentical) {
   }
 }
 
+// The buffer refills the previous dispatch's routing and handle vectors once nothing else holds them
+// (elastic_dispatch.cc: recycle): a handle the caller keeps must stay intact across later dispatches,
+// and dispatches whose results were dropped must still be right.
+TEST_P(ElasticDispatch, KeptHandlesSurviveLaterDispatches) {
+  const int R = world_group().size(), me = world_group().rank();
+  Config c;
+  c.seed = 21;
+  const auto in1 = all_inputs(c, R);
+  c.seed = 22;
+  const auto in2 = all_inputs(c, R);
+  ElasticBuffer buf(world_ptr(), buffer_config(c, GetParam()));
+  const DispatchResult kept = buf.dispatch(bf16_args(in1[size_t(me)]));
+  const EpHandle before = *kept.handle;
+  for (int i = 0; i < 3; ++i) check_non_expand(buf.dispatch(bf16_args(in2[size_t(me)])), in2, c, me, R, false);
+  check_non_expand(buf.dispatch(bf16_args(in1[size_t(me)])), in1, c, me, R, false);
+  EXPECT_EQ(kept.handle->topk_idx, before.topk_idx);
+  EXPECT_EQ(kept.handle->dst_buffer_slot_idx, before.dst_buffer_slot_idx);
+  EXPECT_EQ(kept.handle->recv_src_metadata, before.recv_src_metadata);
+  check_non_expand(kept, in1, c, me, R, false);
+  DispatchArgs cached;
+  cached.x = view_x(in1[size_t(me)]);
+  cached.handle = kept.handle;
+  const DispatchResult again = buf.dispatch(cached);
+  ASSERT_EQ(again.recv_x.view.shape[0], kept.recv_x.view.shape[0]);
+  EXPECT_EQ(std::memcmp(again.recv_x.view.data, kept.recv_x.view.data, size_t(kept.recv_x.view.shape[0] * c.hidden * 2)), 0)
+      << "rank " << me << " cached dispatch through the kept handle";
+}
+
 TEST_P(ElasticDispatch, AsyncAndWorstCaseSizing) {
   const int R = world_group().size(), me = world_group().rank();
   Config c;
