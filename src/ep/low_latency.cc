@@ -189,7 +189,7 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
         range[e * R + s] = (int64_t(first[size_t(e)]) << 32) | int64_t(count[e] - first[size_t(e)]);
     }
     // Copies: each received token into each of its local experts' rows. Scale packs go to a compact
-    // [row][packs] list first (rows in expert order: staged_row), then out pack plane by pack plane:
+    // [row][packs] list first (rows in expert order from staged_first), then out pack plane by pack plane:
     // the layout keeps a row's packs `rows` apart, so writing them row by row touched one line per
     // pack (15% of a 128-token FP8 dispatch).
     char* x = static_cast<char*>(op->out.recv_x.view.data);

@@ -21,8 +21,10 @@ static inline int ukr_prefetch_per_step(const UkrArgs& p) {
 // weights from DRAM: N=4096 K=7168 835 -> 852 GFLOP/s, N=24576 K=1536 820 -> 869, L3-resident shapes
 // unchanged).
 static inline void ukr_prefetch_lines(const UkrArgs& p, int count, int* next) {
-  for (int i = 0; i < count && *next < p.pf_end; ++i, ++*next)
-    __builtin_prefetch(p.pf_base + int64_t(*next / p.pf_row_lines) * p.pf_row_stride + (*next % p.pf_row_lines) * 64, 0, 3);
+  for (int i = 0; i < count && *next < p.pf_end; ++i, ++*next) {
+    const char* line = p.pf_base + int64_t(*next / p.pf_row_lines) * p.pf_row_stride + (*next % p.pf_row_lines) * 64;
+    __builtin_prefetch(line, 0, 3);
+  }
 }
 
 }  // namespace tessera::cpu

@@ -252,7 +252,8 @@ TEST_P(ElasticDispatch, KeptHandlesSurviveLaterDispatches) {
   cached.handle = kept.handle;
   const DispatchResult again = buf.dispatch(cached);
   ASSERT_EQ(again.recv_x.view.shape[0], kept.recv_x.view.shape[0]);
-  EXPECT_EQ(std::memcmp(again.recv_x.view.data, kept.recv_x.view.data, size_t(kept.recv_x.view.shape[0] * c.hidden * 2)), 0)
+  const size_t bytes = size_t(kept.recv_x.view.shape[0] * c.hidden * 2);
+  EXPECT_EQ(std::memcmp(again.recv_x.view.data, kept.recv_x.view.data, bytes), 0)
       << "rank " << me << " cached dispatch through the kept handle";
 }
 

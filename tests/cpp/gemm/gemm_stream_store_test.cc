@@ -161,7 +161,8 @@ TEST(GemmStreamStore, GroupedContiguousBf16D) {
     const int64_t r = int64_t(rng() % uint32_t(m)), j = int64_t(rng() % uint32_t(n)), g = r / kRows;
     double want = 0.0, mag = 0.0;
     for (int64_t kk = 0; kk < k; ++kk) {
-      const double t = double(bf16_to_f32(a[size_t(r * k + kk)])) * double(bf16_to_f32(b[size_t((g * n + j) * k + kk)]));
+      const double t =
+          double(bf16_to_f32(a[size_t(r * k + kk)])) * double(bf16_to_f32(b[size_t((g * n + j) * k + kk)]));
       want += t;
       mag += std::fabs(t);
     }

@@ -57,7 +57,8 @@ inline void store_d(const FinalizeArgs& a, int64_t i, int64_t j, __mmask16 m, __
 inline void store_d_bf16_pair(const FinalizeArgs& a, int64_t i, int64_t j, __m512 v0, __m512 v1) {
   uint16_t* d = static_cast<uint16_t*>(a.d) + i * a.ldd + j;
   if (a.stream && line_aligned(d)) {
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(d), _mm512_inserti64x4(_mm512_castsi256_si512(to_bf16(v0)), to_bf16(v1), 1));
+    const __m512i line = _mm512_inserti64x4(_mm512_castsi256_si512(to_bf16(v0)), to_bf16(v1), 1);
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(d), line);
   } else {
     store_d(a, i, j, 0xFFFF, v0);
     store_d(a, i, j + 16, 0xFFFF, v1);
