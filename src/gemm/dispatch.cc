@@ -1,5 +1,6 @@
 // Chooses the implementation of a GemmProblem: an ordered list from most specialised to the reference;
 // each refuses with a reason (printed with TESSERA_VERBOSE_DISPATCH=1). The reference never refuses.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -78,12 +79,21 @@ bool gemv_fp4_applies(const GemmProblem& p) {
 // line's read for ownership slowed its GEMM (bf16, 2 threads, cached -> non-temporal, GFLOP/s: M=1024
 // N=32768 K=512 829 -> 888, M=1024 N=7168 K=2048 911 -> 978, M=128 N=32768 K=512 838 -> 920, N=24576
 // K=1536 909 -> 936). Smaller D (the next layer's input, in L2/L3) keeps cached stores.
-constexpr int64_t kStreamDBytes = int64_t(4) << 20;
+// TESSERA_GEMM_STREAM_BYTES overrides the size (0 = never).
+int64_t stream_d_bytes() {
+  static const int64_t bytes = [] {
+    const char* v = std::getenv("TESSERA_GEMM_STREAM_BYTES");
+    if (!v || !*v) return int64_t(4) << 20;
+    const int64_t n = std::atoll(v);
+    return n > 0 ? n : INT64_MAX;
+  }();
+  return bytes;
+}
 
 bool stream_d(const GemmProblem* problems, int64_t count) {
   int64_t bytes = 0;
   for (int64_t i = 0; i < count; ++i) bytes += problems[i].m * problems[i].n * dtype_storage_bytes(problems[i].d_type);
-  return bytes >= kStreamDBytes;
+  return bytes >= stream_d_bytes();
 }
 
 }  // namespace
