@@ -313,17 +313,18 @@ void prepare_activations(const GemvArgs& p, uint16_t* dst, int64_t k_pad, int ro
 // rows inside, or rows outside (each block of rows over all its K blocks before the next).
 template <int NB, class BlockFn, class RowFn>
 void sweep(const GemvArgs& p, int64_t k_pad, int64_t kblock, bool rows_outside, BlockFn block, RowFn row) {
+  auto k_end = [&](int64_t kb) { return kb + kblock < k_pad ? kb + kblock : k_pad; };
   auto rows = [&](int64_t kb, int64_t ke) {
     int64_t n = p.n0;
     for (; n + NB <= p.n1; n += NB) block(n, kb, ke);
     for (; n < p.n1; ++n) row(n, kb, ke);
   };
   if (!rows_outside) {
-    for (int64_t kb = 0; kb < k_pad; kb += kblock) rows(kb, kb + kblock < k_pad ? kb + kblock : k_pad);
+    for (int64_t kb = 0; kb < k_pad; kb += kblock) rows(kb, k_end(kb));
     return;
   }
   auto k_blocks = [&](auto&& fn, int64_t n) {
-    for (int64_t kb = 0; kb < k_pad; kb += kblock) fn(n, kb, kb + kblock < k_pad ? kb + kblock : k_pad);
+    for (int64_t kb = 0; kb < k_pad; kb += kblock) fn(n, kb, k_end(kb));
   };
   int64_t n = p.n0;
   for (; n + NB <= p.n1; n += NB) k_blocks(block, n);
