@@ -53,8 +53,6 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
     std::shared_ptr<const Routing> routing;
     std::vector<char> sf;  // scale packs / weights made contiguous (when the inputs were not)
     std::vector<float> w;
-    const float* own_w = nullptr;
-    bool with_w = false;  // topk_weights given (they travel with the tokens)
     DispatchPlan plan;
     DispatchState ds;
     uint64_t seq = 0;
@@ -64,6 +62,7 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
   };
   auto op = std::make_shared<Op>();
   const bool cached = a.handle != nullptr;
+  const float* own_w = nullptr;  // this rank's topk_weights rows, when given
   if (cached) {
     const LegacyHandleData& h = *a.handle->data;
     TESSERA_CHECK(h.owner == st_.get(), kDispatch, ": argument 'handle' was made by another buffer");
@@ -89,8 +88,7 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
     check_layout(a, *op->routing, R);
     if (given(a.topk_weights)) {
       TESSERA_CHECK(given(a.topk_idx), kDispatch, ": topk_weights needs topk_idx");
-      op->own_w = f32_rows(kDispatch, "topk_weights", a.topk_weights, in.tokens, op->routing->num_topk, &op->w);
-      op->with_w = true;
+      own_w = f32_rows(kDispatch, "topk_weights", a.topk_weights, in.tokens, op->routing->num_topk, &op->w);
     }
     op->out.handle = std::make_shared<LegacyHandle>();
   }
@@ -112,7 +110,7 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
   plan.own.sf_stride = in.packs * 4;
   plan.own.idx = r.idx.empty() ? nullptr : r.idx.data();
   plan.own.idx_stride = r.num_topk;
-  plan.own.w = op->with_w ? op->own_w : nullptr;
+  plan.own.w = own_w;
   plan.own.meta_stride = r.num_topk;
 
   op->seq = comm.begin(kDispatch);
@@ -127,7 +125,7 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
   op->out.recv_x = allocate_tensor(a.x.dtype, {op->rows, in.hidden});
   if (in.fp8) op->out.recv_sf = allocate_tensor(a.sf.dtype, {op->rows, in.packs});
   if (with_topk) op->out.recv_topk_idx = allocate_tensor(DType::kI64, {op->rows, int64_t(r.num_topk)});
-  if (with_topk && op->with_w) op->out.recv_topk_weights = allocate_tensor(DType::kF32, {op->rows, int64_t(r.num_topk)});
+  if (with_topk && given(a.topk_weights)) op->out.recv_topk_weights = allocate_tensor(DType::kF32, {op->rows, int64_t(r.num_topk)});
 
   const LegacyState* st = st_.get();
   const int alignment = a.expert_alignment;
