@@ -15,6 +15,8 @@ TEST_P(Fp8Fp4Gemm, MatchesFloat64Reference) {
   for (const ScaleRecipe& r : scale_recipes()) {
     std::vector<GemmShape> shapes = scaled_shapes();
     if (recipe_is_fp8_only(r)) shapes.insert(shapes.end(), fp8_odd_k_shapes().begin(), fp8_odd_k_shapes().end());
+    if (recipe_is_fp8_only(r) && layout() == Layout::kNT)
+      shapes.insert(shapes.end(), fp8_streamed_decode_shapes().begin(), fp8_streamed_decode_shapes().end());
     for (const GemmShape& s : shapes) {
       PreparedGemm g = prepare_scaled(r, layout(), s, rng);
       EXPECT_TRUE(run_and_check(g));

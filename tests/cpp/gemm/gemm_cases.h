@@ -40,7 +40,9 @@ inline const std::vector<GemmShape>& dense_shapes() {
       {   4,  101, 2304, kKm,  kKm,  0, kF32,  CMode::kSeparate},  // GEMV in quads: 3-row blocks + 2, two K blocks
       {   6,   51, 1280, kKm,  kKm,  2, kBf16, CMode::kInPlace},   // GEMV, 6 rows run as 8 (2 zero rows)
       {   4,  157, 7168, kKm,  kKm,  0, kF32,  CMode::kSeparate},  // GEMV in quads, streamed (> 2 MiB): whole rows
-      {   2,  150, 7200, kKm,  kKm,  1, kBf16, CMode::kInPlace},   // GEMV in row pairs, streamed, K tail
+      {   2,  150, 7200, kKm,  kKm,  1, kBf16, CMode::kInPlace},   // GEMV, streamed: one row at a time, K tail
+      {   1,  160, 7000, kKm,  kKm,  2, kBf16, CMode::kSeparate},  // ... padded rows, K tail
+      {   3,  151, 7168, kKm,  kKm,  0, kF32,  CMode::kNone},      // ... three activation rows
   };
   return shapes;
 }
@@ -65,6 +67,16 @@ inline const std::vector<GemmShape>& scaled_shapes() {
       // tail (no quads) take rows in 2 K blocks (128 groups of combined scales per call).
       {   6,  260, 8320, kKm,  kKm,  1, kF32,  CMode::kSeparate},
       {   8,  131, 16400, kKm, kKm,  0, kF32,  CMode::kNone},
+  };
+  return shapes;
+}
+
+// FP8 decode over streamed weights (> 2 MiB) with M <= 3: the GEMV reads one row at a time in K order
+// (a K tail; padded rows). Large, so only the NT layout (the others do not take the GEMV).
+inline const std::vector<GemmShape>& fp8_streamed_decode_shapes() {
+  static const std::vector<GemmShape> shapes = {
+      {   1,  301, 7000, kKm,  kKm,  0, kBf16, CMode::kSeparate},
+      {   3,  300, 7168, kKm,  kKm,  2, kF32,  CMode::kInPlace},
   };
   return shapes;
 }
