@@ -196,21 +196,32 @@ void gemv_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, in
 }
 
 
+// Four accumulators x0..x3 (one per activation row of a quad) -> one register holding, in each 128-bit
+// block, {sum of x0's four lanes, x1's, x2's, x3's}: two rounds of in-lane shuffles and adds.
+inline __m512 fold_quad(__m512 x0, __m512 x1, __m512 x2, __m512 x3) {
+  const __m512 f01 = _mm512_add_ps(_mm512_shuffle_ps(x0, x1, 0x44), _mm512_shuffle_ps(x0, x1, 0xEE));
+  const __m512 f23 = _mm512_add_ps(_mm512_shuffle_ps(x2, x3, 0x44), _mm512_shuffle_ps(x2, x3, 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_ps(f01, f23, 0x88), _mm512_shuffle_ps(f01, f23, 0xDD));
+}
+
 // Activation rows in quads (M = 4, or 8 with M = 5..7 padded by zero rows), NB weight rows, a K range
-// of whole 128-value groups. Each weight row's four accumulators of a quad fold into one register per
-// group ({m0, m1, m2, m3} per 128-bit block: two rounds of in-lane shuffles and adds), which one FMA
-// scales into the row's total. A row's arithmetic never involves the other rows of its block, so NB
+// of whole 128-value groups. M = 8: each weight row's four accumulators of a quad fold into one
+// register per group ({m0, m1, m2, m3} per 128-bit block: two rounds of in-lane shuffles and adds),
+// which one FMA scales into the row's total. M = 4 does not fold: each accumulator is scaled into its
+// own total (4 FMAs per row and group instead of 6 shuffles, 3 adds and an FMA; the 12 totals live
+// mostly in memory, touched once per group): 1 thread, weights in L2, M=4 N=96 K=7168 23.5 -> 21.6 us;
+// M=8 unfolded was 4% slower. A row's arithmetic never involves the other rows of its block, so NB
 // (3 or 2 in the main loop, 1 for the rest) does not change its bits. 3 weight rows x 4 activation rows
 // give 12 independent vdpbf16ps chains (latency ~6 cycles, 2 per cycle) without spilling the tables.
 // Single core, weights in L2, cycles per 64 weight bytes (fp8 / bf16): M=4 14.0 / 4.5 -> 8.1 / 3.9,
 // M=8 40 / 11.7 -> 14.7 / 7.7 (against the pair-folding gemv_block, which M=4 and 8 still use for K
-// tails). A standalone copy of the loop without the per-group fold runs 4.8: the fold's shuffles share
-// the vector pipes with the conversion.
-template <int M, int NB, bool kFp8, bool kScaled>
+// tails), before M = 4 stopped folding.
+template <int M, int NB, bool kFp8, bool kScaled, bool kFold>
 void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, int64_t k_begin,
                       int64_t k_end, bool first) {
   static_assert(M % 4 == 0 && M <= kMaxM, "activation rows in whole quads");
   constexpr int Q = M / 4;
+  static_assert(kFold || M == 4, "M = 8 always folds");
   const E4m3Tables t = avx512bf16::e4m3_tables();
   constexpr int es = kFp8 ? 1 : 2;
   const char* w[NB];
@@ -237,9 +248,12 @@ void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t
       }
     }
   }
-  __m512 tot[NB][Q];
-  for (int j = 0; j < NB; ++j)
+  // Totals: folded, one register per (row, quad); unfolded (M = 4), one per (activation row, row).
+  __m512 tot[NB][Q], row_tot[kFold ? 1 : M][NB];
+  for (int j = 0; j < NB; ++j) {
     for (int q = 0; q < Q; ++q) tot[j][q] = _mm512_setzero_ps();
+    for (int m = 0; m < (kFold ? 1 : M); ++m) row_tot[m][j] = _mm512_setzero_ps();
+  }
   const float* c = combined;
   for (int64_t kb = k_begin; kb < k_end; kb += 128, c += NB * M) {
     __m512 acc[M][NB];
@@ -261,15 +275,23 @@ void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t
         }
       }
     }
+    if constexpr (!kFold) {
+      for (int j = 0; j < NB; ++j)
+        for (int m = 0; m < M; ++m)
+          row_tot[m][j] = kScaled ? _mm512_fmadd_ps(acc[m][j], _mm512_set1_ps(c[M * j + m]), row_tot[m][j])
+                                  : _mm512_add_ps(row_tot[m][j], acc[m][j]);
+      continue;
+    }
     for (int j = 0; j < NB; ++j)
       for (int q = 0; q < Q; ++q) {
-        const __m512 x0 = acc[4 * q][j], x1 = acc[4 * q + 1][j], x2 = acc[4 * q + 2][j], x3 = acc[4 * q + 3][j];
-        const __m512 f01 = _mm512_add_ps(_mm512_shuffle_ps(x0, x1, 0x44), _mm512_shuffle_ps(x0, x1, 0xEE));
-        const __m512 f23 = _mm512_add_ps(_mm512_shuffle_ps(x2, x3, 0x44), _mm512_shuffle_ps(x2, x3, 0xEE));
-        const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(f01, f23, 0x88), _mm512_shuffle_ps(f01, f23, 0xDD));
+        const __m512 f = fold_quad(acc[4 * q][j], acc[4 * q + 1][j], acc[4 * q + 2][j], acc[4 * q + 3][j]);
         tot[j][q] = kScaled ? _mm512_fmadd_ps(f, _mm512_broadcast_f32x4(_mm_load_ps(c + M * j + 4 * q)), tot[j][q])
                             : _mm512_add_ps(tot[j][q], f);
       }
+  }
+  // Unfolded totals fold once at the end (four separate horizontal sums cost M=4, K=512 10%).
+  if constexpr (!kFold) {
+    for (int j = 0; j < NB; ++j) tot[j][0] = fold_quad(row_tot[0][j], row_tot[1][j], row_tot[2][j], row_tot[3][j]);
   }
   for (int j = 0; j < NB; ++j)
     for (int q = 0; q < Q; ++q) {
@@ -342,6 +364,22 @@ void gemv_sequential_row(const GemvArgs& p, const uint16_t* a, int64_t lda, int6
   }
 #pragma GCC unroll 4
   for (int m = 0; m < M; ++m) p.out[m * p.ldo + n] = _mm512_reduce_add_ps(tot[m]);
+}
+
+// M = 4 stops folding per group from this K range on: below it, the unfolded totals' setup and final
+// fold cost more than the per-group folds saved (1 thread, weights in L2, us, fold / unfolded:
+// K=512 24.4 / 26.5, K=1024 24.0 / 22.6, K=2048 23.0 / 20.0, K=7168 23.7 / 21.3).
+constexpr int64_t kUnfoldedMinK = 1024;
+
+// gemv_quads_block over K range [kb, ke) of rows [n, n + NB), folding or not by M and the range's length
+// (never by the thread count).
+template <int M, int NB, bool kFp8, bool kScaled>
+void gemv_quads_range(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, int64_t kb, int64_t ke) {
+  if (M == 4 && ke - kb >= kUnfoldedMinK) {
+    gemv_quads_block<M, NB, kFp8, kScaled, M != 4>(p, a, lda, n, kb, ke, kb == 0);
+  } else {
+    gemv_quads_block<M, NB, kFp8, kScaled, true>(p, a, lda, n, kb, ke, kb == 0);
+  }
 }
 
 // Whether gemv_quads_block takes p: whole 128-value groups (scaled or not) and no K tail.
@@ -426,12 +464,8 @@ void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
     if (quads) {
       sweep<kQuadNb>(
           p, k_pad, kblock, p.streamed,
-          [&](int64_t n, int64_t kb, int64_t ke) {
-            gemv_quads_block<M, kQuadNb, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0);
-          },
-          [&](int64_t n, int64_t kb, int64_t ke) {
-            gemv_quads_block<M, 1, kFp8, kScaled>(p, a, lda, n, kb, ke, kb == 0);
-          });
+          [&](int64_t n, int64_t kb, int64_t ke) { gemv_quads_range<M, kQuadNb, kFp8, kScaled>(p, a, lda, n, kb, ke); },
+          [&](int64_t n, int64_t kb, int64_t ke) { gemv_quads_range<M, 1, kFp8, kScaled>(p, a, lda, n, kb, ke); });
       return;
     }
   }
