@@ -310,19 +310,21 @@ void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t
 // ahead, instead of NB rows a row apart. fp8, 2 threads, GB/s (% of the DRAM read measured alongside):
 // M=1 N=4096 K=7168 30.7 (73%) -> 41.4 (99%), M=1 N=32768 K=512 35.0 (72%) -> 49.8 (105%), bf16 M=1
 // N=32768 K=512 29.5 (62%) -> 47.2 (100%); without the prefetch M=2 fell to 16 GB/s (4 KiB ahead: 38,
-// 8 KiB: 47, 16 KiB: 47). Two accumulator chains per activation row (even and odd chunks of a group)
+// 8 KiB: 47, 16 KiB: 47). M = 3 is compute-bound here at ~38 GB/s (weights in L3; M=2 64, M=1 88):
+// faster than the interleaved rows with DRAM at ~45 GB/s (43 vs 27) but slower at ~75 (31 vs 40).
+// Two accumulator chains per activation row (even and odd chunks of a group)
 // are summed at the end of each group, then scaled into the row's total. A row's arithmetic never
 // depends on its neighbours, so neither does its result on how rows were split between threads.
 constexpr int64_t kSequentialPrefetchBytes = 8192;
 
 template <int M, bool kFp8, bool kScaled>
-void gemv_sequential_row(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n) {
+void gemv_sequential_row(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, int64_t w_scale_row) {
   const E4m3Tables t = avx512bf16::e4m3_tables();
   constexpr int es = kFp8 ? 1 : 2;
   const char* w = static_cast<const char*>(p.w) + n * p.ldw * es;
   const int64_t k_pad = (p.k + 63) / 64 * 64;
   const int64_t group = kScaled ? p.group : k_pad;
-  const float* w_scale = kScaled ? p.w_scale + (p.w_row0 + n) / p.w_scale_rows : nullptr;
+  const float* w_scale = kScaled ? p.w_scale + w_scale_row : nullptr;
   const float* a_scale = p.a_scale;
   __m512 tot[M];
 #pragma GCC unroll 4
@@ -446,7 +448,13 @@ template <int M, bool kFp8, bool kScaled>
 void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
   if constexpr (M <= 3) {
     if (p.streamed) {
-      for (int64_t n = p.n0; n < p.n1; ++n) gemv_sequential_row<M, kFp8, kScaled>(p, a, lda, n);
+      // The weight-scale row advances every w_scale_rows rows: no division per row (a 64-bit division
+      // was a tenth of a K=512 row's time).
+      int64_t scale_row = (p.w_row0 + p.n0) / p.w_scale_rows, in_scale_row = (p.w_row0 + p.n0) % p.w_scale_rows;
+      for (int64_t n = p.n0; n < p.n1; ++n) {
+        gemv_sequential_row<M, kFp8, kScaled>(p, a, lda, n, scale_row);
+        if (++in_scale_row == p.w_scale_rows) in_scale_row = 0, ++scale_row;
+      }
       return;
     }
   }
