@@ -71,12 +71,14 @@ inline const std::vector<GemmShape>& scaled_shapes() {
   return shapes;
 }
 
-// FP8 decode over streamed weights (> 2 MiB) with M <= 3: the GEMV reads one row at a time in K order
-// (a K tail; padded rows). Large, so only the NT layout (the others do not take the GEMV).
+// FP8 decode over streamed weights (> 2 MiB): with M <= 3 the GEMV reads one row at a time in K order
+// (a K tail; padded rows), with M = 4 in blocks of 4 rows (299 = 74 blocks + 3 single rows). Large, so
+// only the NT layout (the others do not take the GEMV).
 inline const std::vector<GemmShape>& fp8_streamed_decode_shapes() {
   static const std::vector<GemmShape> shapes = {
       {   1,  301, 7000, kKm,  kKm,  0, kBf16, CMode::kSeparate},
       {   3,  300, 7168, kKm,  kKm,  2, kF32,  CMode::kInPlace},
+      {   4,  299, 7168, kKm,  kKm,  1, kBf16, CMode::kSeparate},
   };
   return shapes;
 }

@@ -45,6 +45,8 @@ const DeterminismCase kCases[] = {
      "fp8 token(1,128) x block(128,128) f32", Layout::kNT, {1, 301, 7000, kKm, kKm, 0, kBf16, CMode::kNone}},
     {"bf16 decode gemv M=3, streamed weights one row at a time", Family::kBf16, kBf16, nullptr, Layout::kNT,
      {3, 151, 7168, kKm, kKm, 0, kF32, CMode::kNone}},
+    {"fp8 decode gemv M=4, streamed weights in 4-row blocks and single rows", Family::kFp8Fp4, kE4m3,
+     "fp8 token(1,128) x block(128,128) f32", Layout::kNT, {4, 301, 7168, kKm, kKm, 0, kF32, CMode::kNone}},
     {"fp8 per-channel ue8m0 packed", Family::kFp8Fp4, kE4m3, "fp8 ue8m0 packed (SM100 defaults)", Layout::kNT,
      {129, 200, 576, kKm, kKm, 0, kF32, CMode::kNone}},
     {"fp4 x fp4 ue8m0", Family::kFp8Fp4, kFp4, "fp4 x fp4 ue8m0 packed (defaults)", Layout::kNT,
