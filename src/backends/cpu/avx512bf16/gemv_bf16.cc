@@ -213,8 +213,8 @@ inline __m512 fold_quad(__m512 x0, __m512 x1, __m512 x2, __m512 x3) {
 // own total (4 FMAs per row and group instead of 6 shuffles, 3 adds and an FMA; the 12 totals live
 // mostly in memory, touched once per group): 1 thread, weights in L2, M=4 N=96 K=7168 23.5 -> 21.6 us;
 // M=8 unfolded was 4% slower. A row's arithmetic never involves the other rows of its block, so NB
-// (3 or 2 in the main loop, 1 for the rest) does not change its bits. 3 weight rows x 4 activation rows
-// give 12 independent vdpbf16ps chains (latency ~6 cycles, 2 per cycle) without spilling the tables.
+// (4, 3 or 2 in the main loop, 1 for the rest) does not change its bits. 3 weight rows x 4 activation
+// rows give 12 independent vdpbf16ps chains (latency ~6 cycles, 2 per cycle) without spilling the tables.
 // Single core, weights in L2, cycles per 64 weight bytes (fp8 / bf16): M=4 14.0 / 4.5 -> 8.1 / 3.9,
 // M=8 40 / 11.7 -> 14.7 / 7.7 (against the pair-folding gemv_block, which M=4 and 8 still use for K
 // tails), before M = 4 stopped folding.
@@ -314,9 +314,9 @@ void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t
 // N=32768 K=512 29.5 (62%) -> 47.2 (100%); without the prefetch M=2 fell to 16 GB/s (4 KiB ahead: 38,
 // 8 KiB: 47, 16 KiB: 47). M = 3 is compute-bound here at ~38 GB/s (weights in L3; M=2 64, M=1 88):
 // faster than the interleaved rows with DRAM at ~45 GB/s (43 vs 27) but slower at ~75 (31 vs 40).
-// Two accumulator chains per activation row (even and odd chunks of a group)
-// are summed at the end of each group, then scaled into the row's total. A row's arithmetic never
-// depends on its neighbours, so neither does its result on how rows were split between threads.
+// Two accumulator chains per activation row (even and odd chunks of a group) are summed at the end of
+// each group, then scaled into the row's total. A row's arithmetic never depends on its neighbours, so
+// neither does its result on how rows were split between threads.
 constexpr int64_t kSequentialPrefetchBytes = 8192;
 
 template <int M, bool kFp8, bool kScaled>
@@ -450,12 +450,13 @@ template <int M, bool kFp8, bool kScaled>
 void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
   if constexpr (M <= 3) {
     if (p.streamed) {
-      // The weight-scale row advances every w_scale_rows rows: no division per row (a 64-bit division
-      // was a tenth of a K=512 row's time).
-      int64_t scale_row = (p.w_row0 + p.n0) / p.w_scale_rows, in_scale_row = (p.w_row0 + p.n0) % p.w_scale_rows;
+      // The weight-scale row advances every w_scale_rows rows: no 64-bit division per row (M=1, K=512,
+      // weights in L3: +2-5%). Unscaled calls never read it.
+      const int64_t rows_per_scale = kScaled ? p.w_scale_rows : 1;
+      int64_t scale_row = (p.w_row0 + p.n0) / rows_per_scale, in_scale_row = (p.w_row0 + p.n0) % rows_per_scale;
       for (int64_t n = p.n0; n < p.n1; ++n) {
         gemv_sequential_row<M, kFp8, kScaled>(p, a, lda, n, scale_row);
-        if (++in_scale_row == p.w_scale_rows) in_scale_row = 0, ++scale_row;
+        if (++in_scale_row == rows_per_scale) in_scale_row = 0, ++scale_row;
       }
       return;
     }
