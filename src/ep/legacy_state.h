@@ -36,6 +36,12 @@ struct LegacyState {
   std::shared_ptr<void> ll_x[2], ll_scales[2];
   size_t ll_x_bytes[2] = {0, 0}, ll_scales_bytes[2] = {0, 0};
   int ll_next = 0;
+  // Low-latency dispatch scratch, reused by every call (start() completes the previous operation, whose
+  // finish reads them, first): the sender's FP8 cast [T][H] and its scales [T][packs], the receiver's
+  // staged scale packs. Fresh vectors per call were zero-filled (~1.2 MB for 128 tokens of hidden 7168)
+  // only to be overwritten.
+  std::vector<uint8_t> ll_cast;
+  std::vector<char> ll_cast_scales, ll_staged;
 
   Comm& start(const char* fn);
 };

@@ -70,8 +70,6 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
   TESSERA_CHECK(H % 8 == 0, kDispatch, ": hidden must be a multiple of 8, got ", H);
   struct Op {
     std::shared_ptr<Routing> routing;
-    std::vector<uint8_t> cast;   // [T][H] e4m3
-    std::vector<char> scales;    // [T][packs] fp32 or packed UE8M0
     DispatchPlan plan;
     DispatchState ds;
     uint64_t seq = 0;
@@ -101,20 +99,23 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
   own.idx_stride = K;
   own.meta_stride = K;
   if (a.use_fp8) {
-    op->cast.resize(size_t(T * H));
-    op->scales.resize(size_t(T * packs * 4));
+    // Grow-only: after the first call no allocation and no zero-fill, only the cast's own writes.
+    std::vector<uint8_t>& cast = st_->ll_cast;
+    std::vector<char>& scales = st_->ll_cast_scales;
+    if (cast.size() < size_t(T * H)) cast.resize(size_t(T * H));
+    if (scales.size() < size_t(T * packs * 4)) scales.resize(size_t(T * packs * 4));
     const cpu::EpKernels& k = kernels();
     const uint16_t* x = a.x.ptr<uint16_t>();
     parallel_range(comm.threads(), T, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        char* sc = op->scales.data() + t * packs * 4;
-        k.cast_e4m3(op->cast.data() + t * H, a.use_ue8m0 ? nullptr : reinterpret_cast<float*>(sc),
+        char* sc = scales.data() + t * packs * 4;
+        k.cast_e4m3(cast.data() + t * H, a.use_ue8m0 ? nullptr : reinterpret_cast<float*>(sc),
                     a.use_ue8m0 ? reinterpret_cast<uint8_t*>(sc) : nullptr, x + t * a.x.strides[0], H, a.round_scale);
       }
     });
-    own.x = reinterpret_cast<const char*>(op->cast.data());
+    own.x = reinterpret_cast<const char*>(cast.data());
     own.x_stride = H;
-    own.sf = op->scales.data();
+    own.sf = scales.data();
     own.sf_stride = packs * 4;
   } else {
     own.x = static_cast<const char*>(a.x.data);
@@ -151,7 +152,7 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
 
   op->seq = comm.begin(kDispatch);
   dispatch_send(comm, op->seq, plan, op->ds);
-  const LegacyState* st = st_.get();
+  LegacyState* st = st_.get();
   auto finish = [op, st, &comm, me, R, epr, K, rows, x_bytes, packs] {
     dispatch_receive(comm, op->seq, op->plan, op->ds);
     LowLatencyHandle& hh = *op->out.handle;
@@ -197,7 +198,9 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
     const int64_t pack_bytes = packs * 4;
     std::vector<int64_t> staged_first(size_t(epr) + 1, 0);  // expert e's rows start at staged_first[e]
     for (int e = 0; e < epr; ++e) staged_first[size_t(e) + 1] = staged_first[size_t(e)] + count[e];
-    std::vector<char> staged(sc ? size_t(staged_first[size_t(epr)] * pack_bytes) : 0);
+    std::vector<char>& staged = st->ll_staged;  // grow-only, like the cast
+    if (sc && staged.size() < size_t(staged_first[size_t(epr)] * pack_bytes))
+      staged.resize(size_t(staged_first[size_t(epr)] * pack_bytes));
     for (int s = 0; s < R; ++s) {
       const GroupData& g = op->ds.groups[size_t(s)];
       const auto& lanes = data->lane_rows[size_t(s)];

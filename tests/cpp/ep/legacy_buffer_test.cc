@@ -148,6 +148,46 @@ struct LowLatencyCase {
   bool fp8, round_scale, ue8m0;
 };
 
+// Every rank's received rows of a low-latency dispatch of `in` (per-expert counts, source tokens, rows
+// bit-equal to the source or to its reference FP8 cast and scales).
+void check_low_latency_recv(const LowLatencyDispatchResult& d, const std::vector<RankInputs>& in, const Config& c,
+                            int num_max, const LowLatencyCase& lc) {
+  const int R = world_group().size(), me = world_group().rank();
+  const int epr = in[size_t(me)].E / R;
+  const auto experts = ref_expert_rows(in, me, R);
+  const int64_t rows = int64_t(R) * num_max, packs = lc.ue8m0 ? c.hidden / 512 : c.hidden / 128;
+  for (int e = 0; e < epr; ++e) {
+    ASSERT_EQ(d.recv_count.view.ptr<int32_t>()[e], int32_t(experts[size_t(e)].size())) << "rank " << me << " expert " << e;
+    for (size_t i = 0; i < experts[size_t(e)].size(); ++i) {
+      const RefRow& r = experts[size_t(e)][i];
+      const uint16_t* src = &in[size_t(r.src)].x[size_t(r.token * c.hidden)];
+      const int64_t row = int64_t(e) * rows + int64_t(i);
+      ASSERT_EQ(d.handle->src_info.view.ptr<int32_t>()[row], r.token);
+      if (!lc.fp8) {
+        ASSERT_EQ(std::memcmp(d.recv_x.view.ptr<uint16_t>() + row * c.hidden, src, size_t(c.hidden) * 2), 0)
+            << where(me, "low-latency recv_x", row, 0);
+        continue;
+      }
+      std::vector<uint8_t> q, ex;
+      std::vector<float> sc;
+      ref_cast(src, c.hidden, lc.round_scale, q, sc, ex);
+      ASSERT_EQ(std::memcmp(d.recv_x.view.ptr<uint8_t>() + row * c.hidden, q.data(), q.size()), 0)
+          << where(me, "fp8 recv_x", row, 0);
+      const TensorView& s = d.recv_scales.view;
+      for (int64_t p = 0; p < packs; ++p) {
+        const int64_t off = e * s.strides[0] + int64_t(i) * s.strides[1] + p * s.strides[2];
+        if (lc.ue8m0) {
+          uint32_t want = 0;
+          for (int j = 0; j < 4; ++j) want |= uint32_t(ex[size_t(p * 4 + j)]) << (8 * j);
+          ASSERT_EQ(uint32_t(s.ptr<int32_t>()[off]), want) << where(me, "ue8m0 scales", row, p);
+        } else {
+          ASSERT_EQ(s.ptr<float>()[off], sc[size_t(p)]) << where(me, "scales", row, p);
+        }
+      }
+    }
+  }
+}
+
 class LowLatency : public ::testing::TestWithParam<LowLatencyCase> {};
 
 TEST_P(LowLatency, DispatchCountsCastAndWeightedCombine) {
@@ -179,39 +219,10 @@ TEST_P(LowLatency, DispatchCountsCastAndWeightedCombine) {
   a.return_recv_hook = true;
   LowLatencyDispatchResult d = buf.low_latency_dispatch(a);
   d.event.wait();  // the hook
+  ASSERT_NO_FATAL_FAILURE(check_low_latency_recv(d, in, c, num_max, lc));
   const auto experts = ref_expert_rows(in, me, R);
-  const int64_t rows = int64_t(R) * num_max, packs = lc.ue8m0 ? c.hidden / 512 : c.hidden / 128;
-  for (int e = 0; e < epr; ++e) {
-    ASSERT_EQ(d.recv_count.view.ptr<int32_t>()[e], int32_t(experts[size_t(e)].size())) << "rank " << me << " expert " << e;
-    EXPECT_EQ(stats[size_t(e)], int32_t(experts[size_t(e)].size()));
-    for (size_t i = 0; i < experts[size_t(e)].size(); ++i) {
-      const RefRow& r = experts[size_t(e)][i];
-      const uint16_t* src = &in[size_t(r.src)].x[size_t(r.token * c.hidden)];
-      const int64_t row = int64_t(e) * rows + int64_t(i);
-      ASSERT_EQ(d.handle->src_info.view.ptr<int32_t>()[row], r.token);
-      if (!lc.fp8) {
-        ASSERT_EQ(std::memcmp(d.recv_x.view.ptr<uint16_t>() + row * c.hidden, src, size_t(c.hidden) * 2), 0)
-            << where(me, "low-latency recv_x", row, 0);
-        continue;
-      }
-      std::vector<uint8_t> q, ex;
-      std::vector<float> sc;
-      ref_cast(src, c.hidden, lc.round_scale, q, sc, ex);
-      ASSERT_EQ(std::memcmp(d.recv_x.view.ptr<uint8_t>() + row * c.hidden, q.data(), q.size()), 0)
-          << where(me, "fp8 recv_x", row, 0);
-      const TensorView& s = d.recv_scales.view;
-      for (int64_t p = 0; p < packs; ++p) {
-        const int64_t off = e * s.strides[0] + int64_t(i) * s.strides[1] + p * s.strides[2];
-        if (lc.ue8m0) {
-          uint32_t want = 0;
-          for (int j = 0; j < 4; ++j) want |= uint32_t(ex[size_t(p * 4 + j)]) << (8 * j);
-          ASSERT_EQ(uint32_t(s.ptr<int32_t>()[off]), want) << where(me, "ue8m0 scales", row, p);
-        } else {
-          ASSERT_EQ(s.ptr<float>()[off], sc[size_t(p)]) << where(me, "scales", row, p);
-        }
-      }
-    }
-  }
+  const int64_t rows = int64_t(R) * num_max;
+  for (int e = 0; e < epr; ++e) EXPECT_EQ(stats[size_t(e)], int32_t(experts[size_t(e)].size()));
   // Combine: y = a bf16 function of the received bf16 row and its lane; the source sums w * y.
   if (lc.fp8) return;
   std::vector<uint16_t> y(size_t(epr * rows * c.hidden), 0x7FC0);
@@ -243,6 +254,43 @@ TEST_P(LowLatency, DispatchCountsCastAndWeightedCombine) {
       }
       ASSERT_EQ(out[size_t(t * c.hidden + hh)], f2bf16(acc)) << where(me, "low-latency combined", t, hh);
     }
+}
+
+// Two FP8 dispatches on one buffer, the second issued before the first's hook ran and with fewer tokens
+// of other values: the buffer reuses its cast and staging memory between calls, so the second call
+// must first complete the first (both results stay valid: outputs alternate between two blocks).
+TEST(LowLatencyReuse, BackToBackDispatchesBeforeTheHook) {
+  const int R = world_group().size(), me = world_group().rank();
+  Config big, small;
+  big.seed = 61;
+  big.tokens = 31;
+  small.seed = 62;
+  small.tokens = 13;
+  big.hidden = small.hidden = 512;
+  big.num_topk = small.num_topk = 5;
+  const auto in_big = all_inputs(big, R), in_small = all_inputs(small, R);
+  const int num_max = 32, E = in_big[size_t(me)].E;
+  BufferConfig cfg = legacy_config(true);
+  cfg.num_nvl_bytes = 0;
+  cfg.num_rdma_bytes = Buffer::get_low_latency_rdma_size_hint(num_max, big.hidden, R, E);
+  Buffer buf(world_ptr(), cfg);
+  auto args = [&](const RankInputs& mine) {
+    LowLatencyDispatchArgs a;
+    a.x = view_x(mine);
+    a.topk_idx = view_idx(mine);
+    a.num_max_dispatch_tokens_per_rank = num_max;
+    a.num_experts = E;
+    a.use_fp8 = true;
+    a.return_recv_hook = true;
+    return a;
+  };
+  const LowLatencyCase lc{true, false, false};
+  LowLatencyDispatchResult first = buf.low_latency_dispatch(args(in_big[size_t(me)]));
+  LowLatencyDispatchResult second = buf.low_latency_dispatch(args(in_small[size_t(me)]));
+  second.event.wait();
+  first.event.wait();  // already completed by the second call
+  ASSERT_NO_FATAL_FAILURE(check_low_latency_recv(first, in_big, big, num_max, lc));
+  ASSERT_NO_FATAL_FAILURE(check_low_latency_recv(second, in_small, small, num_max, lc));
 }
 
 INSTANTIATE_TEST_SUITE_P(Casts, LowLatency,
