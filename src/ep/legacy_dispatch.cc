@@ -6,6 +6,7 @@
 #include "ep/inputs.h"
 #include "ep/kernels.h"
 #include "ep/legacy_state.h"
+#include "ep/output_arena.h"
 #include "ep/unpack.h"
 #include "tessera/core/error.h"
 
@@ -59,6 +60,7 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
     bool received = false;
     LegacyDispatchResult out;
     int64_t rows = 0;
+    std::vector<char*> direct_x;  // direct receive: where this rank's rows go at each destination
   };
   auto op = std::make_shared<Op>();
   const bool cached = a.handle != nullptr;
@@ -114,15 +116,36 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
   plan.own.meta_stride = r.num_topk;
 
   op->seq = comm.begin(kDispatch);
+  if (a.num_worst_tokens > 0) op->rows = a.num_worst_tokens;
+  // Direct receive (as ElasticBuffer.dispatch): with every rank on this node and an output arena, the
+  // counts go first and every sender writes its x rows straight into the receivers' recv_x, instead of
+  // into the receive region and then a second time into recv_x (FP8, 2 ranks, 4096 tokens of hidden
+  // 7168, with get_dispatch_layout: 4.1-4.8 -> 2.7-3.0 ms per call in 5 alternating pairs).
+  bool direct = false;
+  if (comm.has_arena() && topo.num_nodes == 1) {
+    std::vector<int64_t> my_counts;
+    for (int d = 0; d < R; ++d) my_counts.push_back(r.sent_tokens(d));
+    const bool sized = cached || a.num_worst_tokens > 0;
+    DirectReceive dr = negotiate_direct_receive(comm, op->seq, my_counts, a.x.dtype, in.hidden, in.hidden_bytes,
+                                                sized ? op->rows : 0);
+    op->direct_x = std::move(dr.x_at);
+    plan.direct_x = &op->direct_x;
+    plan.x_in_place = dr.recv_x.defined();
+    if (!sized) {
+      op->rows = 0;
+      for (int64_t n : dr.counts_in) op->rows += n;
+    }
+    op->out.recv_x = std::move(dr.recv_x);
+    direct = true;
+  }
   dispatch_send(comm, op->seq, plan, op->ds);
-  if (!cached && a.num_worst_tokens == 0) {
+  if (!cached && a.num_worst_tokens == 0 && !direct) {
     dispatch_receive(comm, op->seq, plan, op->ds);
     op->received = true;
     op->rows = layout_of(op->ds.groups).total;
   }
-  if (a.num_worst_tokens > 0) op->rows = a.num_worst_tokens;
   const bool with_topk = !cached && r.num_topk > 0;
-  op->out.recv_x = allocate_tensor(a.x.dtype, {op->rows, in.hidden});
+  if (!op->out.recv_x.defined()) op->out.recv_x = allocate_tensor(a.x.dtype, {op->rows, in.hidden});
   if (in.fp8) op->out.recv_sf = allocate_tensor(a.sf.dtype, {op->rows, in.packs});
   if (with_topk) op->out.recv_topk_idx = allocate_tensor(DType::kI64, {op->rows, int64_t(r.num_topk)});
   if (with_topk && given(a.topk_weights)) op->out.recv_topk_weights = allocate_tensor(DType::kF32, {op->rows, int64_t(r.num_topk)});
