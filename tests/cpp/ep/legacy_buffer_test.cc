@@ -121,6 +121,16 @@ TEST(LegacyBuffer, LayoutDispatchCombineAndCache) {
   EXPECT_EQ(std::memcmp(worst.recv_x.view.data, d.recv_x.view.data, size_t(rows.size() * c.hidden * 2)), 0);
   for (int64_t i = int64_t(rows.size()); i < a.num_worst_tokens; ++i)
     ASSERT_EQ(worst.recv_topk_idx.view.ptr<int64_t>()[i * K], -1) << where(me, "worst-case tail", i, 0);
+
+  // The same combine with the contributions written over recv_x, which lives in the buffer's shared
+  // arena on one node: the sources read the rows in place. Same bits.
+  std::memcpy(d.recv_x.view.data, y.data(), y.size() * 2);
+  ca.x = d.recv_x.view;
+  const LegacyCombineResult in_place = buf.combine(ca, *d.handle);
+  EXPECT_EQ(std::memcmp(in_place.combined_x.view.data, out.combined_x.view.data, size_t(mine.T * c.hidden * 2)), 0)
+      << "rank " << me << ": combine with x = recv_x differs from combine with a private copy";
+  EXPECT_EQ(std::memcmp(in_place.combined_topk_weights.view.data, out.combined_topk_weights.view.data,
+                        size_t(mine.T * K * 4)), 0);
 }
 
 // The FP8 cast as docs/ep.md defines it, written here from tessera's scalar dtype conversions.
