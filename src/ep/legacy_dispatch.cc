@@ -272,19 +272,10 @@ LegacyCombineResult Buffer::combine(const LegacyCombineArgs& a, const LegacyHand
   const cpu::EpKernels* kern = &kernels();
   plan.fill = [=](int s, int64_t j0, int64_t j1, char* rows, int64_t pitch, float* wout, int64_t wpitch, bool streaming) {
     for (int64_t j = j0; j < j1; ++j) {
-      // rows == nullptr: in place (the source reads this rank's rows in its arena)
-      if (rows) kern->copy(rows + (j - j0) * pitch, x + (base[size_t(s)] + j) * x_stride, size_t(row_bytes), streaming);
+      kern->copy(rows + (j - j0) * pitch, x + (base[size_t(s)] + j) * x_stride, size_t(row_bytes), streaming);
       if (wout) std::memcpy(wout + (j - j0) * wpitch, w + (base[size_t(s)] + j) * K, size_t(K) * 4);
     }
   };
-  // x in this buffer's shared arena (recv_x of a bf16 dispatch, the experts' outputs written over it):
-  // the sources on this node read their rows where they are instead of receiving a copy (as
-  // ElasticBuffer.combine does; bf16, 4096 tokens, 2 ranks: 8.0-8.2 ms against 9.6 ms copying).
-  const int64_t at = N > 0 ? comm.own_arena_offset(x, (N - 1) * x_stride + row_bytes) : -1;
-  if (at >= 0) {
-    for (int64_t b : base) plan.in_place_offset.push_back(at + b * x_stride);
-    plan.in_place_pitch = x_stride;
-  }
   const int me = st_->group->rank();
   plan.self_rows = x + base[size_t(me)] * x_stride;
   plan.self_stride = x_stride;
@@ -303,7 +294,6 @@ LegacyCombineResult Buffer::combine(const LegacyCombineArgs& a, const LegacyHand
                     b0.data ? b0.ptr<uint16_t>() : nullptr, b0.data ? b0.strides[0] : 0,
                     b1.data ? b1.ptr<uint16_t>() : nullptr, b1.data ? b1.strides[0] : 0);
     transport_finish(comm, op->seq);
-    combine_release(comm, op->seq, op->cs);  // x read in place: wait until its readers are done
   };
   Event ev = st_->pending.defer(finish, a.async);
   LegacyCombineResult result = op->out;

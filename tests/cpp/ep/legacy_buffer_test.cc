@@ -123,7 +123,7 @@ TEST(LegacyBuffer, LayoutDispatchCombineAndCache) {
     ASSERT_EQ(worst.recv_topk_idx.view.ptr<int64_t>()[i * K], -1) << where(me, "worst-case tail", i, 0);
 
   // The same combine with the contributions written over recv_x, which lives in the buffer's shared
-  // arena on one node: the sources read the rows in place. Same bits.
+  // output arena on one node (direct receive). Same bits.
   std::memcpy(d.recv_x.view.data, y.data(), y.size() * 2);
   ca.x = d.recv_x.view;
   const LegacyCombineResult in_place = buf.combine(ca, *d.handle);
