@@ -35,11 +35,12 @@ int64_t group_bytes_for(int num_max, int hidden, int num_topk, bool fp8, bool mu
 }  // namespace
 
 // Direct receive needs every source on this node; the arena holds two worst-case outputs by default
-// (each at most the receive region's size). TESSERA_EP_OUTPUT_ARENA_MB overrides it; 0 turns it off.
-int64_t output_arena_bytes(const Topology& t, int64_t region_bytes) {
+// (each at most the receive region's size), at most default_cap. TESSERA_EP_OUTPUT_ARENA_MB overrides
+// both; 0 turns it off.
+int64_t output_arena_bytes(const Topology& t, int64_t region_bytes, int64_t default_cap) {
   if (t.num_nodes != 1) return 0;
   if (const char* env = std::getenv("TESSERA_EP_OUTPUT_ARENA_MB")) return std::max<int64_t>(0, std::atoll(env)) << 20;
-  return 2 * region_bytes;
+  return std::min(2 * region_bytes, default_cap);
 }
 
 }  // namespace detail

@@ -297,18 +297,8 @@ DispatchResult ElasticBuffer::dispatch(const DispatchArgs& a) {
   const bool direct = comm.has_arena() && !op->expand && st->group->topology().num_nodes == 1;
   if (direct) {
     // Direct receive: counts first, then every sender writes x rows straight into the receivers' outputs.
-    std::vector<int64_t> my_counts;
-    for (int d = 0; d < R; ++d) my_counts.push_back(op->routing->sent_tokens(d));
-    DirectReceive dr = negotiate_direct_receive(comm, op->seq, my_counts, a.x.dtype, r.hidden, r.hidden_bytes,
-                                                r.cpu_sync ? 0 : op->out_rows);
-    op->direct_x = std::move(dr.x_at);
-    plan.direct_x = &op->direct_x;
-    plan.x_in_place = dr.recv_x.defined();
-    if (r.cpu_sync) {
-      op->out_rows = 0;
-      for (int64_t n : dr.counts_in) op->out_rows += n;
-    }
-    op->out.recv_x = std::move(dr.recv_x);
+    op->out.recv_x =
+        start_direct_receive(comm, op->seq, plan, &op->direct_x, a.x.dtype, r.hidden, !r.cpu_sync, &op->out_rows);
   }
   dispatch_send(comm, op->seq, plan, op->ds);
   if (r.cpu_sync && !direct) {

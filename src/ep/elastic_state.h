@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "ep/agrs.h"
@@ -34,7 +35,8 @@ class PendingOps {
 };
 
 // Bytes of the shared output arena each rank gets (output_arena.h); 0 when direct receive is off.
-int64_t output_arena_bytes(const Topology& t, int64_t region_bytes);
+int64_t output_arena_bytes(const Topology& t, int64_t region_bytes,
+                           int64_t default_cap = std::numeric_limits<int64_t>::max());
 
 struct ElasticState {
   std::shared_ptr<Group> group;

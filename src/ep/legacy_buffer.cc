@@ -1,7 +1,6 @@
 // Buffer (v1): construction, the dispatch layout, barrier and destroy. Normal dispatch/combine live
 // in legacy_dispatch.cc, the low-latency pair in low_latency.cc.
 #include <algorithm>
-#include <cstdlib>
 
 #include "ep/legacy_state.h"
 #include "ep/records.h"
@@ -9,18 +8,6 @@
 
 namespace tessera::ep {
 namespace detail {
-
-// The output arena for direct receive in normal dispatch: ElasticBuffer's size (twice the region,
-// TESSERA_EP_OUTPUT_ARENA_MB overrides) from the normal-mode region only (low-latency calls never use
-// it), at most kLegacyArenaCap unless the variable says otherwise. DeepEP's v1 buffers are often sized
-// generously (num_nvl_bytes = 1e9), and the arena is shared memory reserved and faulted in up front
-// (1 GiB region: 0.8 s to create the buffer on 2 ranks, 4-5 s with a 2 GiB arena); outputs that do not
-// fit take the slot path.
-int64_t legacy_arena_bytes(const Topology& t, int64_t nvl_bytes) {
-  constexpr int64_t kLegacyArenaCap = int64_t(256) << 20;
-  const int64_t bytes = output_arena_bytes(t, nvl_bytes);
-  return std::getenv("TESSERA_EP_OUTPUT_ARENA_MB") ? bytes : std::min(bytes, kLegacyArenaCap);
-}
 
 Comm& LegacyState::start(const char* fn) {
   if (destroyed) fail(ErrorCode::kInvalidArgument, fn, ": the buffer was destroyed");
@@ -60,8 +47,14 @@ Buffer::Buffer(std::shared_ptr<Group> group, const BufferConfig& config) : st_(s
   st_->group = group;
   st_->config = config;
   const int64_t total = config.num_nvl_bytes + config.num_rdma_bytes;
-  st_->comm = std::make_unique<detail::Comm>(group, total / group->size(), config.num_cpu_timeout_secs, fn,
-                                             detail::legacy_arena_bytes(group->topology(), config.num_nvl_bytes));
+  // The output arena for direct receive in normal dispatch, sized from the normal-mode region only
+  // (low-latency calls never use it) and capped: DeepEP's v1 buffers are often sized generously
+  // (num_nvl_bytes = 1e9), and the arena is shared memory reserved and faulted in up front (1 GiB region
+  // on 2 ranks: 0.8 s to create the buffer, 4-5 s with an uncapped 2 GiB arena). Outputs that do not fit
+  // take the slot path.
+  constexpr int64_t kArenaCap = int64_t(256) << 20;
+  const int64_t arena = detail::output_arena_bytes(group->topology(), config.num_nvl_bytes, kArenaCap);
+  st_->comm = std::make_unique<detail::Comm>(group, total / group->size(), config.num_cpu_timeout_secs, fn, arena);
   group->barrier(config.num_cpu_timeout_secs);
 }
 

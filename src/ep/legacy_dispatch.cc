@@ -121,23 +121,10 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
   // counts go first and every sender writes its x rows straight into the receivers' recv_x, instead of
   // into the receive region and then a second time into recv_x (FP8, 2 ranks, 4096 tokens of hidden
   // 7168, with get_dispatch_layout: 4.1-4.8 -> 2.7-3.0 ms per call in 5 alternating pairs).
-  bool direct = false;
-  if (comm.has_arena() && topo.num_nodes == 1) {
-    std::vector<int64_t> my_counts;
-    for (int d = 0; d < R; ++d) my_counts.push_back(r.sent_tokens(d));
-    const bool sized = cached || a.num_worst_tokens > 0;
-    DirectReceive dr = negotiate_direct_receive(comm, op->seq, my_counts, a.x.dtype, in.hidden, in.hidden_bytes,
-                                                sized ? op->rows : 0);
-    op->direct_x = std::move(dr.x_at);
-    plan.direct_x = &op->direct_x;
-    plan.x_in_place = dr.recv_x.defined();
-    if (!sized) {
-      op->rows = 0;
-      for (int64_t n : dr.counts_in) op->rows += n;
-    }
-    op->out.recv_x = std::move(dr.recv_x);
-    direct = true;
-  }
+  const bool direct = comm.has_arena() && topo.num_nodes == 1;
+  if (direct)
+    op->out.recv_x = start_direct_receive(comm, op->seq, plan, &op->direct_x, a.x.dtype, in.hidden,
+                                          cached || a.num_worst_tokens > 0, &op->rows);
   dispatch_send(comm, op->seq, plan, op->ds);
   if (!cached && a.num_worst_tokens == 0 && !direct) {
     dispatch_receive(comm, op->seq, plan, op->ds);

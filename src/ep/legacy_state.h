@@ -26,9 +26,6 @@ struct LowLatencyHandleData {
   int lanes = 1;                             // min(num_topk, experts per rank)
 };
 
-// Bytes of the output arena a Buffer (v1) gets (legacy_buffer.cc).
-int64_t legacy_arena_bytes(const Topology& t, int64_t nvl_bytes);
-
 struct LegacyState {
   std::shared_ptr<Group> group;
   BufferConfig config;

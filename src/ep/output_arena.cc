@@ -65,32 +65,33 @@ OwnedTensor arena_tensor(const std::shared_ptr<ArenaState>& arena, DType dtype, 
   return t;
 }
 
-DirectReceive negotiate_direct_receive(Comm& comm, uint64_t seq, const std::vector<int64_t>& my_counts, DType dtype,
-                                       int64_t hidden, int64_t row_bytes, int64_t worst_rows) {
+OwnedTensor start_direct_receive(Comm& comm, uint64_t seq, DispatchPlan& plan, std::vector<char*>* x_at, DType dtype,
+                                 int64_t hidden, bool sized, int64_t* rows) {
   const Topology& t = comm.topo();
   const int R = t.num_ranks, me = t.rank;
-  DirectReceive out;
+  const Routing& r = *plan.routing;
   for (int d = 0; d < R; ++d)
-    if (d != me) comm.publish_early_count(t.local_of[size_t(d)], my_counts[size_t(d)], seq);
+    if (d != me) comm.publish_early_count(t.local_of[size_t(d)], r.sent_tokens(d), seq);
   std::vector<int64_t> first_row(static_cast<size_t>(R));
   int64_t total = 0;
   for (int s = 0; s < R; ++s) {
-    const int64_t n = s == me ? my_counts[size_t(me)] : comm.wait_early_count(s, seq);
-    out.counts_in.push_back(n);
     first_row[size_t(s)] = total;
-    total += n;
+    total += s == me ? r.sent_tokens(me) : comm.wait_early_count(s, seq);
   }
+  if (!sized) *rows = total;
   int64_t offset = -1;
-  out.recv_x = arena_tensor(comm.arena(), dtype, worst_rows > 0 ? worst_rows : total, hidden, &offset);
+  OwnedTensor recv_x = arena_tensor(comm.arena(), dtype, *rows, hidden, &offset);
   comm.publish_output(offset, first_row, seq);
-  out.x_at.assign(size_t(R), nullptr);
+  x_at->assign(size_t(R), nullptr);
   for (int d = 0; d < R; ++d) {
     const int l = t.local_of[size_t(d)];
     int64_t row = first_row[size_t(me)];
     const int64_t at = d == me ? offset : comm.wait_output(l, seq, &row);
-    if (at >= 0) out.x_at[size_t(d)] = comm.arena_data(l) + at + row * row_bytes;
+    if (at >= 0) (*x_at)[size_t(d)] = comm.arena_data(l) + at + row * plan.hidden_bytes;
   }
-  return out;
+  plan.direct_x = x_at;
+  plan.x_in_place = recv_x.defined();
+  return recv_x;
 }
 
 }  // namespace tessera::ep::detail

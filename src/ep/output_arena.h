@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ep/comm.h"
+#include "ep/transport.h"
 #include "tessera/ep/types.h"
 
 namespace tessera::ep::detail {
@@ -33,16 +34,12 @@ OwnedTensor arena_tensor(const std::shared_ptr<ArenaState>& arena, DType dtype, 
                          int64_t* offset);
 std::shared_ptr<ArenaState> make_arena(ShmSegment segment);
 
-struct DirectReceive {
-  OwnedTensor recv_x;               // this rank's output (undefined: the slot path this time)
-  std::vector<int64_t> counts_in;   // tokens from each source rank
-  std::vector<char*> x_at;          // per destination rank: where this rank's first row goes, or null
-};
-
-// The count exchange and output placement of one dispatch between the ranks of a single node.
-// my_counts[d]: tokens this rank sends to rank d; rows: the output's row count given the counts in
-// (exact) or, when worst_rows > 0, that many.
-DirectReceive negotiate_direct_receive(Comm& comm, uint64_t seq, const std::vector<int64_t>& my_counts, DType dtype,
-                                       int64_t hidden, int64_t row_bytes, int64_t worst_rows);
+// Direct receive for the dispatch planned in `plan` (this rank's arena exists and every rank is on this
+// node): the count exchange and the output placement. Points plan.direct_x at *x_at (per destination,
+// where this rank's first row goes there, or null: the slot planes; *x_at must outlive the send) and
+// sets plan.x_in_place. Returns this rank's recv_x, undefined when the arena has no room (the slot path
+// this call); its rows are *rows when `sized`, otherwise the received count, which *rows receives.
+OwnedTensor start_direct_receive(Comm& comm, uint64_t seq, DispatchPlan& plan, std::vector<char*>* x_at, DType dtype,
+                                 int64_t hidden, bool sized, int64_t* rows);
 
 }  // namespace tessera::ep::detail
