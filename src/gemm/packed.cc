@@ -209,7 +209,7 @@ void run_packed_batch(const GemmProblem* problems, int64_t count, const cpu::Gem
     // Work per split panel counts the other side as the kernels compute it (padding and tails included),
     // so uneven groups split between threads by their real cost.
     const double other = plan.split_y ? double((plan.x + plan.tile.mr - 1) / plan.tile.mr * plan.tile.mr)
-                                      : computed_cols(plan.y, plan.tile, ks.n_step, plan.dot_cols);
+                                      : computed_cols(plan.y, plan.tile, ks.n_step, plan.dot_cols, plan.a_converted);
     const double width = plan.split_y ? plan.tile.nr : plan.tile.mr;
     per_panel[i] = width * other * double(plan.k_pad);
     offset[i + 1] = offset[i] + per_panel[i] * double(split_panels(plan));

@@ -57,9 +57,11 @@ double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, bool x_cold, 
   // An a-side read in place streams t.mr source rows at once: 14 rows ran 4-10% below 8 (bf16, M=128,
   // 2 threads: N=7168 K=16384 870 vs 954 GFLOP/s, K=2048 906 vs 946, N=32768 K=512 811 vs 848), which
   // the tile's rate alone (measured on packed panels) does not show.
-  const double in_place = a_prep_units(xs) == 0.0 && t.mr > 8 ? 0.9 : 1.0;
+  const bool a_converted = a_prep_units(xs) > 0.0;
+  const double in_place = !a_converted && t.mr > 8 ? 0.9 : 1.0;
   const double rate = (t.rate > 0 ? double(t.rate) : 1.0) * in_place;
-  const double padded = double(round_up(x, t.mr)) * computed_cols(y, t, n_step, dot_cols) * double(k) / rate;
+  const double padded =
+      double(round_up(x, t.mr)) * computed_cols(y, t, n_step, dot_cols, a_converted) * double(k) / rate;
   const double y_elems = double(y) * double(k), x_elems = double(x) * double(k);
   const double y_bytes = y_elems * src_bytes(ys), x_bytes = x_elems * src_bytes(xs);
   // The b-side is read and packed once, before its block's compute starts: from DRAM nothing hides
@@ -78,20 +80,27 @@ double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, bool x_cold, 
 }  // namespace
 
 // Column-equivalents a tile spends on y b-side columns: whole panels, except that a set whose kernels
-// skip a tail panel's empty vectors computes the tail in n_step units. A tail panel runs below full rate:
-// measured (bf16, N=4096, 2 threads) at about accumulators / 24 of it at K=7168 - 8 rows x 1 vector
-// 0.34, 14 x 1 0.64, 8 x 2 0.68 - and closer to full rate at K=2048 (8 x 1: 0.46), so it costs
-// cols * min(2, 24 / accumulators), at most a whole panel. A tail of at most dot_cols columns goes to
-// the kernel set's dot-product path instead: measured ~2 column-equivalents per column (bf16,
-// N=4096, K=2048: M=97 903 GFLOP/s with it, 738 without, M=96 909).
-double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step, int dot_cols) {
+// skip a tail panel's empty vectors computes the tail in n_step units. A tail panel has fewer
+// accumulators and runs below full rate, by how much depends on where its a-panel comes from:
+// - read in place (streamed from memory under the kernel), measured (bf16, N=4096, 2 threads) at about
+//   accumulators / 24 of full rate at K=7168 - 8 rows x 1 vector 0.34, 14 x 1 0.64, 8 x 2 0.68 - and
+//   closer at K=2048 (8 x 1: 0.46): cost cols * clamp(24 / accumulators, 1, 2);
+// - converted (a-panel in L1, panel-outer order), fitted to fp8 (N=7168, K=2048, 2 threads, 8x48 vs
+//   14x32 at M = 64, 80, 112): 8 x 1 ~1.65 column-equivalents per column, 14 x 1 ~1.2, 8 x 2 ~1.03:
+//   cols * clamp(16 / accumulators, 1, 2).
+// A tail costs at most a whole panel. A tail of at most dot_cols columns goes to the kernel set's
+// dot-product path instead: measured ~2 column-equivalents per column (bf16, N=4096, K=2048: M=97 903
+// GFLOP/s with it, 738 without, M=96 909).
+double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step, int dot_cols, bool a_converted) {
   const int64_t whole = y / t.nr * t.nr, tail = y - whole;
   if (tail == 0) return double(whole);
   if (tail <= dot_cols) return double(whole) + 2.0 * double(tail);
   if (n_step <= 0) return double(whole + t.nr);
   const int64_t cols = round_up(tail, n_step);
   const double accumulators = double(t.mr) * double(cols / n_step);
-  return double(whole) + std::min(double(t.nr), double(cols) * std::clamp(24.0 / accumulators, 1.0, 2.0));
+  const double full_rate_accumulators = a_converted ? 16.0 : 24.0;
+  return double(whole) +
+         std::min(double(t.nr), double(cols) * std::clamp(full_rate_accumulators / accumulators, 1.0, 2.0));
 }
 
 int64_t batch_b_bytes(const GemmProblem* problems, int64_t count) {
@@ -179,8 +188,8 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   // most a-panels from DRAM (measured bf16, 2 threads, BLIS -> panel-outer GFLOP/s: M=64 N=32768 K=512
   // 687 -> 865, N=24576 K=1536 762 -> 891, N=7168 K=2048 836 -> 865; M=128 N=32768 K=512 793 -> 887;
   // with K=7168 equal or 1-3% slower, so longer K keeps BLIS order).
-  const bool converted = a_prep_units(xs) > 0;
-  plan.panel_outer = (converted || plan.k_pad <= 2 * int64_t(plan.kc)) &&
+  plan.a_converted = a_prep_units(xs) > 0;
+  plan.panel_outer = (plan.a_converted || plan.k_pad <= 2 * int64_t(plan.kc)) &&
                      int64_t(plan.nc) * plan.kc * ks.elem_bytes <= (512 << 10);
   if (const char* v = std::getenv("TESSERA_GEMM_PANEL_OUTER")) plan.panel_outer = *v == '1';
   // MC: the a-side chunk (mc x kc) stays in L2 while the block's b-panels pass over it.

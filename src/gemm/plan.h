@@ -29,6 +29,7 @@ struct PackedPlan {
   bool split_y = false;
   int threads = 1;
   int dot_cols = 0;        // a b-side tail of at most this many columns goes to ks.tail_dot (0: none)
+  bool a_converted = false;  // the a-side is copied/converted into a buffer (not read in place)
   std::string describe() const;
 };
 
@@ -37,8 +38,9 @@ struct PackedPlan {
 PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, int threads, int64_t batch_bytes = 0);
 
 // The columns' worth of work a tile spends on y b-side columns (tails in n_step units or by the kernel
-// set's dot-product path when at most dot_cols wide, see plan.cc).
-double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step, int dot_cols);
+// set's dot-product path when at most dot_cols wide; a_converted: the a-side is converted into a
+// buffer rather than read in place, see plan.cc).
+double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step, int dot_cols, bool a_converted);
 // The batch_bytes argument of make_packed_plan for the problems of one batch (0 for a single one).
 int64_t batch_b_bytes(const GemmProblem* problems, int64_t count);
 
