@@ -143,21 +143,58 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
         };
         const int tiles = int((ny + plan.tile.nr - 1) / plan.tile.nr);
         if (plan.panel_outer) {
-          // Each a-panel is converted into L1 once and meets every b-panel of the chunk (L2); meanwhile
-          // the next panel in loop order is prefetched: the next rows of this chunk, after the block's
-          // last panel the first rows of the next chunk, after the last chunk the next block's.
-          for (int ir = 0; ir < mx; ir += plan.tile.mr) {
-            const int rows = std::min(plan.tile.mr, mx - ir);
-            const char* apanel = static_cast<const char*>(ks.prepare_a(xs, x0 + ir, rows, pc, kc, p.k, abuf, &u.lda));
-            int64_t next_r = x0 + ir + rows, next_k = pc;
-            if (ir + rows >= mx) {
-              next_r = pc + kc < plan.k_pad ? x0 : x0 + mx;
-              next_k = pc + kc < plan.k_pad ? pc + kc : 0;
+          // Each a-panel is converted into L1 once and meets every b-panel of the chunk (L2). With a
+          // kernel set that fuses the conversion, the calls of one panel convert the next panel of the
+          // chunk into the other half of abuf (two panel buffers), so only each chunk's first panel is
+          // converted on its own. Meanwhile the micro-kernel prefetches the source of the panel that is
+          // converted next: in loop order the next panel (the one after it when fused), past the
+          // chunk's end the next chunk's, past the last chunk the next block's.
+          const int mr = plan.tile.mr;
+          const int64_t block_panels = (mx + mr - 1) / mr;
+          const int ukr_calls = tiles - (tail ? 1 : 0);  // the tail-dot path does no conversion share
+          const bool fused = plan.fused_convert && pc + kc <= p.k && ukr_calls > 0;  // whole 64-value units
+          const int64_t panel_elems = int64_t(mr) * kc;
+          auto panel_in_loop_order = [&](int64_t j, int64_t* r, int64_t* k) {
+            if (j < block_panels) {
+              *r = x0 + j * mr, *k = pc;
+            } else if (pc + kc < plan.k_pad) {
+              *r = x0 + (j - block_panels) * mr, *k = pc + kc;
+            } else {
+              *r = x0 + mx + (j - block_panels) * mr, *k = 0;
             }
-            const int next_rows = int(std::min<int64_t>(plan.tile.mr, xe - next_r));
+          };
+          const char* apanel = nullptr;
+          for (int64_t j = 0; j < block_panels; ++j) {
+            const int ir = int(j * mr);
+            const int rows = std::min(mr, mx - ir);
+            uint16_t* own = static_cast<uint16_t*>(abuf) + (fused ? (j % 2) * panel_elems : 0);
+            if (!fused || j == 0) {
+              apanel = static_cast<const char*>(ks.prepare_a(xs, x0 + ir, rows, pc, kc, p.k, own, &u.lda));
+            } else {
+              apanel = reinterpret_cast<const char*>(own);  // converted by the previous panel's calls
+              u.lda = kc;
+            }
+            int64_t next_r = 0, next_k = 0;
+            panel_in_loop_order(j + (fused ? 2 : 1), &next_r, &next_k);
+            const int next_rows = int(std::clamp<int64_t>(xe - next_r, 0, mr));
+            const bool convert_next = fused && j + 1 < block_panels;
+            const int next_panel_rows = convert_next ? std::min(mr, mx - ir - mr) : 0;
+            if (convert_next) {
+              u.cv_src = static_cast<const char*>(xs.data) + (x0 + ir + mr) * xs.stride_r + pc;
+              u.cv_src_stride = xs.stride_r;
+              u.cv_dst = static_cast<uint16_t*>(abuf) + ((j + 1) % 2) * panel_elems;
+              u.cv_dst_stride = kc;
+              u.cv_row_units = kc / 64;
+            }
             for (int jr = 0, t = 0; jr < ny; jr += plan.tile.nr, ++t) {
               prefetch_share(next_r, next_rows, next_k, t, tiles);
+              if (convert_next && t < ukr_calls) {
+                const int units = next_panel_rows * (kc / 64);
+                u.cv_begin = units * t / ukr_calls;
+                u.cv_end = units * (t + 1) / ukr_calls;
+              }
               call(apanel, ir, jr);
+              u.cv_begin = u.cv_end = 0;
             }
           }
         } else {

@@ -194,6 +194,10 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   if (const char* v = std::getenv("TESSERA_GEMM_PANEL_OUTER")) plan.panel_outer = *v == '1';
   // MC: the a-side chunk (mc x kc) stays in L2 while the block's b-panels pass over it.
   plan.mc = int(round_up(env_int("TESSERA_GEMM_MC", 256), mr));
+  // Two a-panel buffers in the mc x kc a-buffer; TESSERA_GEMM_FUSED_CONVERT=0 turns the fusion off.
+  plan.fused_convert = plan.panel_outer && ks.fuses_e4m3_convert && plan.lane_order &&
+                       xs.type == cpu::GemmSrcType::kE4M3 && xs.stride_k == 1 && plan.mc >= 2 * mr &&
+                       env_int("TESSERA_GEMM_FUSED_CONVERT", 1) != 0;
   return plan;
 }
 
@@ -202,7 +206,7 @@ std::string PackedPlan::describe() const {
   os << "packed plan: " << (swap ? "swap (a-side=B, b-side=A)" : "direct (a-side=A, b-side=B)") << " x=" << x
      << " y=" << y << " k_pad=" << k_pad << " tile=" << tile.mr << "x" << tile.nr << " mc=" << mc << " nc=" << nc
      << " kc=" << kc << " split=" << (split_y ? "y" : "x") << (panel_outer ? " panel-outer" : "")
-     << (lane_order ? " lane-order" : "") << " threads=" << threads;
+     << (lane_order ? " lane-order" : "") << (fused_convert ? " fused-convert" : "") << " threads=" << threads;
   return os.str();
 }
 

@@ -62,6 +62,16 @@ struct UkrArgs {
   int64_t pf_row_stride;
   int pf_row_lines;
   int pf_begin, pf_end;
+  // Units [cv_begin, cv_end) of the next a-panel's conversion, done through the K loop beside the
+  // products (kernel sets with fuses_e4m3_convert; cv_end <= cv_begin: none). Unit u is 64 K values of
+  // row u / cv_row_units: e4m3 bytes at cv_src + row * cv_src_stride + (u % cv_row_units) * 64, written
+  // as bf16 in lane order (GemmSrc::lane_order) at cv_dst + row * cv_dst_stride + (u % cv_row_units) * 64.
+  const char* cv_src;
+  int64_t cv_src_stride;
+  uint16_t* cv_dst;
+  int64_t cv_dst_stride;
+  int cv_row_units;
+  int cv_begin, cv_end;
 };
 
 using UkrFn = void (*)(const UkrArgs& args);
@@ -125,6 +135,8 @@ struct GemmKernelSet {
   // Optional: tail panels of at most tail_dot_cols valid columns by dot products (see TailDotArgs).
   TailDotFn tail_dot;
   int tail_dot_cols;
+  // Whether the micro-kernels do UkrArgs::cv_* conversions (e4m3 -> bf16 lane order, as prepare_a).
+  bool fuses_e4m3_convert;
 };
 
 // Writes D = round(C + tile) for an output block (the one rounding of every GEMM path).

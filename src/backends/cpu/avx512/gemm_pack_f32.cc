@@ -208,7 +208,7 @@ const GemmKernelSet* gemm_kernels_avx512() {
       /*num_tiles=*/2,  accepts,
       prepare_a,        pack_b,
       /*n_step=*/0,
-      /*tail_dot=*/nullptr, /*tail_dot_cols=*/0,
+      /*tail_dot=*/nullptr, /*tail_dot_cols=*/0, /*fuses_e4m3_convert=*/false,
   };
   return &set;
 }

@@ -326,6 +326,7 @@ const GemmKernelSet* gemm_kernels_avx512bf16() {
       // Tails of up to 8 columns by dot products (gemm_tail_dot_bf16.cc): measured ~2 column-equivalents
       // per column against 16 columns at 0.34-0.68 of full rate; wider tails measured no better.
       gemm_tail_dot_avx512bf16(), /*tail_dot_cols=*/8,
+      /*fuses_e4m3_convert=*/true,  // gemm_ukr_bf16.cc
   };
   return &set;
 }

@@ -1,0 +1,82 @@
+// The avx512bf16 micro-kernels convert the next fp8 a-panel while they compute the current one
+// (PackedPlan::fused_convert, packed.cc). The fused and the separate conversion must give the same bits
+// on shapes whose panels, rows and K chunks end in every way: a last panel of fewer rows, strided
+// source rows, K chunks of 1024 then 64, K not a multiple of 64 (that chunk converts separately), a
+// single panel per thread, and 1 or 2 threads.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "gemm/gemm_cases.h"
+#include "gemm/plan.h"
+
+namespace tessera::test {
+namespace {
+
+// Sets TESSERA_GEMM_FUSED_CONVERT for the scope (plans read it on every call).
+class FusedConvertScope {
+ public:
+  explicit FusedConvertScope(bool on) { setenv("TESSERA_GEMM_FUSED_CONVERT", on ? "1" : "0", 1); }
+  ~FusedConvertScope() { unsetenv("TESSERA_GEMM_FUSED_CONVERT"); }
+  FusedConvertScope(const FusedConvertScope&) = delete;
+  FusedConvertScope& operator=(const FusedConvertScope&) = delete;
+};
+
+// clang-format off
+const GemmShape kShapes[] = {
+    // m    n     k     A     B     pad d     c
+    {128,  300, 1024, kKm,  kKm,  0, kBf16, CMode::kNone},      // weights as the a-side, last panel 4 rows
+    {200,  301, 2112, kKm,  kKm,  5, kF32,  CMode::kSeparate},  // strided rows, chunks 1024 + 1024 + 64
+    {300,  128,  576, kKm,  kKm,  0, kBf16, CMode::kInPlace},   // tokens as the a-side
+    { 37,  260,  600, kKm,  kKm,  3, kF32,  CMode::kNone},      // K % 64 != 0: that chunk unfused
+    { 96,   20, 1280, kKm,  kKm,  0, kBf16, CMode::kNone},      // few a-panels
+};
+// clang-format on
+
+TEST(GemmFusedConvert, PlanFusesAnE4m3AsideWherePanelOuter) {
+  const cpu::GemmKernelSet* ks = cpu::gemm_kernels_avx512bf16();
+  if (ks == nullptr || !isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "no avx512bf16 kernel set here";
+  gemm::GemmProblem p;
+  p.m = 128, p.n = 4096, p.k = 7168, p.group = 128;
+  p.a = {nullptr, cpu::GemmSrcType::kE4M3, p.k, 1};
+  p.b = {nullptr, cpu::GemmSrcType::kE4M3, p.k, 1};
+  const gemm::PackedPlan fp8 = gemm::make_packed_plan(p, *ks, 2);
+  EXPECT_TRUE(fp8.panel_outer && fp8.fused_convert) << fp8.describe();
+  {
+    FusedConvertScope off(false);
+    EXPECT_FALSE(gemm::make_packed_plan(p, *ks, 2).fused_convert);
+  }
+  p.a.type = p.b.type = cpu::GemmSrcType::kBF16;  // read in place: nothing to convert
+  p.group = 0;
+  EXPECT_FALSE(gemm::make_packed_plan(p, *ks, 2).fused_convert);
+}
+
+TEST(GemmFusedConvert, SameBitsAsTheSeparateConversion) {
+  Rng rng = Rng::for_current_test();
+  for (const char* recipe : {"fp8 token(1,128) x block(128,128) f32", "fp8 ue8m0 packed (SM100 defaults)"}) {
+    for (const GemmShape& shape : kShapes) {
+      PreparedGemm g = prepare_scaled(scale_recipe(recipe), Layout::kNT, shape, rng);
+      const int es = dtype_storage_bytes(g.d.dtype);
+      for (int threads : {1, 2}) {
+        NumThreadsScope scope(threads);
+        std::vector<uint8_t> fused, separate;
+        {
+          FusedConvertScope on(true);
+          g.run();
+          ASSERT_TRUE(g.check()) << recipe << ", " << threads << " threads";
+          fused = g.d.storage;
+        }
+        {
+          FusedConvertScope off(false);
+          g.run();
+          separate = g.d.storage;
+        }
+        EXPECT_TRUE(bitwise_equal(fused, separate, g.d.rows, g.d.cols, g.d.ld, es))
+            << recipe << ", " << threads << " threads\n  " << g.what;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::test
