@@ -1,6 +1,7 @@
 // The blocking plan of the packed GEMM driver: a pure function of (shape, operand layouts, kernel set,
-// thread count). TESSERA_PRINT_PLAN=1 prints every plan; TESSERA_GEMM_{MC,NC,KC,SWAP} override choices
-// for tuning experiments (KC changes the fp32 summation order; nothing else does).
+// thread count). TESSERA_PRINT_PLAN=1 prints every plan; TESSERA_GEMM_{MC,NC,KC,SWAP,TILE,PANEL_OUTER,
+// FUSED_CONVERT} override choices for tuning experiments (KC changes the fp32 summation order; nothing
+// else does).
 #pragma once
 
 #include <cstdint>
