@@ -194,9 +194,10 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   if (const char* v = std::getenv("TESSERA_GEMM_PANEL_OUTER")) plan.panel_outer = *v == '1';
   // MC: the a-side chunk (mc x kc) stays in L2 while the block's b-panels pass over it.
   plan.mc = int(round_up(env_int("TESSERA_GEMM_MC", 256), mr));
-  // Two a-panel buffers in the mc x kc a-buffer; TESSERA_GEMM_FUSED_CONVERT=0 turns the fusion off.
-  plan.fused_convert = plan.panel_outer && ks.fuses_e4m3_convert && plan.lane_order &&
-                       xs.type == cpu::GemmSrcType::kE4M3 && xs.stride_k == 1 && plan.mc >= 2 * mr &&
+  // Panel-outer converts into two a-panel buffers in the mc x kc a-buffer, BLIS order into the block
+  // itself; TESSERA_GEMM_FUSED_CONVERT=0 turns the fusion off.
+  plan.fused_convert = ks.fuses_e4m3_convert && plan.lane_order && xs.type == cpu::GemmSrcType::kE4M3 &&
+                       xs.stride_k == 1 && (!plan.panel_outer || plan.mc >= 2 * mr) &&
                        env_int("TESSERA_GEMM_FUSED_CONVERT", 1) != 0;
   return plan;
 }

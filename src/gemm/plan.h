@@ -25,8 +25,9 @@ struct PackedPlan {
   // every b-panel of the K chunk (chosen when the a-side needs converting and the b chunk fits L2);
   // otherwise BLIS order (a-block in L2, b-panel in L1).
   bool panel_outer = false;
-  // Panel-outer with an e4m3 a-side (lane order) and a kernel set that fuses conversions: each panel's
-  // micro-kernel calls convert the next panel (GemmKernelSet::fuses_e4m3_convert, packed.cc).
+  // An e4m3 a-side (lane order) and a kernel set that fuses conversions: micro-kernel calls convert the
+  // next a-panel while they compute (GemmKernelSet::fuses_e4m3_convert, packed.cc): in panel-outer
+  // order each panel's calls, in BLIS order each panel's call against the block's first b-panel.
   bool fused_convert = false;
   // Threads split one side into contiguous, equal ranges of register panels (mr rows or nr columns),
   // so every thread does the same work; split_y also keeps each b-panel packed by exactly one thread.

@@ -1,8 +1,8 @@
 // The avx512bf16 micro-kernels convert the next fp8 a-panel while they compute the current one
-// (PackedPlan::fused_convert, packed.cc). The fused and the separate conversion must give the same bits
-// on shapes whose panels, rows and K chunks end in every way: a last panel of fewer rows, strided
-// source rows, K chunks of 1024 then 64, K not a multiple of 64 (that chunk converts separately), a
-// single panel per thread, and 1 or 2 threads.
+// (PackedPlan::fused_convert, packed.cc), in panel-outer and in BLIS order. The fused and the separate
+// conversion must give the same bits on shapes whose panels, rows and K chunks end in every way: a last
+// panel of fewer rows, strided source rows, K chunks of 1024 then 64, K not a multiple of 64 (that
+// chunk converts separately), few panels, and 1 or 2 threads.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -30,10 +30,13 @@ const GemmShape kShapes[] = {
     {300,  128,  576, kKm,  kKm,  0, kBf16, CMode::kInPlace},   // tokens as the a-side
     { 37,  260,  600, kKm,  kKm,  3, kF32,  CMode::kNone},      // K % 64 != 0: that chunk unfused
     { 96,   20, 1280, kKm,  kKm,  0, kBf16, CMode::kNone},      // few a-panels
+    {700,  300, 2112, kKm,  kKm,  0, kBf16, CMode::kNone},      // BLIS order, a-blocks of 256 + 44 rows
+    {300,  520, 1088, kKm,  kKm,  2, kF32,  CMode::kSeparate},  // BLIS order, tokens as the a-side
+    {650,  290, 2100, kKm,  kKm,  3, kBf16, CMode::kNone},      // BLIS order, last chunk unfused
 };
 // clang-format on
 
-TEST(GemmFusedConvert, PlanFusesAnE4m3AsideWherePanelOuter) {
+TEST(GemmFusedConvert, PlanFusesAnE4m3Aside) {
   const cpu::GemmKernelSet* ks = cpu::gemm_kernels_avx512bf16();
   if (ks == nullptr || !isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "no avx512bf16 kernel set here";
   gemm::GemmProblem p;
@@ -42,6 +45,9 @@ TEST(GemmFusedConvert, PlanFusesAnE4m3AsideWherePanelOuter) {
   p.b = {nullptr, cpu::GemmSrcType::kE4M3, p.k, 1};
   const gemm::PackedPlan fp8 = gemm::make_packed_plan(p, *ks, 2);
   EXPECT_TRUE(fp8.panel_outer && fp8.fused_convert) << fp8.describe();
+  p.m = 1024, p.k = 2048;  // 1024 tokens: too wide a b-block for panel-outer
+  const gemm::PackedPlan blis = gemm::make_packed_plan(p, *ks, 2);
+  EXPECT_TRUE(!blis.panel_outer && blis.fused_convert) << blis.describe();
   {
     FusedConvertScope off(false);
     EXPECT_FALSE(gemm::make_packed_plan(p, *ks, 2).fused_convert);
