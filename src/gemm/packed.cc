@@ -142,6 +142,19 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
           u.pf_end = total * (t + 1) / parts;
         };
         const int tiles = int((ny + plan.tile.nr - 1) / plan.tile.nr);
+        const int mr = plan.tile.mr;
+        const int ukr_calls = tiles - (tail ? 1 : 0);  // the tail-dot path does no conversion share
+        // Fused conversion (plan.fused_convert) of this chunk: whole 64-value units, and a micro-kernel
+        // call to do it in. aim_conversion points the calls' jobs at a-side rows from `row` on, written
+        // (row stride kc) at dst; each call then takes units [cv_begin, cv_end) of rows * kc / 64.
+        const bool fuse_chunk = plan.fused_convert && pc + kc <= p.k && ukr_calls > 0;
+        auto aim_conversion = [&](int64_t row, uint16_t* dst) {
+          u.cv_src = static_cast<const char*>(xs.data) + row * xs.stride_r + pc;
+          u.cv_src_stride = xs.stride_r;
+          u.cv_dst = dst;
+          u.cv_dst_stride = kc;
+          u.cv_row_units = kc / 64;
+        };
         if (plan.panel_outer) {
           // Each a-panel is converted into L1 once and meets every b-panel of the chunk (L2). With a
           // kernel set that fuses the conversion, the calls of one panel convert the next panel of the
@@ -149,10 +162,7 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
           // converted on its own. Meanwhile the micro-kernel prefetches the source of the panel that is
           // converted next: in loop order the next panel (the one after it when fused), past the
           // chunk's end the next chunk's, past the last chunk the next block's.
-          const int mr = plan.tile.mr;
           const int64_t block_panels = (mx + mr - 1) / mr;
-          const int ukr_calls = tiles - (tail ? 1 : 0);  // the tail-dot path does no conversion share
-          const bool fused = plan.fused_convert && pc + kc <= p.k && ukr_calls > 0;  // whole 64-value units
           const int64_t panel_elems = int64_t(mr) * kc;
           auto panel_in_loop_order = [&](int64_t j, int64_t* r, int64_t* k) {
             if (j < block_panels) {
@@ -167,25 +177,19 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
           for (int64_t j = 0; j < block_panels; ++j) {
             const int ir = int(j * mr);
             const int rows = std::min(mr, mx - ir);
-            uint16_t* own = static_cast<uint16_t*>(abuf) + (fused ? (j % 2) * panel_elems : 0);
-            if (!fused || j == 0) {
+            uint16_t* own = static_cast<uint16_t*>(abuf) + (fuse_chunk ? (j % 2) * panel_elems : 0);
+            if (!fuse_chunk || j == 0) {
               apanel = static_cast<const char*>(ks.prepare_a(xs, x0 + ir, rows, pc, kc, p.k, own, &u.lda));
             } else {
               apanel = reinterpret_cast<const char*>(own);  // converted by the previous panel's calls
               u.lda = kc;
             }
             int64_t next_r = 0, next_k = 0;
-            panel_in_loop_order(j + (fused ? 2 : 1), &next_r, &next_k);
+            panel_in_loop_order(j + (fuse_chunk ? 2 : 1), &next_r, &next_k);
             const int next_rows = int(std::clamp<int64_t>(xe - next_r, 0, mr));
-            const bool convert_next = fused && j + 1 < block_panels;
+            const bool convert_next = fuse_chunk && j + 1 < block_panels;
             const int next_panel_rows = convert_next ? std::min(mr, mx - ir - mr) : 0;
-            if (convert_next) {
-              u.cv_src = static_cast<const char*>(xs.data) + (x0 + ir + mr) * xs.stride_r + pc;
-              u.cv_src_stride = xs.stride_r;
-              u.cv_dst = static_cast<uint16_t*>(abuf) + ((j + 1) % 2) * panel_elems;
-              u.cv_dst_stride = kc;
-              u.cv_row_units = kc / 64;
-            }
+            if (convert_next) aim_conversion(x0 + ir + mr, static_cast<uint16_t*>(abuf) + ((j + 1) % 2) * panel_elems);
             for (int jr = 0, t = 0; jr < ny; jr += plan.tile.nr, ++t) {
               prefetch_share(next_r, next_rows, next_k, t, tiles);
               if (convert_next && t < ukr_calls) {
@@ -205,22 +209,16 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
           // Fused conversion: only the first panel is converted up front; each panel's call against the
           // first b-panel converts the next panel into its place in the block and prefetches the
           // source of the one after.
-          const int mr = plan.tile.mr;
-          const bool fused = plan.fused_convert && pc + kc <= p.k && mx > mr && !(tail && tail_jr == 0);
+          const bool fused = fuse_chunk && mx > mr;
           const char* ablock =
               static_cast<const char*>(ks.prepare_a(xs, x0, fused ? mr : mx, pc, kc, p.k, abuf, &u.lda));
           for (int jr = 0; jr < ny; jr += plan.tile.nr)
             for (int ir = 0; ir < mx; ir += mr) {
               const bool convert_next = fused && jr == 0 && ir + mr < mx;
               if (convert_next) {
-                const int next_rows = std::min(mr, mx - ir - mr);
-                u.cv_src = static_cast<const char*>(xs.data) + (x0 + ir + mr) * xs.stride_r + pc;
-                u.cv_src_stride = xs.stride_r;
-                u.cv_dst = static_cast<uint16_t*>(abuf) + int64_t(ir + mr) * kc;
-                u.cv_dst_stride = kc;
-                u.cv_row_units = kc / 64;
+                aim_conversion(x0 + ir + mr, static_cast<uint16_t*>(abuf) + int64_t(ir + mr) * kc);
                 u.cv_begin = 0;
-                u.cv_end = next_rows * (kc / 64);
+                u.cv_end = std::min(mr, mx - ir - mr) * (kc / 64);
                 // From DRAM or L2 the conversion's loads would stall the kernel (without this prefetch
                 // M=1024 N=7168 K=2048 ran 2-7% slower fused than separate).
                 if (ir + 2 * mr < mx) prefetch_share(x0 + ir + 2 * mr, std::min(mr, mx - ir - 2 * mr), pc, 0, 1);
