@@ -1,4 +1,6 @@
-"""tessera.deep_gemm.testing: calc_diff, count_bytes, assert_bitwise_equal, bench."""
+"""tessera.deep_gemm.testing: calc_diff, count_bytes, assert_bitwise_equal, bench, bench_kineto."""
+import time
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -41,3 +43,34 @@ def test_bench_returns_the_median_time_per_call():
     t = testing.bench(lambda: calls.append(1), num_warmups=2, num_tests=5)
     assert len(calls) == 7
     assert 0 <= t < 0.1
+
+
+def test_bench_kineto_times_the_whole_call_as_the_named_kernel():
+    calls = []
+
+    def fn():
+        calls.append(1)
+        time.sleep(0.002)
+
+    t = testing.bench_kineto(fn, "fp8_gemm", num_tests=4, flush_l2=False)
+    assert len(calls) == 5  # one untimed call, then the timed ones
+    assert isinstance(t, float) and 0.0019 < t < 0.5
+    (t1,) = testing.bench_kineto(fn, ("fp8_gemm",), num_tests=2, flush_l2=True, suppress_kineto_output=True)
+    assert 0.0019 < t1 < 0.5
+
+
+def test_bench_kineto_rejects_what_a_cpu_cannot_measure():
+    from tessera import InvalidArgumentError, NotImplementedInTessera
+
+    calls = []
+    with pytest.raises(NotImplementedInTessera, match="argument 'kernel_names' names 2 kernels"):
+        testing.bench_kineto(lambda: calls.append(1), ("dispatch", "combine"))
+    with pytest.raises(NotImplementedInTessera, match="argument 'trace_path'"):
+        testing.bench_kineto(lambda: calls.append(1), "gemm", trace_path="/tmp/trace.json")
+    with pytest.raises(InvalidArgumentError, match="argument 'kernel_names' must be a string"):
+        testing.bench_kineto(lambda: calls.append(1), 3)
+    with pytest.raises(InvalidArgumentError, match="non-empty tuple/list"):
+        testing.bench_kineto(lambda: calls.append(1), ())
+    with pytest.raises(InvalidArgumentError, match="argument 'num_tests' must be >= 1"):
+        testing.bench_kineto(lambda: calls.append(1), "gemm", num_tests=0)
+    assert calls == []  # nothing ran
