@@ -77,10 +77,8 @@ void ukr_rows(const UkrArgs& p) {
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
 
-    const __m512bh* bp = b + (k_begin / 2) * NS;
-    for (int kp = k_begin / 2; kp < k_end / 2; ++kp, bp += NS) {
-      if (pf_step && kp % 16 == 0) ukr_prefetch_lines(p, pf_step, &pf_next);
-      if (convert.per_step && kp % 16 == 8) convert.run(p, convert.per_step);
+    // One K pair into every accumulator.
+    auto step = [&](int kp, const __m512bh* bp) __attribute__((always_inline)) {
       __m512bh bv[NV];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) bv[v] = bp[v];
@@ -92,6 +90,26 @@ void ukr_rows(const UkrArgs& p) {
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
       }
+    };
+    // Blocks of 8 pairs (a group starts at a multiple of 64 pairs), each opening with the prefetch
+    // (kp % 16 == 0) or the conversion (kp % 16 == 8) work the old per-pair checks scheduled there:
+    // the checks ran once per 8 pairs instead of per pair, and each row's a-panel address, which the
+    // 8- and 14-row tiles keep on the stack, is loaded once per block.
+    const __m512bh* bp = b + (k_begin / 2) * NS;
+    int kp = k_begin / 2;
+    for (; kp + 8 <= k_end / 2; kp += 8, bp += 8 * NS) {
+      if (kp % 16 == 0) {
+        if (pf_step) ukr_prefetch_lines(p, pf_step, &pf_next);
+      } else if (convert.per_step) {
+        convert.run(p, convert.per_step);
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) step(kp + i, bp + i * NS);
+    }
+    for (; kp < k_end / 2; ++kp, bp += NS) {
+      if (pf_step && kp % 16 == 0) ukr_prefetch_lines(p, pf_step, &pf_next);
+      if (convert.per_step && kp % 16 == 8) convert.run(p, convert.per_step);
+      step(kp, bp);
     }
 
     const bool overwrite = g == 0 && !p.accumulate;
