@@ -23,13 +23,12 @@ void ukr_rows(const UkrArgs& p) {
   const int groups = (p.kc + p.group - 1) / p.group;
 
   // The caller's next lines (UkrArgs::pf_*), issued per group here: the K loop has no registers to spare.
-  const int pf_step = ukr_prefetch_per_step(p);
-  int pf_next = p.pf_begin;
+  UkrPrefetcher prefetch(p);
 
   for (int g = 0; g < groups; ++g) {
     const int k_begin = g * p.group;
     const int k_end = k_begin + p.group < p.kc ? k_begin + p.group : p.kc;
-    if (pf_step) ukr_prefetch_lines(p, pf_step * ((k_end - k_begin + 31) / 32), &pf_next);
+    if (prefetch.per_step) prefetch.run(p, prefetch.per_step * ((k_end - k_begin + 31) / 32));
     __m256 acc[M][NV];
 #pragma GCC unroll 8
     for (int r = 0; r < M; ++r)

@@ -64,8 +64,7 @@ void ukr_rows(const UkrArgs& p) {
   const __m512bh* b = static_cast<const __m512bh*>(p.b);
   const int groups = (p.kc + p.group - 1) / p.group;
 
-  const int pf_step = ukr_prefetch_per_step(p);  // the caller's next lines, spread over the K loop
-  int pf_next = p.pf_begin;
+  UkrPrefetcher prefetch(p);  // the caller's next lines, spread over the K loop
   FusedConvert convert(p);
 
   for (int g = 0; g < groups; ++g) {
@@ -99,7 +98,7 @@ void ukr_rows(const UkrArgs& p) {
     int kp = k_begin / 2;
     for (; kp + 8 <= k_end / 2; kp += 8, bp += 8 * NS) {
       if (kp % 16 == 0) {
-        if (pf_step) ukr_prefetch_lines(p, pf_step, &pf_next);
+        if (prefetch.per_step) prefetch.run(p, prefetch.per_step);
       } else if (convert.per_step) {
         convert.run(p, convert.per_step);
       }
@@ -107,7 +106,7 @@ void ukr_rows(const UkrArgs& p) {
       for (int i = 0; i < 8; ++i) step(kp + i, bp + i * NS);
     }
     for (; kp < k_end / 2; ++kp, bp += NS) {
-      if (pf_step && kp % 16 == 0) ukr_prefetch_lines(p, pf_step, &pf_next);
+      if (prefetch.per_step && kp % 16 == 0) prefetch.run(p, prefetch.per_step);
       if (convert.per_step && kp % 16 == 8) convert.run(p, convert.per_step);
       step(kp, bp);
     }
