@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "ep/ep_data.h"
@@ -43,10 +44,11 @@ packs + topk indices (8 B) + weights (4 B); a combined pair moves hidden * 2 + t
   %limit  = GB/s / shm copy GB/s measured between these ranks right after the case (payload bytes one
             process copies into another's shared memory per second while the other does the same; see
             include/tessera/ep/shm_bandwidth.h). With 2 ranks about half of every rank's copying is to
-            itself, which local-excluded bytes do not count. The summary prints each case's ceiling:
-            the %limit of an ideal implementation that reads each sent token once (dispatch) or writes
-            each combined token once (combine) and moves every pair once, own tokens included, at the
-            limit's rate of memory traffic (the limit moves L bytes with 2L bytes of traffic).
+            itself, which local-excluded bytes do not count. The summary prints the dispatch cases'
+            ceiling, measured right after the limit: the %limit of the dispatch's traffic pattern moved
+            by the copy loop alone, without routing or metadata (every rank reads its rows once and
+            writes each to every rank, itself included). Combine has none: a plain loop reading every
+            rank's rows and writing their sum measured slower than the combine itself.
   peer    = MPI_Alltoallv of the same per-destination byte counts between pre-packed buffers (packing
             not timed); xpeer = MPI time / our time.
 Times are the slowest rank's, median of repeated calls after a warm-up; each call allocates its
@@ -78,20 +80,19 @@ Row base_row(const std::string& op, const EpCase& c, int64_t tokens) {
   return r;
 }
 
-// Adds the local-excluded row (with its limit and peer) and the logical row. once_bytes > 0: the
-// bytes an ideal implementation touches once besides writing (dispatch) or reading (combine) every
-// pair: each sent token read once / each combined token written once; it sets the row's ceiling.
+// Adds the local-excluded row (with its limit and peer) and the logical row. `ceiling`: the traffic
+// pattern whose copy loops alone (measured right after the case, like the limit) set the row's ceiling.
 void add_rows(Run& run, Row row, double ms, double remote_bytes, double all_bytes, const std::vector<int64_t>& send,
-              const std::vector<int64_t>& recv, double once_bytes = 0) {
+              const std::vector<int64_t>& recv, std::optional<ep::ShmPattern> ceiling = std::nullopt) {
   const int R = run.group->size();
   const double remote = sum_over_ranks(*run.group, remote_bytes) / R, all = sum_over_ranks(*run.group, all_bytes) / R;
-  const double once = sum_over_ranks(*run.group, once_bytes) / R;
-  // The limit moves L payload bytes per second with 2L bytes of memory traffic (read + write); an
-  // ideal case moves `remote` with once + all bytes of traffic.
-  if (once > 0) row.pct_ceiling = 100.0 * 2.0 * remote / (once + all);
   // The limit is measured again right after each case: on a shared machine the copy rate drifts.
   const double limit = ep::measure_shm_copy_gbps_in_group(*run.group, kLimitBytes);
   run.limits.push_back(limit);
+  if (ceiling && limit > 0) {
+    const double best = ep::measure_shm_pattern_gbps_in_group(*run.group, *ceiling, kLimitBytes);
+    if (best > 0) row.pct_ceiling = 100.0 * best / limit;
+  }
   row.time_ms = ms;
   row.gbps = remote / (ms * 1e-3) * 1e-9;
   row.pct_of_limit = limit > 0 ? 100.0 * row.gbps / limit : kNotAvailable;
@@ -106,13 +107,6 @@ void add_rows(Run& run, Row row, double ms, double remote_bytes, double all_byte
   logical.peer_time_ms = logical.peer_ratio = kNotAvailable;
   run.rows.push_back(row);
   run.rows.push_back(logical);
-}
-
-// This rank's tokens with at least one destination.
-int64_t tokens_sent(const EpInputs& in) {
-  int64_t n = 0;
-  for (int64_t t = 0; t < in.T; ++t) n += std::any_of(&in.idx[size_t(t * in.K)], &in.idx[size_t((t + 1) * in.K)], [](int64_t e) { return e >= 0; });
-  return n;
 }
 
 // Per destination rank: how many of this rank's tokens go there.
@@ -189,7 +183,7 @@ void normal_cases(Run& run, bool full) {
     const double ms = median_call_ms(*run.group, kWarmup, run.reps, [&] { buf.dispatch(a); });
     const int64_t bytes = dispatch_token_bytes(c, fp8);
     add_rows(run, row, ms, remote_sum(scaled(out_tokens, bytes), me), all_sum(scaled(out_tokens, bytes)),
-             scaled(out_tokens, bytes), scaled(in_tokens, bytes), double(tokens_sent(in) * bytes));
+             scaled(out_tokens, bytes), scaled(in_tokens, bytes), ep::ShmPattern::kFanOut);
 
     if (fp8 || expand) continue;
     // Combine the bf16 dispatch's rows back (identity experts): x = recv_x, which lives in the
@@ -211,7 +205,7 @@ void normal_cases(Run& run, bool full) {
       if (crow.status.empty()) crow.status = "ok";
       const double cms = median_call_ms(*run.group, kWarmup, run.reps, [&] { buf.combine(ca, *first.handle); });
       add_rows(run, crow, cms, remote_sum(scaled(in_tokens, cbytes), me), all_sum(scaled(in_tokens, cbytes)),
-               scaled(in_tokens, cbytes), scaled(out_tokens, cbytes), double(tokens_sent(in) * cbytes));
+               scaled(in_tokens, cbytes), scaled(out_tokens, cbytes));
     }
   }
   (void)R;

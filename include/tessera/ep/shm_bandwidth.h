@@ -26,4 +26,15 @@ double measure_shm_copy_gbps(int64_t bytes = 0);
 // one-rank node returns 0.
 double measure_shm_copy_gbps_in_group(Group& group, int64_t bytes = 0);
 
+// The traffic pattern of a dispatch without its bookkeeping, so a benchmark can state what the best
+// transport reaches on this host in the same run (`tessera bench ep`'s ceiling column):
+//  kCopy:   the limit above (each rank copies `bytes` into the next rank's segment);
+//  kFanOut: each rank reads its `bytes` once and writes every 14336-byte row to every rank of its
+//           node, itself included, with the ep copy loop (the row stays in L1 between its copies).
+// Returns payload GB/s per rank that crosses to other processes: bytes * (ranks - 1) for the fan-out
+// (the rank's own copy is memory traffic, not payload), bytes for the copy. Same rules otherwise:
+// collective over the group, every rank gets the node's median, a one-rank node returns 0.
+enum class ShmPattern { kCopy, kFanOut };
+double measure_shm_pattern_gbps_in_group(Group& group, ShmPattern pattern, int64_t bytes = 0);
+
 }  // namespace tessera::ep
