@@ -92,7 +92,8 @@ namespace {
 // prefetching the next row, measured the same on this host.)
 constexpr int64_t kPatternRow = 7168 * 2;
 
-// One rank's part of a pattern over the node's segments: seg[l] is local rank l's segment.
+// One rank's part of a pattern over the node's segments: seg[l] is local rank l's segment (the copy
+// uses only the next rank's).
 void run_pattern(ShmPattern pattern, const std::vector<char*>& seg, int me, size_t n, const char* src, int threads) {
   const int L = int(seg.size());
   if (pattern == ShmPattern::kCopy) {
@@ -133,13 +134,17 @@ double measure_shm_pattern_gbps_in_group(Group& group, ShmPattern pattern, int64
     const std::string base = "/tessera-ep-bw-" + std::to_string(st.nonce) + "-" + std::to_string(counter) + "-";
     detail::ShmSegment mine = detail::ShmSegment::create(base + std::to_string(t.rank), seg_bytes);
     st.node_net->barrier(timeout, at_create.c_str());
+    // The segments this rank writes: the next rank's for the copy, every one for the fan-out (opening
+    // pre-faults a mapping, so the copy maps only the one it uses).
+    const int next = (t.local_rank + 1) % L;
     std::vector<detail::ShmSegment> peers;
-    std::vector<char*> seg(static_cast<size_t>(L));
+    std::vector<char*> seg(static_cast<size_t>(L), nullptr);
     for (int l = 0; l < L; ++l) {
       if (l == t.local_rank) {
         seg[size_t(l)] = mine.data();
         continue;
       }
+      if (pattern == ShmPattern::kCopy && l != next) continue;
       peers.push_back(detail::ShmSegment::open(base + std::to_string(t.node_ranks[size_t(t.node)][size_t(l)]), seg_bytes));
       seg[size_t(l)] = peers.back().data();
     }
