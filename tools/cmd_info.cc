@@ -42,6 +42,7 @@ void print_json(const MachineLimits& m) {
   o.add("fp32_peak_gflops", m.fp32_peak_gflops).add("fp32_peak_gflops_1t", m.fp32_peak_gflops_1t);
   o.add("bf16_peak_gflops", m.bf16_peak_gflops).add("bf16_peak_gflops_1t", m.bf16_peak_gflops_1t);
   o.add("bf16_native", m.bf16_native);
+  o.add("bf16_vector_peak_gflops", m.bf16_vector_peak_gflops).add("bf16_vector_peak_gflops_1t", m.bf16_vector_peak_gflops_1t);
   o.add("dram_read_gbps", m.dram_read_gbps).add("dram_read_gbps_1t", m.dram_read_gbps_1t);
   o.add("dram_copy_gbps", m.dram_copy_gbps).add("dram_copy_gbps_1t", m.dram_copy_gbps_1t);
   o.add("l2_copy_gbps", m.l2_copy_gbps).add("l2_copy_gbps_1t", m.l2_copy_gbps_1t);
@@ -72,7 +73,9 @@ void print_text(const MachineLimits& m) {
     std::printf("  %-16s %-8s %10.1f %10.1f   %s\n", name, unit, one, all, how.c_str());
   };
   line("fp32 FMA peak", "GFLOP/s", m.fp32_peak_gflops_1t, m.fp32_peak_gflops, m.fp32_kernel);
-  line("bf16 dot peak", "GFLOP/s", m.bf16_peak_gflops_1t, m.bf16_peak_gflops, m.bf16_kernel);
+  line("bf16 peak", "GFLOP/s", m.bf16_peak_gflops_1t, m.bf16_peak_gflops, m.bf16_kernel);
+  if (m.bf16_vector_peak_gflops != m.bf16_peak_gflops)
+    line("bf16 vector", "GFLOP/s", m.bf16_vector_peak_gflops_1t, m.bf16_vector_peak_gflops, "avx512bf16 vdpbf16ps zmm");
   line("DRAM read", "GB/s", m.dram_read_gbps_1t, m.dram_read_gbps, m.stream_kernel + " loads, buffer >= 8x L3");
   line("DRAM copy", "GB/s", m.dram_copy_gbps_1t, m.dram_copy_gbps, "read + written bytes, non-temporal stores");
   line("L2 copy", "GB/s", m.l2_copy_gbps_1t, m.l2_copy_gbps, "read + written bytes, 256 KiB per thread");

@@ -34,6 +34,10 @@ struct MachineLimits {
   double fp32_peak_gflops_1t = 0, fp32_peak_gflops = 0;
   double bf16_peak_gflops_1t = 0, bf16_peak_gflops = 0;
   bool bf16_native = false;                             // false: no AVX512_BF16, the bf16 figures repeat the fp32 rate
+  // The bf16 peak is the best bf16 product instruction the CPU has: AMX tiles (tdpbf16ps) where
+  // present, else vdpbf16ps. The vector rate (vdpbf16ps) is also kept on its own: on an AMX machine it
+  // is what vector-only kernels (attention, GEMV) can reach. Equal to the bf16 peak without AMX.
+  double bf16_vector_peak_gflops_1t = 0, bf16_vector_peak_gflops = 0;
   std::string fp32_kernel, bf16_kernel, stream_kernel;  // which loops measured them (e.g. "avx512")
 
   // ---- bandwidths, GB/s ----

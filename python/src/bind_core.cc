@@ -40,7 +40,7 @@ void bind_core(nb::module_& m) {
   m.def("active_isa", [] { return std::string(isa_name(active_isa())); });
   m.def(
       "set_isa",
-      [](std::optional<std::string> name) { set_isa_cap(name ? isa_from_name(*name) : Isa::kAvx512Bf16); },
+      [](std::optional<std::string> name) { set_isa_cap(name ? isa_from_name(*name) : Isa::kAmx); },
       nb::arg("name").none(),
       "Caps the instruction set kernels may use (scalar, avx2, avx512, avx512bf16); None lifts the cap.");
 }

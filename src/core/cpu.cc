@@ -10,6 +10,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define TESSERA_X86 1
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #endif
 
 namespace tessera {
@@ -21,6 +25,18 @@ uint64_t xgetbv0() {
   unsigned lo, hi;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return (uint64_t(hi) << 32) | lo;
+}
+
+// Linux (5.16+) keeps the AMX tile data state off until a process asks for it; without the permission
+// the first tile instruction faults. Granted for the whole process, so asking once here is enough.
+bool request_amx_permission() {
+#ifdef __linux__
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 #endif
 
@@ -67,7 +83,8 @@ CpuFeatures detect() {
     f.avx512_vbmi = os_avx512 && (r[2] & (1u << 1));
     f.avx512_vnni = os_avx512 && (r[2] & (1u << 11));
     f.avx512_fp16 = os_avx512 && (r[3] & (1u << 23));
-    f.amx_bf16 = os_amx && (r[3] & (1u << 22));
+    // AMX-BF16 (bit 22) and AMX-TILE (bit 24); Linux also wants the process to ask for the tile state.
+    f.amx_bf16 = os_amx && (r[3] & (1u << 22)) && (r[3] & (1u << 24)) && request_amx_permission();
     const unsigned sub_leaves = r[0];
     if (sub_leaves >= 1) {
       cpuid(7, 1, r);
@@ -80,6 +97,7 @@ CpuFeatures detect() {
   if (f.avx2 && f.fma && f.f16c) f.best = Isa::kAvx2;
   if (f.best == Isa::kAvx2 && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl) f.best = Isa::kAvx512;
   if (f.best == Isa::kAvx512 && f.avx512_bf16 && f.avx512_vbmi) f.best = Isa::kAvx512Bf16;
+  if (f.best == Isa::kAvx512Bf16 && f.amx_bf16) f.best = Isa::kAmx;
   return f;
 }
 
@@ -88,7 +106,7 @@ Isa cap_from_env() {
   if (force && *force && std::strcmp(force, "0") != 0) return Isa::kScalar;
   const char* isa = std::getenv("TESSERA_ISA");
   if (isa && *isa) return isa_from_name(isa);
-  return Isa::kAvx512Bf16;
+  return Isa::kAmx;
 }
 
 std::atomic<int>& isa_cap() {
@@ -109,14 +127,15 @@ const char* isa_name(Isa isa) {
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
     case Isa::kAvx512Bf16: return "avx512bf16";
+    case Isa::kAmx: return "amx";
   }
   return "?";
 }
 
 Isa isa_from_name(const std::string& name) {
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16})
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx})
     if (name == isa_name(i)) return i;
-  fail(ErrorCode::kInvalidArgument, "unknown ISA '", name, "' (TESSERA_ISA must be one of scalar, avx2, avx512, avx512bf16)");
+  fail(ErrorCode::kInvalidArgument, "unknown ISA '", name, "' (TESSERA_ISA must be one of scalar, avx2, avx512, avx512bf16, amx)");
 }
 
 Isa active_isa() {

@@ -46,6 +46,7 @@ const cpu::GemmKernelSet* choose_packed(const GemmProblem& p) {
     Isa need;
   };
   static constexpr Candidate kCandidates[] = {
+      {"packed_amx", cpu::gemm_kernels_amx, Isa::kAmx},
       {"packed_avx512bf16", cpu::gemm_kernels_avx512bf16, Isa::kAvx512Bf16},
       {"packed_avx512", cpu::gemm_kernels_avx512, Isa::kAvx512},
       {"packed_avx2", cpu::gemm_kernels_avx2, Isa::kAvx2},

@@ -33,6 +33,8 @@ const Field kFields[] = {
     {"bf16_peak_gflops_1t", &MachineLimits::bf16_peak_gflops_1t},
     {"bf16_peak_gflops", &MachineLimits::bf16_peak_gflops},
     {"bf16_native", &MachineLimits::bf16_native},
+    {"bf16_vector_peak_gflops_1t", &MachineLimits::bf16_vector_peak_gflops_1t},
+    {"bf16_vector_peak_gflops", &MachineLimits::bf16_vector_peak_gflops},
     {"fp32_kernel", &MachineLimits::fp32_kernel},
     {"bf16_kernel", &MachineLimits::bf16_kernel},
     {"stream_kernel", &MachineLimits::stream_kernel},

@@ -260,6 +260,12 @@ MachineLimits measure_machine_limits() {
     m.bf16_peak_gflops = m.fp32_peak_gflops;
     m.bf16_kernel = "none (no AVX512_BF16: fp32 FMA rate)";
   }
+  m.bf16_vector_peak_gflops_1t = m.bf16_peak_gflops_1t;
+  m.bf16_vector_peak_gflops = m.bf16_peak_gflops;
+  if (loops.bf16_amx) {
+    measure_compute(loops.bf16_amx, m.threads, &m.bf16_peak_gflops_1t, &m.bf16_peak_gflops);
+    m.bf16_kernel = loops.bf16_amx_name;
+  }
 
   BandwidthBuffers buffers = make_buffers(m.l2_bytes, m.l3_bytes, m.threads);
   measure_bandwidth(*loops.stream, buffers, m.threads, &m);

@@ -52,7 +52,7 @@ constexpr cpu::StreamKernels kPortableStream{"portable", portable_read_sum, port
 
 PeakLoops select_peak_loops() {
   const CpuFeatures& f = cpu_features();
-  PeakLoops loops{portable_f32_loop, "portable", nullptr, "none", &kPortableStream};
+  PeakLoops loops{portable_f32_loop, "portable", nullptr, "none", nullptr, "none", &kPortableStream};
   if (int(f.best) >= int(Isa::kAvx2)) {
     loops.f32_fma = cpu::peak_f32_fma_avx2();
     loops.f32_name = "avx2 vfmadd231ps ymm";
@@ -66,6 +66,10 @@ PeakLoops select_peak_loops() {
   if (int(f.best) >= int(Isa::kAvx512Bf16)) {
     loops.bf16_dot = cpu::peak_bf16_dot_avx512bf16();
     loops.bf16_name = "avx512bf16 vdpbf16ps zmm";
+  }
+  if (int(f.best) >= int(Isa::kAmx)) {
+    loops.bf16_amx = cpu::peak_bf16_amx();
+    loops.bf16_amx_name = "amx tdpbf16ps 2x2 tiles";
   }
   return loops;
 }

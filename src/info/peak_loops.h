@@ -12,6 +12,8 @@ struct PeakLoops {
   const char* f32_name;
   cpu::ComputePeakFn bf16_dot;  // nullptr without AVX512_BF16
   const char* bf16_name;
+  cpu::ComputePeakFn bf16_amx;  // nullptr without usable AMX tiles
+  const char* bf16_amx_name;
   const cpu::StreamKernels* stream;
 };
 

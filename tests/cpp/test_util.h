@@ -180,7 +180,7 @@ class NumThreadsScope {
 };
 
 inline std::vector<Isa> all_isas() {
-  return {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16};
+  return {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx};
 }
 inline bool isa_supported(Isa isa) {
   return int(isa) <= int(cpu_features().best);

@@ -1,7 +1,7 @@
 // tessera/core/cpu.h - CPU feature detection and the instruction-set levels tessera dispatches on.
 //
 // Detected once (CPUID + XGETBV for OS-enabled register state). The level used by kernels is the best
-// detected one, capped by the environment variable TESSERA_ISA (scalar|avx2|avx512|avx512bf16) or
+// detected one, capped by the environment variable TESSERA_ISA (scalar|avx2|avx512|avx512bf16|amx) or
 // set_isa_cap(); TESSERA_FORCE_REFERENCE=1 is the same as TESSERA_ISA=scalar.
 #pragma once
 
@@ -14,6 +14,7 @@ enum class Isa : int {
   kAvx2 = 1,        // AVX2 + FMA + F16C
   kAvx512 = 2,      // AVX-512 F/BW/DQ/VL
   kAvx512Bf16 = 3,  // AVX-512 + BF16 dot products + VBMI (byte permutes for fp8/fp4 lookups)
+  kAmx = 4,         // kAvx512Bf16 + AMX tiles with bf16 products (tdpbf16ps), OS-enabled and granted
 };
 
 struct CpuFeatures {
@@ -21,7 +22,7 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false;
   bool avx512_bf16 = false, avx512_vbmi = false, avx512_vnni = false, avx512_fp16 = false;
-  bool amx_bf16 = false;
+  bool amx_bf16 = false;  // tiles and tdpbf16ps usable: CPUID, XCR0 tile state and the Linux permission
   int logical_cpus = 1;
   Isa best = Isa::kScalar;  // best level the hardware and OS support
 };

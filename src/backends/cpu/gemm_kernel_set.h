@@ -163,6 +163,7 @@ using FinalizeFn = void (*)(const FinalizeArgs& args);
 FinalizeFn gemm_finalize_avx512();
 
 // Accessors; each returns nullptr when the library was built without that level.
+const GemmKernelSet* gemm_kernels_amx();  // AMX tiles; reuses the avx512bf16 set's packing
 const GemmKernelSet* gemm_kernels_avx512bf16();
 const GemmKernelSet* gemm_kernels_avx512();
 const GemmKernelSet* gemm_kernels_avx2();

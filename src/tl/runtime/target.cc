@@ -15,7 +15,7 @@ Target Target::host() {
   for (const char* x : {"-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl"}) avx512.push_back(x);
   if (isa == f.best && isa != Isa::kScalar) {
     t.isa_flags = {"-march=native"};  // built at run time for this machine: use all of it
-  } else if (isa == Isa::kAvx512Bf16) {
+  } else if (isa == Isa::kAvx512Bf16 || isa == Isa::kAmx) {  // tl emits no tile instructions
     t.isa_flags = avx512;
     for (const char* x : {"-mavx512bf16", "-mavx512vbmi", "-mavx512vnni"}) t.isa_flags.push_back(x);
   } else if (isa == Isa::kAvx512) {

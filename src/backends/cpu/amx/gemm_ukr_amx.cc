@@ -1,0 +1,203 @@
+// The AMX GEMM kernel set: bf16 tiles multiplied by tdpbf16ps into fp32 tile registers.
+//
+// AMX holds eight tile registers of up to 16 rows x 64 bytes. One tdpbf16ps multiplies a 16 x 32 bf16
+// a-tile by a 32 x 16 b-tile stored as 16 rows of K pairs (exactly the avx512bf16 set's packed b-panel
+// layout, element (k, n) at [(k/2)*nr*2 + n*2 + k%2]) and adds to a 16 x 16 fp32 tile. A micro-kernel
+// call covers (16 or 32 rows) x 32 columns: tiles 0-3 hold C (row half i, column half j at 2i+j), 4-5
+// the a-tiles of rows 0-15 / 16-31 read straight from the a-panel rows (stride lda), 6-7 the b-tiles of
+// columns 0-15 / 16-31 (stride nr*4 bytes). So the a-panels and b-panels come from the avx512bf16 set's
+// prepare_a / pack_b unchanged (K padded to 32 here: k_align = 32).
+//
+// Scales: unscaled calls keep C in the tiles for the whole call (loaded from c when accumulating);
+// scaled calls run each K group into zeroed tiles, store them to a small buffer and fold it into c with
+// fp32 FMAs, c += t * row_scale * col_scale, DeepGEMM's per-128-K promotion.
+//
+// Tile configuration: set per call with ldtilecfg only when the thread's current one differs (reading
+// it back costs ~17 cycles, loading ~160; other code in the process, such as oneDNN, may configure
+// tiles differently in between). A panel with fewer than 16 (or 32) valid rows gets a configuration with
+// that many rows in its a- and c-tiles, so nothing past the panel's last row is read or written.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/gemm_kernel_set.h"
+
+namespace tessera::cpu {
+namespace {
+
+struct alignas(64) TileConfig {
+  uint8_t palette;
+  uint8_t start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+static_assert(sizeof(TileConfig) == 64, "ldtilecfg reads 64 bytes");
+
+// Configuration for a call whose a-panel has `rows` valid rows (1..32).
+void configure(int rows) {
+  TileConfig want;
+  std::memset(&want, 0, sizeof(want));
+  want.palette = 1;
+  const int top = rows < 16 ? rows : 16, bottom = rows - top;
+  for (int t = 0; t < 8; ++t) want.colsb[t] = 64;
+  want.rows[0] = want.rows[1] = want.rows[4] = uint8_t(top);
+  want.rows[2] = want.rows[3] = want.rows[5] = uint8_t(bottom);
+  want.rows[6] = want.rows[7] = 16;
+  if (bottom == 0) want.colsb[2] = want.colsb[3] = want.colsb[5] = 0;  // unused: unconfigured
+  TileConfig have;
+  _tile_storeconfig(&have);
+  if (std::memcmp(&have, &want, sizeof(want)) != 0) _tile_loadconfig(&want);
+}
+
+// Lines [pf_begin, pf_end) of the caller's prefetch block (UkrArgs::pf_*), `count` per K step.
+struct Prefetch {
+  int line, end, per_step;
+  explicit Prefetch(const UkrArgs& p, int steps)
+      : line(p.pf_begin), end(p.pf_end), per_step(p.pf_end > p.pf_begin ? (p.pf_end - p.pf_begin + steps - 1) / steps : 0) {}
+  void run(const UkrArgs& p) {
+    for (int i = 0; i < per_step && line < end; ++i, ++line) {
+      const int row = line / p.pf_row_lines, in_row = line - row * p.pf_row_lines;
+      __builtin_prefetch(p.pf_base + int64_t(row) * p.pf_row_stride + int64_t(in_row) * 64, 0, 3);
+    }
+  }
+};
+
+// K values [k0, k1) (multiples of 32) of the a-panel (RT row tiles) against NT column tiles, added to
+// the C tiles.
+template <int RT, int NT>
+inline void k_steps(const UkrArgs& p, int k0, int k1, Prefetch& pf) {
+  const char* a = static_cast<const char*>(p.a);
+  const int64_t a_stride = p.lda * 2;
+  const char* b = static_cast<const char*>(p.b);
+  const int64_t b_stride = int64_t(32) * 4;  // nr = 32 columns of bf16 pairs
+  for (int k = k0; k < k1; k += 32) {
+    const char* bk = b + int64_t(k / 2) * b_stride;
+    _tile_loadd(6, bk, b_stride);
+    if (NT == 2) _tile_loadd(7, bk + 64, b_stride);
+    _tile_loadd(4, a + int64_t(k) * 2, a_stride);
+    _tile_dpbf16ps(0, 4, 6);
+    if (NT == 2) _tile_dpbf16ps(1, 4, 7);
+    if (RT == 2) {
+      _tile_loadd(5, a + 16 * a_stride + int64_t(k) * 2, a_stride);
+      _tile_dpbf16ps(2, 5, 6);
+      if (NT == 2) _tile_dpbf16ps(3, 5, 7);
+    }
+    pf.run(p);
+  }
+}
+
+template <int RT, int NT>
+inline void zero_c() {
+  _tile_zero(0);
+  if (NT == 2) _tile_zero(1);
+  if (RT == 2) {
+    _tile_zero(2);
+    if (NT == 2) _tile_zero(3);
+  }
+}
+
+template <int RT, int NT>
+inline void load_c(float* c, int64_t ldc) {
+  const int64_t stride = ldc * 4;
+  _tile_loadd(0, c, stride);
+  if (NT == 2) _tile_loadd(1, c + 16, stride);
+  if (RT == 2) {
+    _tile_loadd(2, c + 16 * ldc, stride);
+    if (NT == 2) _tile_loadd(3, c + 16 * ldc + 16, stride);
+  }
+}
+
+template <int RT, int NT>
+inline void store_c(float* c, int64_t ldc) {
+  const int64_t stride = ldc * 4;
+  _tile_stored(0, c, stride);
+  if (NT == 2) _tile_stored(1, c + 16, stride);
+  if (RT == 2) {
+    _tile_stored(2, c + 16 * ldc, stride);
+    if (NT == 2) _tile_stored(3, c + 16 * ldc + 16, stride);
+  }
+}
+
+template <int RT, int NT>
+void ukr_tiles(const UkrArgs& p) {
+  const int steps = p.kc / 32;
+  Prefetch pf(p, steps > 0 ? steps : 1);
+  const bool scaled = p.row_scale != nullptr || p.col_scale != nullptr;
+  if (!scaled) {
+    if (p.accumulate) {
+      load_c<RT, NT>(p.c, p.ldc);
+    } else {
+      zero_c<RT, NT>();
+    }
+    k_steps<RT, NT>(p, 0, p.kc, pf);
+    store_c<RT, NT>(p.c, p.ldc);
+    return;
+  }
+  // One K group at a time into zeroed tiles, folded into c with its scales.
+  alignas(64) float t[32 * 32];
+  const int rows = p.m_valid;
+  for (int g = 0, k0 = 0; k0 < p.kc; ++g, k0 += p.group) {
+    const int k1 = k0 + p.group < p.kc ? k0 + p.group : p.kc;
+    zero_c<RT, NT>();
+    k_steps<RT, NT>(p, k0, k1, pf);
+    store_c<RT, NT>(t, 32);
+    const bool overwrite = g == 0 && !p.accumulate;
+    const float* rs = p.row_scale ? p.row_scale + g * p.row_scale_stride : nullptr;
+    const float* cs = p.col_scale ? p.col_scale + g * p.col_scale_stride : nullptr;
+    __m512 col[NT];
+    for (int v = 0; v < NT; ++v) col[v] = cs ? _mm512_loadu_ps(cs + 16 * v) : _mm512_set1_ps(1.0f);
+    for (int r = 0; r < rows; ++r) {
+      const __m512 row = _mm512_set1_ps(rs ? rs[r] : 1.0f);
+      float* cr = p.c + r * p.ldc;
+      for (int v = 0; v < NT; ++v) {
+        const __m512 scale = _mm512_mul_ps(row, col[v]);
+        const __m512 prev = overwrite ? _mm512_setzero_ps() : _mm512_loadu_ps(cr + 16 * v);
+        _mm512_storeu_ps(cr + 16 * v, _mm512_fmadd_ps(_mm512_load_ps(t + r * 32 + 16 * v), scale, prev));
+      }
+    }
+  }
+}
+
+// mr = 32 or 16 rows x nr = 32 columns; a tail panel whose valid columns fit one column tile computes
+// only that one (n_step = 16).
+template <int MR>
+void gemm_ukr_amx(const UkrArgs& p) {
+  const int rows = p.m_valid < MR ? p.m_valid : MR;
+  configure(rows);
+  const bool one_col_tile = p.n_valid > 0 && p.n_valid <= 16;
+  if (rows > 16) {
+    if (one_col_tile) {
+      ukr_tiles<2, 1>(p);
+    } else {
+      ukr_tiles<2, 2>(p);
+    }
+  } else if (one_col_tile) {
+    ukr_tiles<1, 1>(p);
+  } else {
+    ukr_tiles<1, 2>(p);
+  }
+}
+
+}  // namespace
+
+const GemmKernelSet* gemm_kernels_amx() {
+  static const GemmKernelSet set = [] {
+    // The a-panels, b-panels and thin tails are the avx512bf16 set's (same layouts); AMX implies it.
+    const GemmKernelSet& base = *gemm_kernels_avx512bf16();
+    GemmKernelSet s = base;
+    s.name = "amx";
+    s.k_align = 32;  // one tdpbf16ps consumes 32 K values per row
+    s.kc = 1024;
+    s.tiles[0] = {32, 32, gemm_ukr_amx<32>, 1.0f};
+    s.tiles[1] = {16, 32, gemm_ukr_amx<16>, 0.6f};
+    s.num_tiles = 2;
+    s.n_step = 16;
+    s.fuses_e4m3_convert = false;
+    return s;
+  }();
+  return &set;
+}
+
+}  // namespace tessera::cpu
