@@ -4,9 +4,14 @@
 // a-tile by a 32 x 16 b-tile stored as 16 rows of K pairs (exactly the avx512bf16 set's packed b-panel
 // layout, element (k, n) at [(k/2)*nr*2 + n*2 + k%2]) and adds to a 16 x 16 fp32 tile. A micro-kernel
 // call covers (16 or 32 rows) x 32 columns: tiles 0-3 hold C (row half i, column half j at 2i+j), 4-5
-// the a-tiles of rows 0-15 / 16-31 read straight from the a-panel rows (stride lda), 6-7 the b-tiles of
-// columns 0-15 / 16-31 (stride nr*4 bytes). So the a-panels and b-panels come from the avx512bf16 set's
-// prepare_a / pack_b unchanged (K padded to 32 here: k_align = 32).
+// the a-tiles of rows 0-15 / 16-31, 6-7 the b-tiles of columns 0-15 / 16-31 (stride nr*4 bytes). The
+// b-panels come from the avx512bf16 set's pack_b unchanged (K padded to 32 here: k_align = 32).
+//
+// a-panels are always copied into "tile order": 16-row groups, each K step of 32 values of the group's
+// 16 rows as one contiguous 1 KiB tile, so an a-tile load reads 16 consecutive lines. Read in place
+// (rows 4 KiB apart at K = 2048) the 16 lines of every tile load fell into one L1 set. Row r, value k
+// of a block prepared for kc values is at [(r/16)*16*kc + (k/32)*512 + (r%16)*32 + k%32] (so a panel
+// starting at row ir is at ir * kc: the driver's lda is kc). Rows past the block's last are zero.
 //
 // Scales: unscaled calls keep C in the tiles for the whole call (loaded from c when accumulating);
 // scaled calls run each K group into zeroed tiles, store them to a small buffer and fold it into c with
@@ -15,10 +20,11 @@
 // Tile configuration: set per call with ldtilecfg only when the thread's current one differs (reading
 // it back costs ~17 cycles, loading ~160; other code in the process, such as oneDNN, may configure
 // tiles differently in between). A panel with fewer than 16 (or 32) valid rows gets a configuration with
-// that many rows in its a- and c-tiles, so nothing past the panel's last row is read or written.
+// that many rows in its c-tiles, so no c row past the panel's last is read or written.
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cpu/gemm_kernel_set.h"
@@ -69,18 +75,18 @@ struct Prefetch {
 template <int RT, int NT>
 inline void k_steps(const UkrArgs& p, int k0, int k1, Prefetch& pf) {
   const char* a = static_cast<const char*>(p.a);
-  const int64_t a_stride = p.lda * 2;
+  const int64_t a_group = int64_t(16) * p.kc * 2;  // bytes of one 16-row group (tile order)
   const char* b = static_cast<const char*>(p.b);
   const int64_t b_stride = int64_t(32) * 4;  // nr = 32 columns of bf16 pairs
   for (int k = k0; k < k1; k += 32) {
     const char* bk = b + int64_t(k / 2) * b_stride;
     _tile_loadd(6, bk, b_stride);
     if (NT == 2) _tile_loadd(7, bk + 64, b_stride);
-    _tile_loadd(4, a + int64_t(k) * 2, a_stride);
+    _tile_loadd(4, a + int64_t(k) * 32, 64);
     _tile_dpbf16ps(0, 4, 6);
     if (NT == 2) _tile_dpbf16ps(1, 4, 7);
     if (RT == 2) {
-      _tile_loadd(5, a + 16 * a_stride + int64_t(k) * 2, a_stride);
+      _tile_loadd(5, a + a_group + int64_t(k) * 32, 64);
       _tile_dpbf16ps(2, 5, 6);
       if (NT == 2) _tile_dpbf16ps(3, 5, 7);
     }
@@ -180,6 +186,64 @@ void gemm_ukr_amx(const UkrArgs& p) {
   }
 }
 
+// A thread's row-major staging buffer for sources the avx512bf16 set has to convert first.
+struct Staging {
+  void* data = nullptr;
+  size_t bytes = 0;
+  ~Staging() { std::free(data); }
+  void* get(size_t want) {
+    if (want > bytes) {
+      std::free(data);
+      bytes = (want + 4095) / 4096 * 4096;
+      data = std::aligned_alloc(64, bytes);
+    }
+    return data;
+  }
+};
+
+// Rows [0, rows) x K [0, kc) of a row-major bf16 block (row stride ld elements; K values at or beyond
+// k_valid read as zero) into tile order at dst, zero-padded to whole 16-row groups.
+void to_tile_order(const uint16_t* src, int64_t ld, int rows, int kc, int k_valid, uint16_t* dst) {
+  const int steps = kc / 32, groups = (rows + 15) / 16;
+  for (int g = 0; g < groups; ++g)
+    for (int r = 0; r < 16; ++r) {
+      const int row = g * 16 + r;
+      uint16_t* out = dst + int64_t(g) * 16 * kc + r * 32;
+      if (row >= rows) {
+        for (int s = 0; s < steps; ++s) _mm512_store_si512(out + s * 512, _mm512_setzero_si512());
+        continue;
+      }
+      const uint16_t* in = src + row * ld;
+      int s = 0;
+      for (; s < steps && s * 32 + 32 <= k_valid; ++s) _mm512_store_si512(out + s * 512, _mm512_loadu_si512(in + s * 32));
+      for (; s < steps; ++s) {
+        const int left = k_valid - s * 32;
+        const __mmask32 m = left <= 0 ? 0 : (left >= 32 ? ~0u : (1u << left) - 1);
+        _mm512_store_si512(out + s * 512, _mm512_maskz_loadu_epi16(m, in + s * 32));
+      }
+    }
+}
+
+const void* prepare_a(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, void* buf,
+                      int64_t* lda) {
+  uint16_t* out = static_cast<uint16_t*>(buf);
+  *lda = kc;
+  if (src.type == GemmSrcType::kBF16 && src.stride_k == 1) {
+    const int64_t left = k_total - k0;
+    const int k_valid = left < kc ? int(left) : kc;
+    to_tile_order(static_cast<const uint16_t*>(src.data) + r0 * src.stride_r + k0, src.stride_r, rows, kc, k_valid, out);
+    return out;
+  }
+  // Converted (fp8 / fp4) or strided sources: the avx512bf16 set's conversion, then tile order.
+  static thread_local Staging staging;
+  void* rowmajor = staging.get(size_t(rows) * kc * 2);
+  int64_t ld = 0;
+  const uint16_t* block = static_cast<const uint16_t*>(
+      gemm_kernels_avx512bf16()->prepare_a(src, r0, rows, k0, kc, k_total, rowmajor, &ld));
+  to_tile_order(block, ld, rows, kc, kc, out);
+  return out;
+}
+
 }  // namespace
 
 const GemmKernelSet* gemm_kernels_amx() {
@@ -194,6 +258,9 @@ const GemmKernelSet* gemm_kernels_amx() {
     s.tiles[1] = {16, 32, gemm_ukr_amx<16>, 0.6f};
     s.num_tiles = 2;
     s.n_step = 16;
+    s.prepare_a = prepare_a;
+    s.tail_dot = nullptr;  // it reads a-panels as rows; tails run as one column tile instead
+    s.tail_dot_cols = 0;
     s.fuses_e4m3_convert = false;
     return s;
   }();
