@@ -53,7 +53,7 @@ def cpu_info() -> dict:
 
 def set_isa(name) -> None:
     """Caps the instruction set kernels may use: ``"scalar"`` (the reference path), ``"avx2"``,
-    ``"avx512"`` or ``"avx512bf16"``; ``None`` lifts the cap. For validating fast paths against the
+    ``"avx512"``, ``"avx512bf16"`` or ``"amx"`` (AMX tiles, used by the packed GEMMs); ``None`` lifts the cap. For validating fast paths against the
     reference on one machine; the environment variable ``TESSERA_ISA`` sets the initial cap."""
     if name is not None and not isinstance(name, str):
         raise TypeError(f"set_isa: argument 'name' must be a str or None, got {type(name).__name__}")

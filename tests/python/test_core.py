@@ -28,7 +28,7 @@ def test_cpu_info_describes_this_machine():
     assert set(info) >= {"vendor", "model", "logical_cpus", "features", "best_isa", "active_isa"}
     assert info["logical_cpus"] >= 1
     assert isinstance(info["features"], list) and all(isinstance(f, str) for f in info["features"])
-    levels = ["scalar", "avx2", "avx512", "avx512bf16"]
+    levels = ["scalar", "avx2", "avx512", "avx512bf16", "amx"]
     assert info["best_isa"] in levels and info["active_isa"] in levels
     assert levels.index(info["active_isa"]) <= levels.index(info["best_isa"])
     print(info)
