@@ -137,6 +137,8 @@ struct GemmKernelSet {
   int tail_dot_cols;
   // Whether the micro-kernels do UkrArgs::cv_* conversions (e4m3 -> bf16 lane order, as prepare_a).
   bool fuses_e4m3_convert;
+  // K block for problems with scale groups (0: kc). Depends only on the problem, like kc.
+  int kc_scaled = 0;
 };
 
 // Writes D = round(C + tile) for an output block (the one rounding of every GEMM path).
