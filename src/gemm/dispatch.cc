@@ -75,6 +75,24 @@ bool gemv_fp4_applies(const GemmProblem& p) {
   return why == nullptr;
 }
 
+// Decode rows on AMX tiles (gemv_amx.cc) where they beat the vector GEMV, measured on an AMX Xeon
+// (2 threads, ms, tiles vs vector): bf16 weights from M = 2 (N=4096 K=7168: M=2 1.18 vs 1.42, M=4 1.18
+// vs 1.55; N=7168 K=2048 M=8 0.73 vs 1.39) but not M = 1 (0.67 vs 0.59: one weight row per output
+// row, nothing for a tile to share); e4m3 weights from M = 5 (M=5 1.18 vs 1.56, M=8 1.11 vs 1.50),
+// below which converting the weights into tile order costs more than the vector kernel's dot products
+// (M=4 2.09 vs 1.56). Depends only on the problem, so the bits do not depend on the thread count.
+// TESSERA_GEMV_NO_AMX=1 keeps every row on the vector GEMV.
+bool gemv_on_tiles(const GemmProblem& p) {
+  static const bool off = [] {
+    const char* v = std::getenv("TESSERA_GEMV_NO_AMX");
+    return v && *v && *v != '0';
+  }();
+  if (off || int(active_isa()) < int(Isa::kAmx)) return false;
+  const bool tiles = p.b.type == cpu::GemmSrcType::kBF16 ? p.m >= 2 : p.m >= 5;
+  note(p, "gemv_amx", tiles ? nullptr : "refused: the vector GEMV is faster at this M and weight type");
+  return tiles;
+}
+
 // A call whose D (all problems of the batch: an MoE GEMM's groups share one output) is at least this
 // large writes it with non-temporal stores: it would not stay cached for its consumer anyway, and each
 // line's read for ownership slowed its GEMM (bf16, 2 threads, cached -> non-temporal, GFLOP/s: M=1024
@@ -129,7 +147,13 @@ void run_gemm_batch(const GemmProblem* problems, int64_t count) {
       run_packed(p, *ks);
     }
   }
-  if (!gemv.empty()) run_gemv_batch(gemv.data(), int64_t(gemv.size()), cpu::gemv_kernel_avx512bf16());
+  if (!gemv.empty()) {
+    std::vector<GemmProblem> vector_rows, tile_rows;
+    for (const GemmProblem& p : gemv) (gemv_on_tiles(p) ? tile_rows : vector_rows).push_back(p);
+    if (!vector_rows.empty())
+      run_gemv_batch(vector_rows.data(), int64_t(vector_rows.size()), cpu::gemv_kernel_avx512bf16());
+    if (!tile_rows.empty()) run_gemv_batch(tile_rows.data(), int64_t(tile_rows.size()), cpu::gemv_kernel_amx());
+  }
   if (!gemv_fp4.empty()) {
     // Problems whose weight-scale exponents are outside the FP4 GEMV's range go through the packed driver.
     for (const GemmProblem& p : run_gemv_fp4_batch(gemv_fp4.data(), int64_t(gemv_fp4.size()),

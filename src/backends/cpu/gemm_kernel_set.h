@@ -203,6 +203,7 @@ struct GemvArgs {
 };
 using GemvFn = void (*)(const GemvArgs& args);
 GemvFn gemv_kernel_avx512bf16();
+GemvFn gemv_kernel_amx();  // AMX tiles: 16 weight rows x M outputs per product (gemv_amx.cc)
 
 // ---- decode GEMV over packed FP4 (e2m1) weights with per-32 power-of-two (UE8M0) weight scales ----
 // out[m * ldo + n] = sum_g (sum_{k in g} a[m][k] * w[n][k] * 2^(e(n, k/32) - 127)) * a_scale[g*ass + m],
