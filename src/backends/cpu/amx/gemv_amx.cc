@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cpu/avx512bf16/fp8_convert.h"
@@ -22,7 +23,9 @@ namespace tessera::cpu {
 namespace {
 
 constexpr int kBlocks = 3;       // 16-row blocks per pass
-constexpr int kStageK = 256;     // K values staged per block at a time
+constexpr int kStageK = 1024;    // K values staged per block at a time
+// (longer row pieces read better side by side: e4m3 M=5, N=4096, K=7168, 2 threads, 256 -> 1024:
+// 1.86-2.07 -> 1.71-1.99 ms)
 
 struct alignas(64) TileConfig {
   uint8_t palette;
@@ -96,14 +99,16 @@ void stage_weights(const GemvArgs& p, int64_t row0, int rows_valid, int64_t k0, 
   }
 }
 
-// Folds accumulator tile `tile` (stored at t: 16 rows x m fp32, row stride 16 floats) into sum
-// (16 rows x 16 lanes): sum[r] += t[r] * a_scale[g][.] * w_scale(g, row0 + r).
-void fold(const GemvArgs& p, const float* t, int64_t g, int64_t row0, float* sum) {
+// Folds an accumulator tile (stored at t: 16 rows x m fp32, row stride 16 floats) into sum (16 rows x
+// 16 lanes): sum[r] += t[r] * a_scale[g][.] * w_scale[g * stride + scale_row[r]]. The scale rows are
+// computed once per pass instead of dividing per row and group (e4m3 M=8, N=7168, K=2048, 2 threads:
+// 1.07-1.12 -> 0.96-0.98 ms).
+void fold(const GemvArgs& p, const float* t, int64_t g, const int64_t* scale_row, float* sum) {
   const __mmask16 lanes = __mmask16((1u << p.m) - 1);
   const __m512 as = p.a_scale ? _mm512_maskz_loadu_ps(lanes, p.a_scale + g * p.a_scale_stride) : _mm512_set1_ps(1.0f);
   for (int r = 0; r < 16; ++r) {
     float ws = 1.0f;
-    if (p.w_scale) ws = p.w_scale[g * p.w_scale_stride + (p.w_row0 + row0 + r) / p.w_scale_rows];
+    if (p.w_scale) ws = p.w_scale[g * p.w_scale_stride + scale_row[r]];
     const __m512 v = _mm512_maskz_loadu_ps(lanes, t + r * 16);
     _mm512_store_ps(sum + r * 16, _mm512_fmadd_ps(v, _mm512_mul_ps(as, _mm512_set1_ps(ws)), _mm512_load_ps(sum + r * 16)));
   }
@@ -116,16 +121,28 @@ inline void zero_acc() {
   if (B > 2) _tile_zero(2);
 }
 
+// A thread's staging buffer for kBlocks 16-row blocks (96 KiB: on the heap, not in static TLS).
+struct Stage {
+  uint16_t* data = nullptr;
+  ~Stage() { std::free(data); }
+  uint16_t* block(int b) {
+    if (!data) data = static_cast<uint16_t*>(std::aligned_alloc(64, size_t(kBlocks) * kStageK * 16 * 2));
+    return data + size_t(b) * kStageK * 16;
+  }
+};
+
 // Rows [row0, row0 + 16 * B) of the call's range (B blocks, the last one possibly partial).
 template <int B>
 void row_blocks(const GemvArgs& p, int64_t row0, int rows_valid, const uint16_t* bt, int64_t k_pad) {
-  alignas(64) static thread_local uint16_t stage[kBlocks][kStageK / 32 * 512];
+  static thread_local Stage stage;
   alignas(64) float sum[kBlocks][16 * 16];
   alignas(64) float t[16 * 16];
   std::memset(sum, 0, sizeof(sum));
   const bool fp8 = p.w_type == GemmSrcType::kE4M3;
   const int64_t b_step = int64_t(16) * p.m * 2 * 2;  // bytes of 32 K values of activations
   const int64_t w_stride = p.ldw * 2;
+  int64_t scale_row[kBlocks * 16];
+  for (int r = 0; r < 16 * B; ++r) scale_row[r] = p.w_scale ? (p.w_row0 + row0 + r) / p.w_scale_rows : 0;
   zero_acc<B>();
   for (int64_t k0 = 0; k0 < k_pad; k0 += kStageK) {
     const int kc = int(k_pad - k0 < kStageK ? k_pad - k0 : kStageK);
@@ -134,7 +151,7 @@ void row_blocks(const GemvArgs& p, int64_t row0, int rows_valid, const uint16_t*
     if (!direct)
       for (int b = 0; b < B; ++b) {
         const int valid = rows_valid - 16 * b < 16 ? rows_valid - 16 * b : 16;
-        stage_weights(p, row0 + 16 * b, valid, k0, kc, stage[b]);
+        stage_weights(p, row0 + 16 * b, valid, k0, kc, stage.block(b));
       }
     for (int s = 0; s < kc / 32; ++s) {
       const int64_t k = k0 + 32 * s;
@@ -145,9 +162,9 @@ void row_blocks(const GemvArgs& p, int64_t row0, int rows_valid, const uint16_t*
         if (B > 1) _tile_loadd(4, w + 16 * w_stride, w_stride);
         if (B > 2) _tile_loadd(5, w + 32 * w_stride, w_stride);
       } else {
-        _tile_loadd(3, stage[0] + s * 512, 64);
-        if (B > 1) _tile_loadd(4, stage[1] + s * 512, 64);
-        if (B > 2) _tile_loadd(5, stage[2] + s * 512, 64);
+        _tile_loadd(3, stage.block(0) + s * 512, 64);
+        if (B > 1) _tile_loadd(4, stage.block(1) + s * 512, 64);
+        if (B > 2) _tile_loadd(5, stage.block(2) + s * 512, 64);
       }
       _tile_dpbf16ps(0, 3, 6);
       if (B > 1) _tile_dpbf16ps(1, 4, 6);
@@ -156,14 +173,14 @@ void row_blocks(const GemvArgs& p, int64_t row0, int rows_valid, const uint16_t*
       if (k_end % p.group == 0 || k_end >= k_pad) {
         const int64_t g = (k_end - 1) / p.group;
         _tile_stored(0, t, 64);
-        fold(p, t, g, row0, sum[0]);
+        fold(p, t, g, scale_row, sum[0]);
         if (B > 1) {
           _tile_stored(1, t, 64);
-          fold(p, t, g, row0 + 16, sum[1]);
+          fold(p, t, g, scale_row + 16, sum[1]);
         }
         if (B > 2) {
           _tile_stored(2, t, 64);
-          fold(p, t, g, row0 + 32, sum[2]);
+          fold(p, t, g, scale_row + 32, sum[2]);
         }
         zero_acc<B>();
       }
