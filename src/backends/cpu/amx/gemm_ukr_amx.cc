@@ -18,29 +18,22 @@
 // call-local fp32 sum with FMAs, sum += t * row_scale * col_scale (DeepGEMM's per-128-K promotion),
 // then c (+)= sum.
 //
-// Tile configuration: set per call with ldtilecfg only when the thread's current one differs (reading
-// it back costs ~17 cycles, loading ~160; other code in the process, such as oneDNN, may configure
-// tiles differently in between). A panel with fewer than 16 (or 32) valid rows gets a configuration with
-// that many rows in its c-tiles, so no c row past the panel's last is read or written.
+// Tile configuration: set per call, loaded only when the thread's current one differs (tile_config.h).
+// A panel with fewer than 16 (or 32) valid rows gets a configuration with that many rows in its tiles,
+// so no c row past the panel's last is read or written.
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/cpu/amx/tile_config.h"
 #include "backends/cpu/gemm_kernel_set.h"
 
 namespace tessera::cpu {
 namespace {
 
-struct alignas(64) TileConfig {
-  uint8_t palette;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-static_assert(sizeof(TileConfig) == 64, "ldtilecfg reads 64 bytes");
+using amx::TileConfig;
 
 // Configuration for a call whose a-panel has `rows` valid rows (1..32).
 void configure(int rows) {
@@ -53,9 +46,7 @@ void configure(int rows) {
   want.rows[2] = want.rows[3] = want.rows[5] = uint8_t(bottom);
   want.rows[6] = want.rows[7] = 16;
   if (bottom == 0) want.colsb[2] = want.colsb[3] = want.colsb[5] = 0;  // unused: unconfigured
-  TileConfig have;
-  _tile_storeconfig(&have);
-  if (std::memcmp(&have, &want, sizeof(want)) != 0) _tile_loadconfig(&want);
+  amx::use_tile_config(want);
 }
 
 // Lines [pf_begin, pf_end) of the caller's prefetch block (UkrArgs::pf_*), `count` per K step.

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/cpu/amx/tile_config.h"
 #include "backends/cpu/avx512bf16/fp8_convert.h"
 #include "backends/cpu/gemm_kernel_set.h"
 
@@ -27,13 +28,7 @@ constexpr int kStageK = 1024;    // K values staged per block at a time
 // (longer row pieces read better side by side: e4m3 M=5, N=4096, K=7168, 2 threads, 256 -> 1024:
 // 1.86-2.07 -> 1.71-1.99 ms)
 
-struct alignas(64) TileConfig {
-  uint8_t palette;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
+using amx::TileConfig;
 
 void configure(int m) {
   TileConfig want;
@@ -43,9 +38,7 @@ void configure(int m) {
   for (int t = 0; t < 3; ++t) want.colsb[t] = uint16_t(m * 4);  // C: 16 rows x m fp32
   for (int t = 3; t < 6; ++t) want.colsb[t] = 64;                // weights: 16 rows x 32 bf16
   want.colsb[6] = uint16_t(m * 4);                                // activations: 16 pairs x m
-  TileConfig have;
-  _tile_storeconfig(&have);
-  if (std::memcmp(&have, &want, sizeof(want)) != 0) _tile_loadconfig(&want);
+  amx::use_tile_config(want);
 }
 
 // Activations a[m][k] (bf16 or e4m3) as bf16 K pairs: bt[(k/2) * m * 2 + mi * 2 + k % 2], zero past K

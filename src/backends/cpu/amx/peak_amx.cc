@@ -5,16 +5,13 @@
 
 #include <cstring>
 
+#include "backends/cpu/amx/tile_config.h"
 #include "backends/cpu/peak_kernels.h"
 
 namespace tessera::cpu {
 namespace {
 
-struct alignas(64) TileConfig {
-  unsigned char palette, start_row, reserved[14];
-  unsigned short colsb[16];
-  unsigned char rows[16];
-};
+using amx::TileConfig;
 
 double amx_bf16_loop(int64_t iters, float* sink) {
   TileConfig cfg;
