@@ -139,6 +139,9 @@ struct GemmKernelSet {
   bool fuses_e4m3_convert;
   // K block for problems with scale groups (0: kc). Depends only on the problem, like kc.
   int kc_scaled = 0;
+  // prepare_a copies every a-panel, bf16 read in place included (amx: tile order), so each extra b-block
+  // repeats a copy of the whole a-side: the plan packs larger b-sides whole.
+  bool copies_a = false;
 };
 
 // Writes D = round(C + tile) for an output block (the one rounding of every GEMM path).

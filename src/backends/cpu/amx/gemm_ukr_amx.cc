@@ -280,6 +280,7 @@ const GemmKernelSet* gemm_kernels_amx() {
     s.num_tiles = 2;
     s.n_step = 16;
     s.prepare_a = prepare_a;
+    s.copies_a = true;
     s.tail_dot = nullptr;  // it reads a-panels as rows; tails run as one column tile instead
     s.tail_dot_cols = 0;
     s.fuses_e4m3_convert = false;
