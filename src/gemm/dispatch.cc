@@ -75,21 +75,22 @@ bool gemv_fp4_applies(const GemmProblem& p) {
   return why == nullptr;
 }
 
-// Decode rows on AMX tiles (gemv_amx.cc) where they beat the vector GEMV, measured on an AMX Xeon
-// (2 threads, ms, tiles vs vector): bf16 weights from M = 2 (N=4096 K=7168: M=2 1.18 vs 1.42, M=4 1.18
-// vs 1.55; N=7168 K=2048 M=8 0.73 vs 1.39) but not M = 1 (0.67 vs 0.59: one weight row per output
-// row, nothing for a tile to share); e4m3 weights from M = 5 (M=5 1.18 vs 1.56, M=8 1.11 vs 1.50),
-// below which converting the weights into tile order costs more than the vector kernel's dot products
-// (M=4 2.09 vs 1.56). Depends only on the problem, so the bits do not depend on the thread count.
-// TESSERA_GEMV_NO_AMX=1 keeps every row on the vector GEMV.
+// Decode rows on AMX tiles (gemv_amx.cc, gemv_amx_e4m3.cc) where they beat the vector GEMV, measured on
+// an AMX Xeon (2 threads, weights from DRAM, ms, tiles vs vector): bf16 from M = 2 (N=4096 K=7168 M=2
+// 1.18 vs 1.42, M=4 1.18 vs 1.55; N=7168 K=2048 M=8 0.73 vs 1.39), not M = 1 (0.67 vs 0.59: one
+// weight row per output row, nothing for a tile to share); e4m3 from M = 4 (N=4096 K=7168 1.30-1.42
+// vs 1.61-1.83, N=7168 K=2048 0.82-0.86 vs 0.91-1.19). e4m3 M = 2 and 3 read two rows at a time on
+// the vector GEMV at about the tiles' speed (N=4096 K=7168 M=3 1.57-1.62 vs 1.32-1.63) or faster
+// (N=7168 K=2048 M=3 0.85-0.86 vs 0.93-0.97). Depends only on the problem, so the bits do not depend
+// on the thread count. TESSERA_GEMV_NO_AMX=1 keeps every row on the vector GEMV.
 bool gemv_on_tiles(const GemmProblem& p) {
   static const bool off = [] {
     const char* v = std::getenv("TESSERA_GEMV_NO_AMX");
     return v && *v && *v != '0';
   }();
   if (off || int(active_isa()) < int(Isa::kAmx)) return false;
-  const bool tiles = p.b.type == cpu::GemmSrcType::kBF16 ? p.m >= 2 : p.m >= 5;
-  note(p, "gemv_amx", tiles ? nullptr : "refused: the vector GEMV is faster at this M and weight type");
+  const bool tiles = p.m >= (p.b.type == cpu::GemmSrcType::kBF16 ? 2 : 4);
+  note(p, "gemv_amx", tiles ? nullptr : "refused: the vector GEMV is as fast or faster at this M and weight type");
   return tiles;
 }
 

@@ -1,32 +1,30 @@
 // Decode GEMV (M <= 8) on AMX tiles: weight rows are the a-operand (16 rows x 32 K values per tile,
 // read as stored), the activations the b-operand (32 K values x M columns, K pairs interleaved), so a
 // tdpbf16ps yields 16 weight rows x M outputs. On an AMX Xeon vdpbf16ps runs at half the fp32 FMA rate
-// (113 GFLOP/s per core), which left the vector GEMV compute-bound below DRAM speed for fp8 weights and
-// M >= 4; a tile product does 16 x 32 x M multiply-adds in ~16 cycles.
+// (113 GFLOP/s per core), which left the vector GEMV compute-bound below DRAM speed; a tile product does
+// 16 x 32 x M multiply-adds in ~16 cycles. This file is the bf16-weight kernel; e4m3 weights go to
+// gemv_amx_e4m3.cc (converted once per element, one sequential pass per block of rows).
 //
 // Tiles: 0-2 accumulate three 16-row blocks (48 weight rows, three independent chains to cover the
-// product's latency), 3-5 hold their weight tiles, 6 the activation tile. bf16 weights are loaded
-// straight from their rows; e4m3 weights (and any block with rows or K values past the matrix) go
-// through a 16-row x 256-value staging copy in tile order first (converted with the avx512bf16 lookups).
-// At each scale-group end the accumulators are stored and folded into fp32 row sums with
-// a_scale[g][m] * w_scale(g, row), the same per-group promotion as the vector GEMV.
+// product's latency), 3-5 hold their weight tiles, 6 the activation tile. Weights are loaded straight
+// from their rows; a block with rows or K values past the matrix goes through a 16-row staging copy in
+// tile order first. bf16 GEMMs carry no scales, so the accumulators run over the whole K and are stored
+// once at the end.
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/cpu/amx/gemv_amx_e4m3.h"
 #include "backends/cpu/amx/tile_config.h"
-#include "backends/cpu/avx512bf16/fp8_convert.h"
 #include "backends/cpu/gemm_kernel_set.h"
 
 namespace tessera::cpu {
 namespace {
 
 constexpr int kBlocks = 3;       // 16-row blocks per pass
-constexpr int kStageK = 1024;    // K values staged per block at a time
-// (longer row pieces read better side by side: e4m3 M=5, N=4096, K=7168, 2 threads, 256 -> 1024:
-// 1.86-2.07 -> 1.71-1.99 ms)
+constexpr int kStageK = 1024;    // K values staged per partial block at a time
 
 using amx::TileConfig;
 
@@ -41,22 +39,14 @@ void configure(int m) {
   amx::use_tile_config(want);
 }
 
-// Activations a[m][k] (bf16 or e4m3) as bf16 K pairs: bt[(k/2) * m * 2 + mi * 2 + k % 2], zero past K
-// up to k_pad.
+// Activations a[m][k] (bf16) as K pairs: bt[(k/2) * m * 2 + mi * 2 + k % 2], zero past K up to k_pad.
 void interleave_activations(const GemvArgs& p, int64_t k_pad, uint16_t* bt) {
   const int m = p.m;
   for (int mi = 0; mi < m; ++mi) {
-    const char* row = static_cast<const char*>(p.a) + mi * p.a_stride * (p.w_type == GemmSrcType::kE4M3 ? 1 : 2);
+    const char* row = static_cast<const char*>(p.a) + mi * p.a_stride * 2;
     for (int64_t k = 0; k < k_pad; ++k) {
       uint16_t v = 0;
-      if (k < p.k) {
-        if (p.w_type == GemmSrcType::kE4M3) {
-          const uint8_t c = static_cast<const uint8_t*>(static_cast<const void*>(row))[k];
-          v = uint16_t(avx512bf16::e4m3_magnitude_to_bf16_bits(c & 0x7F) | ((c & 0x80) << 8));
-        } else {
-          std::memcpy(&v, row + k * 2, 2);
-        }
-      }
+      if (k < p.k) std::memcpy(&v, row + k * 2, 2);
       bt[(k / 2) * m * 2 + mi * 2 + (k & 1)] = v;
     }
   }
@@ -65,46 +55,22 @@ void interleave_activations(const GemvArgs& p, int64_t k_pad, uint16_t* bt) {
 // Weight rows [row0, row0 + 16) x K [k0, k0 + kc) in tile order (step s at dst + s * 512: 16 rows x 32
 // values), zero for rows >= rows_valid and K >= p.k. kc is a multiple of 32.
 void stage_weights(const GemvArgs& p, int64_t row0, int rows_valid, int64_t k0, int kc, uint16_t* dst) {
-  const bool fp8 = p.w_type == GemmSrcType::kE4M3;
-  const avx512bf16::E4m3Tables& t = avx512bf16::e4m3_tables();
   for (int r = 0; r < 16; ++r) {
     uint16_t* out = dst + r * 32;
     if (r >= rows_valid) {
       for (int s = 0; s < kc / 32; ++s) _mm512_store_si512(out + s * 512, _mm512_setzero_si512());
       continue;
     }
-    const char* row = static_cast<const char*>(p.w) + (row0 + r) * p.ldw * (fp8 ? 1 : 2);
+    const char* row = static_cast<const char*>(p.w) + (row0 + r) * p.ldw * 2;
     for (int kk = 0; kk < kc; kk += 64) {
       const int64_t left = p.k - (k0 + kk);
-      __m512i lo, hi;
-      if (fp8) {
-        const __mmask64 m = left >= 64 ? ~0ull : (left <= 0 ? 0ull : (1ull << left) - 1);
-        avx512bf16::e4m3x64_to_bf16(t, _mm512_maskz_loadu_epi8(m, row + k0 + kk), &lo, &hi);
-      } else {
-        const __mmask32 m0 = left >= 32 ? ~0u : (left <= 0 ? 0u : (1u << left) - 1);
-        const __mmask32 m1 = left >= 64 ? ~0u : (left <= 32 ? 0u : (1u << (left - 32)) - 1);
-        lo = _mm512_maskz_loadu_epi16(m0, row + (k0 + kk) * 2);
-        hi = _mm512_maskz_loadu_epi16(m1, row + (k0 + kk + 32) * 2);
-      }
+      const __mmask32 m0 = left >= 32 ? ~0u : (left <= 0 ? 0u : (1u << left) - 1);
+      const __mmask32 m1 = left >= 64 ? ~0u : (left <= 32 ? 0u : (1u << (left - 32)) - 1);
+      const __m512i lo = _mm512_maskz_loadu_epi16(m0, row + (k0 + kk) * 2);
+      const __m512i hi = _mm512_maskz_loadu_epi16(m1, row + (k0 + kk + 32) * 2);
       _mm512_store_si512(out + (kk / 32) * 512, lo);
       if (kk + 32 < kc) _mm512_store_si512(out + (kk / 32 + 1) * 512, hi);
     }
-  }
-}
-
-// Folds an accumulator tile (stored at t: 16 rows x m fp32, row stride 16 floats) into sum (16 rows x
-// 16 lanes): sum[r] += t[r] * a_scale[g][.] * w_scale[g * stride + scale_row[r]] for the block's
-// `rows` rows that exist (a row past the matrix has no weight scale to read). The scale rows are
-// computed once per pass instead of dividing per row and group (e4m3 M=8, N=7168, K=2048, 2 threads:
-// 1.07-1.12 -> 0.96-0.98 ms).
-void fold(const GemvArgs& p, const float* t, int64_t g, const int64_t* scale_row, int rows, float* sum) {
-  const __mmask16 lanes = __mmask16((1u << p.m) - 1);
-  const __m512 as = p.a_scale ? _mm512_maskz_loadu_ps(lanes, p.a_scale + g * p.a_scale_stride) : _mm512_set1_ps(1.0f);
-  for (int r = 0; r < rows; ++r) {
-    float ws = 1.0f;
-    if (p.w_scale) ws = p.w_scale[g * p.w_scale_stride + scale_row[r]];
-    const __m512 v = _mm512_maskz_loadu_ps(lanes, t + r * 16);
-    _mm512_store_ps(sum + r * 16, _mm512_fmadd_ps(v, _mm512_mul_ps(as, _mm512_set1_ps(ws)), _mm512_load_ps(sum + r * 16)));
   }
 }
 
@@ -129,20 +95,14 @@ struct Stage {
 template <int B>
 void row_blocks(const GemvArgs& p, int64_t row0, int rows_valid, const uint16_t* bt, int64_t k_pad) {
   static thread_local Stage stage;
-  alignas(64) float sum[kBlocks][16 * 16];
-  alignas(64) float t[16 * 16];
-  std::memset(sum, 0, sizeof(sum));
-  const bool fp8 = p.w_type == GemmSrcType::kE4M3;
   const int64_t b_step = int64_t(16) * p.m * 2 * 2;  // bytes of 32 K values of activations
   const int64_t w_stride = p.ldw * 2;
-  int64_t scale_row[kBlocks * 16];
-  for (int r = 0; r < 16 * B; ++r) scale_row[r] = p.w_scale && r < rows_valid ? (p.w_row0 + row0 + r) / p.w_scale_rows : 0;
   auto block_rows = [&](int b) { return rows_valid - 16 * b < 16 ? rows_valid - 16 * b : 16; };
   zero_acc<B>();
   for (int64_t k0 = 0; k0 < k_pad; k0 += kStageK) {
     const int kc = int(k_pad - k0 < kStageK ? k_pad - k0 : kStageK);
-    // bf16 rows that exist for the whole block are read in place; the rest are staged.
-    const bool direct = !fp8 && rows_valid == 16 * B && k0 + kc <= p.k;
+    // Rows that exist for the whole block are read in place; the rest are staged.
+    const bool direct = rows_valid == 16 * B && k0 + kc <= p.k;
     if (!direct)
       for (int b = 0; b < B; ++b) stage_weights(p, row0 + 16 * b, block_rows(b), k0, kc, stage.block(b));
     for (int s = 0; s < kc / 32; ++s) {
@@ -161,37 +121,26 @@ void row_blocks(const GemvArgs& p, int64_t row0, int rows_valid, const uint16_t*
       _tile_dpbf16ps(0, 3, 6);
       if (B > 1) _tile_dpbf16ps(1, 4, 6);
       if (B > 2) _tile_dpbf16ps(2, 5, 6);
-      const int64_t k_end = k + 32;
-      if (k_end % p.group == 0 || k_end >= k_pad) {
-        const int64_t g = (k_end - 1) / p.group;
-        _tile_stored(0, t, 64);
-        fold(p, t, g, scale_row, block_rows(0), sum[0]);
-        if (B > 1) {
-          _tile_stored(1, t, 64);
-          fold(p, t, g, scale_row + 16, block_rows(1), sum[1]);
-        }
-        if (B > 2) {
-          _tile_stored(2, t, 64);
-          fold(p, t, g, scale_row + 32, block_rows(2), sum[2]);
-        }
-        zero_acc<B>();
-      }
     }
   }
+  alignas(64) float sum[kBlocks][16 * 16];  // 16 rows x m fp32 per block, row stride 16 floats
+  _tile_stored(0, sum[0], 64);
+  if (B > 1) _tile_stored(1, sum[1], 64);
+  if (B > 2) _tile_stored(2, sum[2], 64);
   for (int r = 0; r < rows_valid; ++r)
     for (int mi = 0; mi < p.m; ++mi) p.out[mi * p.ldo + p.n0 + row0 + r] = sum[r / 16][(r % 16) * 16 + mi];
 }
 
 void gemv(const GemvArgs& p) {
+  if (p.w_type == GemmSrcType::kE4M3) return amx::gemv_e4m3(p);
   configure(p.m);
   const int64_t k_pad = (p.k + 31) / 32 * 32;
   uint16_t* bt = static_cast<uint16_t*>(p.scratch);
   interleave_activations(p, k_pad, bt);
   const int64_t rows = p.n1 - p.n0;
-  // Row offsets below are relative to n0; the weight pointer and scale rows are shifted to match.
+  // Row offsets below are relative to n0; the weight pointer is shifted to match.
   GemvArgs q = p;
-  q.w = static_cast<const char*>(p.w) + p.n0 * p.ldw * (p.w_type == GemmSrcType::kE4M3 ? 1 : 2);
-  q.w_row0 = p.w_row0 + p.n0;
+  q.w = static_cast<const char*>(p.w) + p.n0 * p.ldw * 2;
   for (int64_t r0 = 0; r0 < rows; r0 += 16 * kBlocks) {
     const int valid = int(rows - r0 < 16 * kBlocks ? rows - r0 : 16 * kBlocks);
     if (valid > 32) {
