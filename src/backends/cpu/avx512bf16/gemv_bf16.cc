@@ -11,8 +11,8 @@
 //  - per 128-wide scale group, accumulators of row pairs fold into one register before scaling (below).
 //  - M = 4 and 8 (5..7 padded to 8) fold each weight row's accumulators over activation rows instead
 //    (gemv_quads_block), when K is whole 128-value groups;
-//  - M <= 3 over streamed weights reads one row at a time in K order instead (gemv_sequential_row): a
-//    single sequential stream per thread, which DRAM serves at its read-loop rate.
+//  - M <= 3 over streamed weights reads whole rows in K order instead, two at a time from the two halves
+//    of the thread's range (gemv_sequential_rows): two sequential streams per thread.
 // Single core, weights in L2 (cycles per 64 weight bytes, fp8 / bf16): M=1 6.0 / 2.6 -> 3.9 / 2.6 (fp8
 // bytes copied in registers, not reloaded); M=4 14.0 / 4.5 -> 8.1 / 3.9; M=8 40 / 11.7 -> 14.7 / 7.7.
 #include <immintrin.h>
@@ -307,67 +307,90 @@ void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t
     }
 }
 
-// M <= 3 over streamed weights: one weight row at a time, its K in order, so each thread reads one
-// sequential stream (as a plain read loop does) with a software prefetch kSequentialPrefetchBytes
-// ahead, instead of NB rows a row apart. fp8, 2 threads, GB/s (% of the DRAM read measured alongside):
-// M=1 N=4096 K=7168 30.7 (73%) -> 41.4 (99%), M=1 N=32768 K=512 35.0 (72%) -> 49.8 (105%), bf16 M=1
-// N=32768 K=512 29.5 (62%) -> 47.2 (100%); without the prefetch M=2 fell to 16 GB/s (4 KiB ahead: 38,
-// 8 KiB: 47, 16 KiB: 47). M = 3 is compute-bound here at ~38 GB/s (weights in L3; M=2 64, M=1 88):
-// faster than the interleaved rows with DRAM at ~45 GB/s (43 vs 27) but slower at ~75 (31 vs 40).
+// M <= 3 over streamed weights: whole weight rows in K order, two at a time (a row from each half of
+// the thread's range), so each thread reads two sequential streams, each with a software prefetch
+// kSequentialPrefetchBytes ahead, instead of NB rows a row apart. One stream per thread, fp8, 2
+// threads, GB/s (% of the DRAM read measured alongside), on a Zen 4 EPYC: M=1 N=4096 K=7168 30.7 (73%)
+// -> 41.4 (99%), M=1 N=32768 K=512 35.0 (72%) -> 49.8 (105%), bf16 M=1 N=32768 K=512 29.5 (62%) ->
+// 47.2 (100%); without the prefetch M=2 fell to 16 GB/s (4 KiB ahead: 38, 8 KiB: 47, 16 KiB: 47). M = 3
+// is compute-bound there at ~38 GB/s (weights in L3; M=2 64, M=1 88). On an AMX Xeon, where a plain
+// read loop gets 23 GB/s from one stream per thread and 27 from two, two rows at a time took M=1 fp8
+// from 24.4 to 28.2-28.7 GB/s (N=4096 K=7168), 18-21 to 25-27 (N=7168 K=2048, N=32768 K=512).
 // Two accumulator chains per activation row (even and odd chunks of a group) are summed at the end of
-// each group, then scaled into the row's total. A row's arithmetic never depends on its neighbours, so
-// neither does its result on how rows were split between threads.
+// each group, then scaled into the row's total. A row's arithmetic is the same alone or paired and
+// never depends on its neighbours, so neither does its result on how rows were split between threads.
 constexpr int64_t kSequentialPrefetchBytes = 8192;
 
-template <int M, bool kFp8, bool kScaled>
-void gemv_sequential_row(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, int64_t w_scale_row) {
+template <int M, int R, bool kFp8, bool kScaled>
+void gemv_sequential_rows(const GemvArgs& p, const uint16_t* a, int64_t lda, const int64_t* n,
+                          const int64_t* w_scale_row) {
   const E4m3Tables t = avx512bf16::e4m3_tables();
   constexpr int es = kFp8 ? 1 : 2;
-  const char* w = static_cast<const char*>(p.w) + n * p.ldw * es;
+  const char* w[R];
+  const float* w_scale[R];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) {
+    w[r] = static_cast<const char*>(p.w) + n[r] * p.ldw * es;
+    w_scale[r] = kScaled ? p.w_scale + w_scale_row[r] : nullptr;
+  }
   const int64_t k_pad = (p.k + 63) / 64 * 64;
   const int64_t group = kScaled ? p.group : k_pad;
-  const float* w_scale = kScaled ? p.w_scale + w_scale_row : nullptr;
   const float* a_scale = p.a_scale;
-  __m512 tot[M];
+  __m512 tot[R][M];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-  for (int m = 0; m < M; ++m) tot[m] = _mm512_setzero_ps();
+    for (int m = 0; m < M; ++m) tot[r][m] = _mm512_setzero_ps();
   for (int64_t kb = 0; kb < k_pad; kb += group) {
     const int64_t ke = kb + group < k_pad ? kb + group : k_pad;
-    __m512 even[M], odd[M];  // the chains of the group's even and odd chunks
+    __m512 even[R][M], odd[R][M];  // the chains of the group's even and odd chunks
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int m = 0; m < M; ++m) even[m] = odd[m] = _mm512_setzero_ps();
-    // One 64-value chunk into one chain of every activation row.
-    auto chunk = [&](__m512* acc, int64_t k) __attribute__((always_inline)) {
-      prefetch_chunk<kFp8>(w + k * es + kSequentialPrefetchBytes);
-      __m512i w0, w1;
-      if (k + 64 <= p.k) {
-        load_chunk<kFp8, false>(t, w + k * es, 64, &w0, &w1);
-      } else {
-        load_chunk<kFp8, true>(t, w + k * es, p.k - k, &w0, &w1);
+      for (int m = 0; m < M; ++m) even[r][m] = odd[r][m] = _mm512_setzero_ps();
+    // One 64-value chunk of every row into one chain of every activation row.
+    auto chunk = [&](__m512 (*acc)[M], int64_t k) __attribute__((always_inline)) {
+      __m512i w0[R], w1[R];
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) {
+        prefetch_chunk<kFp8>(w[r] + k * es + kSequentialPrefetchBytes);
+        if (k + 64 <= p.k) {
+          load_chunk<kFp8, false>(t, w[r] + k * es, 64, &w0[r], &w1[r]);
+        } else {
+          load_chunk<kFp8, true>(t, w[r] + k * es, p.k - k, &w0[r], &w1[r]);
+        }
       }
 #pragma GCC unroll 4
       for (int m = 0; m < M; ++m) {
         const __m512bh a0 = (__m512bh)_mm512_loadu_si512(a + m * lda + k);
         const __m512bh a1 = (__m512bh)_mm512_loadu_si512(a + m * lda + k + 32);
-        acc[m] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[m], a0, (__m512bh)w0), a1, (__m512bh)w1);
+#pragma GCC unroll 2
+        for (int r = 0; r < R; ++r)
+          acc[r][m] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[r][m], a0, (__m512bh)w0[r]), a1, (__m512bh)w1[r]);
       }
     };
     for (int64_t k = kb; k < ke; k += 128) {
       chunk(even, k);
       if (k + 64 < ke) chunk(odd, k + 64);
     }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int m = 0; m < M; ++m) {
-      const __m512 sum = _mm512_add_ps(even[m], odd[m]);
-      tot[m] = kScaled ? _mm512_fmadd_ps(sum, _mm512_set1_ps(a_scale[m] * w_scale[0]), tot[m]) : _mm512_add_ps(tot[m], sum);
-    }
+      for (int m = 0; m < M; ++m) {
+        const __m512 sum = _mm512_add_ps(even[r][m], odd[r][m]);
+        tot[r][m] = kScaled ? _mm512_fmadd_ps(sum, _mm512_set1_ps(a_scale[m] * w_scale[r][0]), tot[r][m])
+                            : _mm512_add_ps(tot[r][m], sum);
+      }
     if (kScaled) {
       a_scale += p.a_scale_stride;
-      w_scale += p.w_scale_stride;
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) w_scale[r] += p.w_scale_stride;
     }
   }
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-  for (int m = 0; m < M; ++m) p.out[m * p.ldo + n] = _mm512_reduce_add_ps(tot[m]);
+    for (int m = 0; m < M; ++m) p.out[m * p.ldo + n[r]] = _mm512_reduce_add_ps(tot[r][m]);
 }
 
 // M = 4 stops folding per group from this K range on: below it, the unfolded totals' setup and final
@@ -445,19 +468,32 @@ void sweep(const GemvArgs& p, int64_t k_pad, int64_t kblock, bool rows_outside, 
 // (fp8, 2 threads, same process, GB/s: N=4096, K=7168 M=4 32.9 -> 42.7, M=8 20.1 -> 26.1, M=2 41.2 ->
 // 45.7; N=7168, K=16384 M=1 37.9 -> 41.9); with cached weights whole rows cost M=4 8.6 -> 10.7 cycles
 // per 64 bytes, hence both orders. The blocking depends on M, K, the group and p.streamed, never on
-// threads. M <= 3 over streamed weights takes gemv_sequential_row instead (whole rows, one at a time).
+// threads. M <= 3 over streamed weights takes gemv_sequential_rows instead (whole rows, two at a time).
 template <int M, bool kFp8, bool kScaled>
 void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
   if constexpr (M <= 3) {
     if (p.streamed) {
-      // The weight-scale row advances every w_scale_rows rows: no 64-bit division per row (M=1, K=512,
-      // weights in L3: +2-5%). Unscaled calls never read it.
+      // Rows of the first half of the range paired with those of the second half: two sequential
+      // streams per thread. The weight-scale row of each advances every w_scale_rows rows: no 64-bit
+      // division per row (M=1, K=512, weights in L3: +2-5%). Unscaled calls never read it.
+      struct Cursor {
+        int64_t n, scale_row, in_scale_row, rows_per_scale;
+        void next() {
+          ++n;
+          if (++in_scale_row == rows_per_scale) in_scale_row = 0, ++scale_row;
+        }
+      };
       const int64_t rows_per_scale = kScaled ? p.w_scale_rows : 1;
-      int64_t scale_row = (p.w_row0 + p.n0) / rows_per_scale, in_scale_row = (p.w_row0 + p.n0) % rows_per_scale;
-      for (int64_t n = p.n0; n < p.n1; ++n) {
-        gemv_sequential_row<M, kFp8, kScaled>(p, a, lda, n, scale_row);
-        if (++in_scale_row == rows_per_scale) in_scale_row = 0, ++scale_row;
+      auto cursor = [&](int64_t n) {
+        return Cursor{n, (p.w_row0 + n) / rows_per_scale, (p.w_row0 + n) % rows_per_scale, rows_per_scale};
+      };
+      const int64_t half = (p.n1 - p.n0) / 2;
+      Cursor lo = cursor(p.n0), hi = cursor(p.n0 + half);
+      for (int64_t i = 0; i < half; ++i, lo.next(), hi.next()) {
+        const int64_t n[2] = {lo.n, hi.n}, sr[2] = {lo.scale_row, hi.scale_row};
+        gemv_sequential_rows<M, 2, kFp8, kScaled>(p, a, lda, n, sr);
       }
+      for (; hi.n < p.n1; hi.next()) gemv_sequential_rows<M, 1, kFp8, kScaled>(p, a, lda, &hi.n, &hi.scale_row);
       return;
     }
   }
