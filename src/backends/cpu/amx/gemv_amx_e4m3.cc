@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "backends/cpu/amx/tile_config.h"
 #include "backends/cpu/avx512bf16/fp8_convert.h"
@@ -49,8 +50,8 @@ void configure(int mp) {
   TileConfig want;
   std::memset(&want, 0, sizeof(want));
   want.palette = 1;
-  for (int t = 0; t < 6; ++t) want.rows[t] = kRows;
-  want.colsb[0] = want.colsb[1] = uint16_t(mp * 4);  // 16 rows x mp fp32
+  for (int t : {0, 2, 3, 4, 5}) want.rows[t] = kRows;
+  want.colsb[0] = uint16_t(mp * 4);                  // 16 rows x mp fp32
   want.colsb[2] = want.colsb[3] = 64;                // 16 rows x 32 bf16
   want.colsb[4] = want.colsb[5] = uint16_t(mp * 4);  // 16 K pairs x mp columns
   use_tile_config(want);
