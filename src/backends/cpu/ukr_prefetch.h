@@ -7,6 +7,10 @@
 #include "backends/cpu/gemm_kernel_set.h"
 
 namespace tessera::cpu {
+// Internal linkage: every kernel file compiles its own copy with its own ISA flags
+// (backends/cpu/README.md rule 1; member functions defined in a class are inline with external
+// linkage otherwise, and the linker would keep one file's copy for all).
+namespace {
 
 // Walks lines [pf_begin, pf_end) of UkrArgs' prefetch block in order. The position is kept as a row
 // pointer and a line within the row, so issuing a line costs an add and a compare. Computing it from
@@ -47,4 +51,5 @@ struct UkrPrefetcher {
   int line_in_row_ = 0;
 };
 
+}  // namespace
 }  // namespace tessera::cpu

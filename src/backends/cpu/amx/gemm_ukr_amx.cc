@@ -29,6 +29,7 @@
 
 #include "backends/cpu/amx/tile_config.h"
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/ukr_prefetch.h"
 
 namespace tessera::cpu {
 namespace {
@@ -49,23 +50,10 @@ void configure(int rows) {
   amx::use_tile_config(want);
 }
 
-// Lines [pf_begin, pf_end) of the caller's prefetch block (UkrArgs::pf_*), `count` per K step.
-struct Prefetch {
-  int line, end, per_step;
-  explicit Prefetch(const UkrArgs& p, int steps)
-      : line(p.pf_begin), end(p.pf_end), per_step(p.pf_end > p.pf_begin ? (p.pf_end - p.pf_begin + steps - 1) / steps : 0) {}
-  void run(const UkrArgs& p) {
-    for (int i = 0; i < per_step && line < end; ++i, ++line) {
-      const int row = line / p.pf_row_lines, in_row = line - row * p.pf_row_lines;
-      __builtin_prefetch(p.pf_base + int64_t(row) * p.pf_row_stride + int64_t(in_row) * 64, 0, 3);
-    }
-  }
-};
-
 // K values [k0, k1) (multiples of 32) of the a-panel (RT row tiles) against NT column tiles, added to
 // the C tiles.
 template <int RT, int NT>
-inline void k_steps(const UkrArgs& p, int k0, int k1, Prefetch& pf) {
+inline void k_steps(const UkrArgs& p, int k0, int k1, UkrPrefetcher& pf) {
   const char* a = static_cast<const char*>(p.a);
   const int64_t a_group = int64_t(16) * p.kc * 2;  // bytes of one 16-row group (tile order)
   const char* b = static_cast<const char*>(p.b);
@@ -82,7 +70,7 @@ inline void k_steps(const UkrArgs& p, int k0, int k1, Prefetch& pf) {
       _tile_dpbf16ps(2, 5, 6);
       if (NT == 2) _tile_dpbf16ps(3, 5, 7);
     }
-    pf.run(p);
+    if (pf.per_step) pf.run(p, pf.per_step);
   }
 }
 
@@ -141,8 +129,7 @@ inline void fold(const UkrArgs& p, const float* t, int g, float* acc) {
 
 template <int RT, int NT>
 void ukr_tiles(const UkrArgs& p) {
-  const int steps = p.kc / 32;
-  Prefetch pf(p, steps > 0 ? steps : 1);
+  UkrPrefetcher pf(p);  // the caller's next lines, spread over the K loop
   const bool scaled = p.row_scale != nullptr || p.col_scale != nullptr;
   if (!scaled) {
     if (p.accumulate) {
