@@ -29,7 +29,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 
 #include "backends/cpu/amx/tile_config.h"
 #include "backends/cpu/avx512bf16/fp8_convert.h"
@@ -50,7 +49,8 @@ void configure(int mp) {
   TileConfig want;
   std::memset(&want, 0, sizeof(want));
   want.palette = 1;
-  for (int t : {0, 2, 3, 4, 5}) want.rows[t] = kRows;
+  const int used[] = {0, 2, 3, 4, 5};  // a plain array: no <initializer_list> in ISA files (rule 1)
+  for (int t : used) want.rows[t] = kRows;
   want.colsb[0] = uint16_t(mp * 4);                  // 16 rows x mp fp32
   want.colsb[2] = want.colsb[3] = 64;                // 16 rows x 32 bf16
   want.colsb[4] = want.colsb[5] = uint16_t(mp * 4);  // 16 K pairs x mp columns
