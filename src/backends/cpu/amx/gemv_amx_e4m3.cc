@@ -8,7 +8,11 @@
 // of its K steps after each converted row), so the tile unit works while the vector unit converts.
 // Each row's piece of the unit kPrefetchUnits later is prefetched as the row is converted: 16 rows
 // side by side in short pieces are too many streams for the hardware prefetcher (M=4, N=4096,
-// K=7168, 2 threads from DRAM: 1.78 -> 1.38-1.43 ms; 1 unit ahead 1.43, 2 1.38, 4 1.46-1.53).
+// K=7168, 2 threads from DRAM: 1.78 -> 1.38-1.43 ms; 1 unit ahead 1.43, 2 1.38, 4 1.46-1.53). The
+// lines go to L2, not L1: two units of weights in L1 beside the two 16 KiB staging buffers evicted
+// those (weights in L2, no tiles: conversion 357 -> 240 ns per unit), and from DRAM, M=4, 2 threads,
+// GB/s, L1 -> L2: N=32768 K=512 13.8-14.5 -> 17.3-18.7, N=24576 K=1536 15.8-16.4 -> 19.0-19.5,
+// N=4096 K=7168 17.6-19.8 -> 20.0-21.9.
 //
 // Why not the 48-row tile GEMV of gemv_amx.cc for e4m3: it staged 48 rows x 1024 values in natural
 // order (96 KiB: L2) with the 4-permute conversion, after which the tiles ran; M=5..8 took 1.7-2.2x
@@ -88,7 +92,7 @@ inline void stage_row(const avx512bf16::E4m3Tables& t, const char* row, int64_t 
   __m512i even, odd;
   int64_t kk = 0;
   for (; kk < full; kk += 64, out += 1024) {
-    _mm_prefetch(pf + kk, _MM_HINT_T0);
+    _mm_prefetch(pf + kk, _MM_HINT_T2);
     avx512bf16::e4m3x64_to_bf16_lanes(t, _mm512_loadu_si512(src + kk), &even, &odd);
     _mm512_store_si512(out, even);
     _mm512_store_si512(out + 512, odd);
@@ -165,9 +169,17 @@ class BlockRunner {
  private:
   void begin_block(const Unit& u) {
     for (auto& v : sum_) v = _mm512_setzero_ps();
-    alignas(64) int32_t idx[kRows];
-    for (int r = 0; r < kRows; ++r)
-      idx[r] = p_.w_scale && r < u.rows ? int32_t((p_.w_row0 + p_.n0 + u.row0 + r) / p_.w_scale_rows) : 0;
+    // Each row's weight-scale row, with one division per block instead of one per row: at short K a
+    // block is one unit (M=4 N=1792 K=512, weights in L2, 1 thread: 58-59 -> 54-57 us).
+    alignas(64) int32_t idx[kRows] = {};
+    if (p_.w_scale) {
+      const int64_t first = p_.w_row0 + p_.n0 + u.row0;
+      int64_t q = first / p_.w_scale_rows, rem = first - q * p_.w_scale_rows;
+      for (int r = 0; r < u.rows; ++r) {
+        idx[r] = int32_t(q);
+        if (++rem == p_.w_scale_rows) rem = 0, ++q;
+      }
+    }
     scale_rows_ = _mm512_load_si512(idx);
     group_ = 0;
     fold_at_ = p_.group < k_pad_ ? p_.group : k_pad_;
