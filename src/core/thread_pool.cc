@@ -19,6 +19,7 @@ namespace tessera {
 namespace {
 
 thread_local bool t_in_region = false;
+std::atomic<uint64_t> g_region_epoch{0};
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -63,6 +64,7 @@ class Pool {
   void run(const std::function<void(int, int)>& fn, int max_threads) {
     int active = size_;
     if (max_threads > 0 && max_threads < active) active = max_threads;
+    if (!t_in_region) g_region_epoch.fetch_add(1, std::memory_order_relaxed);  // before any work runs
     std::unique_lock<std::mutex> lock(run_mutex_, std::try_to_lock);
     // Nested call, single thread, or another caller owns the pool: run inline.
     if (t_in_region || active <= 1 || !lock.owns_lock()) {
@@ -176,6 +178,7 @@ Pool& pool() {
 int num_threads() { return pool().size(); }
 void set_num_threads(int n) { pool().resize(n); }
 bool in_parallel_region() { return t_in_region; }
+uint64_t parallel_region_epoch() { return g_region_epoch.load(std::memory_order_relaxed); }
 
 void parallel_run(const std::function<void(int, int)>& fn, int max_threads) { pool().run(fn, max_threads); }
 

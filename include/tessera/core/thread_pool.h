@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "tessera/core/parallel_region.h"
+
 namespace tessera {
 
 // Number of threads used by parallel_for (default: the logical CPUs available to the process,
@@ -27,8 +29,5 @@ void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 // fn(i0, i1) for every cell of an n0 x n1 tile space, cells handed out in row-major order in static
 // contiguous chunks (consecutive cells of one thread share i0 when possible).
 void parallel_for_2d(int64_t n0, int64_t n1, const std::function<void(int64_t, int64_t)>& fn);
-
-// True inside a worker of a parallel region (nested parallel calls then run inline).
-bool in_parallel_region();
 
 }  // namespace tessera

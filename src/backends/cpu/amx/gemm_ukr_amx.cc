@@ -37,7 +37,7 @@ namespace {
 using amx::TileConfig;
 
 // Configuration for a call whose a-panel has `rows` valid rows (1..32).
-void configure(int rows) {
+TileConfig make_config(int rows) {
   TileConfig want;
   std::memset(&want, 0, sizeof(want));
   want.palette = 1;
@@ -47,7 +47,20 @@ void configure(int rows) {
   want.rows[2] = want.rows[3] = want.rows[5] = uint8_t(bottom);
   want.rows[6] = want.rows[7] = 16;
   if (bottom == 0) want.colsb[2] = want.colsb[3] = want.colsb[5] = 0;  // unused: unconfigured
-  amx::use_tile_config(want);
+  return want;
+}
+
+// The configurations are built once: one built on the stack at every call was read back before its
+// byte stores had reached the cache (a failed store forward), which waited for every older store,
+// among them the previous call's C-tile stores and so its whole chain of tile products.
+void configure(int rows) {
+  static const struct Table {
+    TileConfig config[33];
+    Table() {
+      for (int r = 1; r <= 32; ++r) config[r] = make_config(r);
+    }
+  } table;
+  amx::use_tile_config(table.config[rows]);
 }
 
 // K values [k0, k1) (multiples of 32) of the a-panel (RT row tiles) against NT column tiles, added to

@@ -18,7 +18,7 @@ double amx_bf16_loop(int64_t iters, float* sink) {
   std::memset(&cfg, 0, sizeof(cfg));
   cfg.palette = 1;
   for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-  _tile_loadconfig(&cfg);
+  amx::use_tile_config(cfg);
   // Operands from *sink (a run-time value) so nothing folds; bf16 bits of (seed + 1.5) and of +-0.5.
   const float seed = *static_cast<volatile float*>(sink) + 1.5f;
   unsigned int bits;
@@ -44,7 +44,7 @@ double amx_bf16_loop(int64_t iters, float* sink) {
   }
   alignas(64) float c[16 * 16];
   _tile_stored(0, c, 64);
-  _tile_release();
+  amx::release_tiles();
   *sink = c[0];
   return double(iters) * 4 * 16 * 16 * 32 * 2;  // 4 tiles x 16 x 16 outputs x 32 products x 2 flops
 }

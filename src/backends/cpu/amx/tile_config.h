@@ -1,5 +1,5 @@
-// The 64-byte operand of ldtilecfg / sttilecfg (palette 1), shared by this folder's files. Like
-// avx512bf16/fp8_convert.h, private to the folder: its one function is static (backends/cpu/README.md).
+// The 64-byte operand of ldtilecfg / sttilecfg (palette 1), shared by this folder's files, and the
+// calls that set a thread's tile configuration. Private to the folder.
 #pragma once
 
 #include <immintrin.h>
@@ -17,13 +17,10 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64, "ldtilecfg reads 64 bytes");
 
-// Makes `want` the calling thread's tile configuration. Reading the current one back costs ~17 cycles,
-// loading one ~160 (and zeroes every tile), so it is loaded only when it differs: other code in the
-// process (oneDNN, say) may have configured tiles its own way since this thread's last call.
-static inline void use_tile_config(const TileConfig& want) {
-  TileConfig have;
-  _tile_storeconfig(&have);
-  if (memcmp(&have, &want, sizeof(want)) != 0) _tile_loadconfig(&want);
-}
+// Makes `want` the calling thread's tile configuration (tile_config.cc).
+void use_tile_config(const TileConfig& want);
+
+// Releases the calling thread's tiles (tilerelease) and forgets its configuration.
+void release_tiles();
 
 }  // namespace tessera::cpu::amx
