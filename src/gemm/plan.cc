@@ -22,12 +22,13 @@ int env_int(const char* name, int fallback) {
 // 0.34 cycle (~22 units), row interleave from an MN-contiguous source 0.24 (~16); a-side fp8 -> bf16
 // conversion ~0.1 (~7); bf16 K-contiguous a-side is read in place (0); MN-contiguous a-side (zip and
 // transpose) ~0.4 (~26).
+constexpr double kConvertUnits = 7.0;  // one pass that reads an a-side value and writes it in another form
 double b_pack_units(const cpu::GemmSrc& s) {
   return s.stride_k == 1 ? 22.0 : 16.0;
 }
 double a_prep_units(const cpu::GemmSrc& s) {
   if (s.stride_k != 1) return 26.0;
-  return s.type == cpu::GemmSrcType::kBF16 ? 0.0 : 7.0;
+  return s.type == cpu::GemmSrcType::kBF16 ? 0.0 : kConvertUnits;
 }
 
 struct Choice {
@@ -171,11 +172,27 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   // every thread prepare (or read) the whole a-side, splitting x makes every thread pack the whole b-side.
   // A side needs >= threads panels. (Measured: M=128, N=576, K=7168 bf16 with 8x48 tiles split y into
   // 3 panels, 2 + 1, and ran at 658 GFLOP/s; split x, 931.)
+  // A set that copies every a-panel (amx) pays for that copy like a conversion, bf16 read along K
+  // included. Every a-block of a thread reads the thread's packed b-side again; splitting x gives every
+  // thread the whole b-side, so `threads` copies of it compete for the shared cache, and past its budget
+  // those reads come from DRAM. Measured (amx, bf16, 2 threads, alternating pairs, ms, split y vs x):
+  // M=64 N=576 K=7168 1.44-1.56 vs 1.24, M=128 1.22-2.54 vs 1.12-2.39 (now x: the copy); M=1024 N=4096
+  // K=7168 68-120 vs 147-152, N=2112 71-75 vs 76-82 (stay y: 29 MiB of b-sides); M=1024 N=7168 K=2048
+  // 29-62 vs 25-54 (stays x).
+  const int64_t mc = round_up(env_int("TESSERA_GEMM_MC", 256), mr);
+  const double a_copy_units = ks.copies_a ? kConvertUnits : 0.0;
   const int64_t x_panels = (plan.x + mr - 1) / mr, y_panels = (plan.y + nr - 1) / nr;
-  const double dup_if_split_y = double(plan.x) * std::max(2.0, a_prep_units(xs));
+  const int64_t x_share = (x_panels + threads - 1) / threads, y_share = (y_panels + threads - 1) / threads;
+  const int64_t nc = block_cols(plan.y, nr);
+  const double block_bytes = double(plan.k_pad) * ks.elem_bytes;  // per b-side column
+  const double reread_if_split_y = double(y_share * nr) * ks.elem_bytes * double((plan.x + mc - 1) / mc) *
+                                   read_units(double(std::min(y_share * nr, nc)) * threads * block_bytes, false);
+  const double reread_if_split_x = double(plan.y) * ks.elem_bytes * double((x_share * mr + mc - 1) / mc) *
+                                   read_units(double(std::min(plan.y, nc)) * threads * block_bytes, false);
+  const double dup_if_split_y = double(plan.x) * std::max({2.0, a_prep_units(xs), a_copy_units});
   const double dup_if_split_x = double(plan.y) * b_pack_units(ys);
-  const double time_if_split_y = double(plan.x) * nr * double((y_panels + threads - 1) / threads) + dup_if_split_y;
-  const double time_if_split_x = double(plan.y) * mr * double((x_panels + threads - 1) / threads) + dup_if_split_x;
+  const double time_if_split_y = double(plan.x) * nr * double(y_share) + dup_if_split_y + reread_if_split_y;
+  const double time_if_split_x = double(plan.y) * mr * double(x_share) + dup_if_split_x + reread_if_split_x;
   if (y_panels < threads) {
     plan.split_y = false;
   } else if (x_panels < threads) {
@@ -183,8 +200,8 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   } else {
     plan.split_y = time_if_split_y <= time_if_split_x;
   }
+  if (const char* v = std::getenv("TESSERA_GEMM_SPLIT"); v && (*v == 'x' || *v == 'y')) plan.split_y = *v == 'y';
 
-  const int64_t nc = block_cols(plan.y, nr);
   plan.nc = int(round_up(env_int("TESSERA_GEMM_NC", int(nc)), nr));
   // Panel-outer (each a-panel meets the whole b-block, the next a-panel prefetched meanwhile; packed.cc)
   // when the a-side is converted, or read in place with K at most two chunks: there BLIS order starts
@@ -196,7 +213,7 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
                      int64_t(plan.nc) * plan.kc * ks.elem_bytes <= (512 << 10);
   if (const char* v = std::getenv("TESSERA_GEMM_PANEL_OUTER")) plan.panel_outer = *v == '1';
   // MC: the a-side chunk (mc x kc) stays in L2 while the block's b-panels pass over it.
-  plan.mc = int(round_up(env_int("TESSERA_GEMM_MC", 256), mr));
+  plan.mc = int(mc);
   // Panel-outer converts into two a-panel buffers in the mc x kc a-buffer, BLIS order into the block
   // itself; TESSERA_GEMM_FUSED_CONVERT=0 turns the fusion off.
   plan.fused_convert = ks.fuses_e4m3_convert && plan.lane_order && xs.type == cpu::GemmSrcType::kE4M3 &&
