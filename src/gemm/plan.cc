@@ -178,7 +178,7 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   // those reads come from DRAM. Measured (amx, bf16, 2 threads, alternating pairs, ms, split y vs x):
   // M=64 N=576 K=7168 1.44-1.56 vs 1.24, M=128 1.22-2.54 vs 1.12-2.39 (now x: the copy); M=1024 N=4096
   // K=7168 68-120 vs 147-152, N=2112 71-75 vs 76-82 (stay y: 29 MiB of b-sides); M=1024 N=7168 K=2048
-  // 29-62 vs 25-54 (stays x).
+  // (now x) mixed: y faster in 4 of 7 pairs by 2-27%, x in 3 by 13-45%.
   const int64_t mc = round_up(env_int("TESSERA_GEMM_MC", 256), mr);
   const double a_copy_units = ks.copies_a ? kConvertUnits : 0.0;
   const int64_t x_panels = (plan.x + mr - 1) / mr, y_panels = (plan.y + nr - 1) / nr;
