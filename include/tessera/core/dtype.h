@@ -9,7 +9,7 @@
 //                                   element 2i in the low nibble, 2i+1 in the high nibble
 //   ue8m0         0-8-0,  bias 127, unsigned power of two 2^(e-127); 0xFF = NaN; no zero
 //
-// Conversions from f32 round to nearest, ties to even, and match ml_dtypes 0.6 bit for bit on every
+// Conversions from f32 round to nearest, ties to even, and match ml_dtypes 0.7 bit for bit on every
 // non-NaN input (tests/python/test_dtypes.py checks this). Out-of-range behaviour:
 //   bf16, f16, e5m2: overflow -> +-inf.            e4m3fn: overflow or inf -> NaN (non-saturating);
 //   e2m1: overflow or inf -> +-6 (saturating).     ue8m0: see f32_to_ue8m0.
@@ -164,7 +164,7 @@ inline uint8_t f32_to_ue8m0(float x) {
   const uint32_t u = f32_bits(x);
   if ((u >> 31) || u == 0 || u >= 0x7F800000u) return 0xFF;
   uint32_t e = u >> 23;
-  if (e == 0) return u > 0x00400000u ? 1 : 0;  // f32 subnormals: ml_dtypes' rule, checked exhaustively
+  if (e == 0) return u >= 0x00600000u ? 1 : 0;  // f32 subnormals: 1.5 * 2^-127 and above round up
   if (u & 0x400000u) ++e;                          // mantissa >= 0.5 rounds up
   return e >= 0xFF ? 0xFF : uint8_t(e);
 }

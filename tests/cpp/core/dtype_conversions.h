@@ -77,12 +77,12 @@ inline uint32_t e2m1_deepgemm(float x) {
 }
 
 // Nearest power of two, ties (1.5 * 2^e) up; NaN, inf, zero, negatives and results above 2^127 -> 0xFF.
-// f32 subnormal inputs follow ml_dtypes 0.6 (stated in dtype.cc, measured there): anything above 2^-127
-// gives 2^-126 (code 1), the rest 2^-127 (code 0).
+// f32 subnormal inputs follow the same rule (as ml_dtypes >= 0.7 does; 0.6 sent everything above 2^-127
+// to 2^-126): 1.5 * 2^-127 and above give 2^-126 (code 1), the rest 2^-127 (code 0).
 inline uint32_t ue8m0(float x) {
   if (std::isnan(x) || std::isinf(x) || x <= 0 || std::signbit(x)) return 0xFF;
   const double a = double(x);
-  if (a < std::ldexp(1.0, -126)) return a > std::ldexp(1.0, -127) ? 1 : 0;
+  if (a < std::ldexp(1.0, -126)) return a >= 1.5 * std::ldexp(1.0, -127) ? 1 : 0;
   int e;
   const double f = std::frexp(a, &e);  // a = (2f) * 2^(e-1), 2f in [1, 2)
   const int exponent = (2 * f >= 1.5) ? e : e - 1;
