@@ -1,11 +1,13 @@
 // Shared helpers of the C++ tests: seeded random inputs, float64 reference math, poisoned buffers,
-// error expectations, first-mismatch reports and scoped settings (ISA cap, thread count).
+// error expectations, first-mismatch reports and scoped settings (ISA cap, thread count,
+// environment variables).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -177,6 +179,31 @@ class NumThreadsScope {
 
  private:
   int saved_;
+};
+
+// Sets environment variable `name` for the scope (tuning overrides read on every call) and restores
+// its previous value, or its absence, afterwards.
+class EnvScope {
+ public:
+  EnvScope(const char* name, const std::string& value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_old_ = old != nullptr;
+    if (had_old_) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~EnvScope() {
+    if (had_old_) {
+      setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_old_ = false;
 };
 
 inline std::vector<Isa> all_isas() {

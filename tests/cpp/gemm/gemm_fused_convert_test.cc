@@ -5,22 +5,11 @@
 // chunk converts separately), few panels, and 1 or 2 threads.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "gemm/gemm_cases.h"
 #include "gemm/plan.h"
 
 namespace tessera::test {
 namespace {
-
-// Sets TESSERA_GEMM_FUSED_CONVERT for the scope (plans read it on every call).
-class FusedConvertScope {
- public:
-  explicit FusedConvertScope(bool on) { setenv("TESSERA_GEMM_FUSED_CONVERT", on ? "1" : "0", 1); }
-  ~FusedConvertScope() { unsetenv("TESSERA_GEMM_FUSED_CONVERT"); }
-  FusedConvertScope(const FusedConvertScope&) = delete;
-  FusedConvertScope& operator=(const FusedConvertScope&) = delete;
-};
 
 // clang-format off
 const GemmShape kShapes[] = {
@@ -49,7 +38,7 @@ TEST(GemmFusedConvert, PlanFusesAnE4m3Aside) {
   const gemm::PackedPlan blis = gemm::make_packed_plan(p, *ks, 2);
   EXPECT_TRUE(!blis.panel_outer && blis.fused_convert) << blis.describe();
   {
-    FusedConvertScope off(false);
+    EnvScope off("TESSERA_GEMM_FUSED_CONVERT", "0");
     EXPECT_FALSE(gemm::make_packed_plan(p, *ks, 2).fused_convert);
   }
   p.a.type = p.b.type = cpu::GemmSrcType::kBF16;  // read in place: nothing to convert
@@ -67,13 +56,13 @@ TEST(GemmFusedConvert, SameBitsAsTheSeparateConversion) {
         NumThreadsScope scope(threads);
         std::vector<uint8_t> fused, separate;
         {
-          FusedConvertScope on(true);
+          EnvScope on("TESSERA_GEMM_FUSED_CONVERT", "1");
           g.run();
           ASSERT_TRUE(g.check()) << recipe << ", " << threads << " threads";
           fused = g.d.storage;
         }
         {
-          FusedConvertScope off(false);
+          EnvScope off("TESSERA_GEMM_FUSED_CONVERT", "0");
           g.run();
           separate = g.d.storage;
         }

@@ -3,22 +3,11 @@
 // way, so both splits must give the same bits, and TESSERA_GEMM_SPLIT=x|y must override the choice.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "gemm/gemm_cases.h"
 #include "gemm/plan.h"
 
 namespace tessera::test {
 namespace {
-
-// Sets TESSERA_GEMM_SPLIT for the scope (plans read it on every call).
-class SplitScope {
- public:
-  explicit SplitScope(const char* side) { setenv("TESSERA_GEMM_SPLIT", side, 1); }
-  ~SplitScope() { unsetenv("TESSERA_GEMM_SPLIT"); }
-  SplitScope(const SplitScope&) = delete;
-  SplitScope& operator=(const SplitScope&) = delete;
-};
 
 gemm::GemmProblem bf16_nt(int64_t m, int64_t n, int64_t k) {
   gemm::GemmProblem p;
@@ -33,11 +22,11 @@ TEST(GemmSplit, EnvironmentOverridesTheSplit) {
   if (ks == nullptr || !isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "no avx512bf16 kernel set here";
   const gemm::GemmProblem p = bf16_nt(256, 4096, 2048);
   {
-    SplitScope x("x");
+    EnvScope x("TESSERA_GEMM_SPLIT", "x");
     EXPECT_FALSE(gemm::make_packed_plan(p, *ks, 2).split_y);
   }
   {
-    SplitScope y("y");
+    EnvScope y("TESSERA_GEMM_SPLIT", "y");
     EXPECT_TRUE(gemm::make_packed_plan(p, *ks, 2).split_y);
   }
 }
@@ -75,13 +64,13 @@ TEST(GemmSplit, SameBitsForEitherSplit) {
       NumThreadsScope threads(2);
       std::vector<uint8_t> split_x;
       {
-        SplitScope x("x");
+        EnvScope x("TESSERA_GEMM_SPLIT", "x");
         g.run();
         ASSERT_TRUE(g.check()) << g.what;
         split_x = g.d.storage;
       }
       {
-        SplitScope y("y");
+        EnvScope y("TESSERA_GEMM_SPLIT", "y");
         g.run();
         ASSERT_TRUE(g.check()) << g.what;
       }

@@ -19,28 +19,20 @@ namespace {
 // Points XDG_CACHE_HOME at a fresh temporary folder for the test's lifetime.
 class TempCacheHome {
  public:
-  TempCacheHome() {
-    char tmpl[] = "/tmp/tessera_limits_test_XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    const char* old = std::getenv("XDG_CACHE_HOME");
-    had_old_ = old != nullptr;
-    if (had_old_) old_ = old;
-    setenv("XDG_CACHE_HOME", dir_.c_str(), 1);
-  }
+  TempCacheHome() : dir_(make_dir()), env_("XDG_CACHE_HOME", dir_) {}
   ~TempCacheHome() {
-    if (had_old_) {
-      setenv("XDG_CACHE_HOME", old_.c_str(), 1);
-    } else {
-      unsetenv("XDG_CACHE_HOME");
-    }
     std::string cmd = "rm -rf '" + dir_ + "'";
     EXPECT_EQ(std::system(cmd.c_str()), 0);
   }
   const std::string& dir() const { return dir_; }
 
  private:
-  std::string dir_, old_;
-  bool had_old_ = false;
+  static std::string make_dir() {
+    char tmpl[] = "/tmp/tessera_limits_test_XXXXXX";
+    return mkdtemp(tmpl);
+  }
+  std::string dir_;
+  EnvScope env_;
 };
 
 std::string read_file(const std::string& path) {
