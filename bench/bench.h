@@ -31,6 +31,8 @@ struct Row {
   double time_ms = kNotAvailable, gflops = kNotAvailable, gbps = kNotAvailable;
   double pct_of_limit = kNotAvailable;
   std::string limit_name;              // which MachineLimits figure pct_of_limit divides by
+  double limit_value = kNotAvailable;  // that figure, where it was measured right after the row
+  double pct_of_start_limit = kNotAvailable;  // the same throughput over the figure of the run's start
   // The highest pct_of_limit an ideal implementation of this case reaches, when it is below 100%
   // (ep dispatch: the rank's own tokens are copied too but not counted; NaN: no such bound).
   double pct_ceiling = kNotAvailable;
@@ -63,6 +65,7 @@ void print_json(std::FILE* out, const std::vector<Row>& rows);
 struct GeoMeans {
   int rows = 0;
   double pct_of_limit = kNotAvailable, peer_ratio = kNotAvailable, openblas_ratio = kNotAvailable;
+  double pct_of_start_limit = kNotAvailable;
 };
 GeoMeans geo_means(const std::vector<const Row*>& rows);
 // "1.23x" or "n/a"; "45.6%" or "n/a".

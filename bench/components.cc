@@ -28,7 +28,9 @@ Columns:
   GFLOP/s = 2MNK / time;  GB/s = bytes of A, B (+ scales) and D / time
   %limit  = M <= 4: weight bytes (B and its scales) per second / DRAM read GB/s measured right after
             the row (tessera info's loop; the figure drifts on a shared machine)
-            M >= 64: GFLOP/s / bf16_peak_gflops (all threads; see `tessera info`)
+            M >= 64: GFLOP/s / bf16_peak_gflops (all threads, the loop of `tessera info`) measured
+            right after the row: on a shared host the AMX tile rate moved 2x-3.5x within minutes.
+            The target lines also give the geometric mean over the limits measured at the start.
   peer    = oneDNN bf16 matmul (bf16_gemm_nt), or dequantise A and B to bf16 with their scales and
             then oneDNN bf16 matmul, both steps timed (fp8_gemm_nt)
   xpeer   = peer time / our time (> 1: we are faster); xOpenBLAS the same for cblas_sgemm on fp32
@@ -43,7 +45,7 @@ about 20 rows), m_grouped_fp8_fp4_masked (FP8 x FP4 weights, 1 and 4 rows per gr
   --full adds 4 x 1024 (7168x3072), 8 x 512 psum (6144x2048), 6 x 192 masked, 8 x 64 FP8 x FP4.
   M       = rows multiplied (sum over groups); GFLOP/s = 2MNK / time
   %limit  = decode: FP4 weight bytes (packed) per second / DRAM read GB/s measured right after the
-            row; else GFLOP/s / bf16 peak
+            row; else GFLOP/s / bf16 peak measured right after the row
   peer    = tessera's dense GEMM doing the same work in the same run: one GEMM over all M rows
             (contiguous layouts; timed call i uses group i % G's weights, so they come from DRAM as
             the grouped call's do) or one GEMM per group (masked: each group has its own weights);
@@ -65,8 +67,8 @@ Every result is checked first (GEMM: against tessera's library GEMM within one b
 against float64 on samples); then a warm-up and timed calls; the median is reported.
 
 Columns: GFLOP/s (GEMM, attention) or GB/s (add: bytes of A, B and C; GEMV: weight bytes);
-%limit = of bf16_peak_gflops, or of the DRAM copy (add) or read (GEMV) bandwidth measured right after
-the row;
+%limit = of bf16_peak_gflops, or of the DRAM copy (add) or read (GEMV) bandwidth, each measured right
+after the row;
 peer = tessera's library bf16_gemm_nt on the same operands (xpeer = library time / tl time); for add
 and GEMV the peer is the memory itself, measured in this run: a parallel memcpy (add) or a parallel
 read-only sum (GEMV weights), xpeer = our GB/s / its GB/s (so a shared machine shows in both).

@@ -33,16 +33,18 @@ std::string format_pct(double pct) {
 }
 
 GeoMeans geo_means(const std::vector<const Row*>& rows) {
-  std::vector<double> pct, peer, blas;
+  std::vector<double> pct, start_pct, peer, blas;
   GeoMeans g;
   for (const Row* r : rows) {
     if (!r->ok()) continue;
     ++g.rows;
     if (std::isfinite(r->pct_of_limit) && r->pct_of_limit > 0) pct.push_back(r->pct_of_limit);
+    if (std::isfinite(r->pct_of_start_limit) && r->pct_of_start_limit > 0) start_pct.push_back(r->pct_of_start_limit);
     if (std::isfinite(r->peer_ratio) && r->peer_ratio > 0) peer.push_back(r->peer_ratio);
     if (std::isfinite(r->openblas_ratio) && r->openblas_ratio > 0) blas.push_back(r->openblas_ratio);
   }
   g.pct_of_limit = geo_mean(pct);
+  g.pct_of_start_limit = geo_mean(start_pct);
   g.peer_ratio = geo_mean(peer);
   g.openblas_ratio = geo_mean(blas);
   return g;
@@ -81,6 +83,7 @@ void print_json(std::FILE* out, const std::vector<Row>& rows) {
     o.add("component", r.component).add("op", r.op).add("m", r.m).add("n", r.n).add("k", r.k);
     o.add("status", r.status).add("time_ms", r.time_ms).add("gflops", r.gflops).add("gbps", r.gbps);
     o.add("pct_of_limit", r.pct_of_limit).add("pct_ceiling", r.pct_ceiling).add("limit_name", r.limit_name);
+    o.add("limit_value", r.limit_value).add("pct_of_start_limit", r.pct_of_start_limit);
     o.add("check_error", r.check_error);
     if (r.peer.empty()) {
       o.add_null("peer");

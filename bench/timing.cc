@@ -39,4 +39,8 @@ double dram_copy_gbps_now() {
   return measure_dram_copy_gbps();
 }
 
+double bf16_peak_gflops_now() {
+  return measure_bf16_peak_gflops();
+}
+
 }  // namespace tessera::bench

@@ -25,5 +25,7 @@ void settle_threads();
 double dram_read_gbps_now();
 // The same for the DRAM copy bandwidth (bytes read + written), for rows that read and write.
 double dram_copy_gbps_now();
+// The all-thread bf16 peak (GFLOP/s) measured now, for a compute-bound row (about 0.2 s).
+double bf16_peak_gflops_now();
 
 }  // namespace tessera::bench

@@ -37,8 +37,8 @@ about 0.3 s); medians reported.
   GFLOP/s = 2 * rows * attended tokens * (d_qk + 512) / time
   GB/s    = (KV bytes of the attended tokens + Q + O) / time
   %limit  = GFLOP/s / bf16_peak_gflops when the case's flop/byte exceeds the machine balance
-            (bf16_peak_gflops / dram_read_gbps; every MLA decode shape with h_q >= 16 does), else
-            GB/s / dram_read_gbps
+            (bf16_peak_gflops / dram_read_gbps at the start; every MLA decode shape with h_q >= 16
+            does), else GB/s / dram_read_gbps; the limit is measured right after the row
   peer    = dequantise the attended tokens (plain loops), oneDNN bf16 S = Q.K^T, fp32 softmax, oneDNN
             O = P.V, per query group; xpeer = peer time / our time
 
@@ -49,6 +49,7 @@ MQA logits (tessera::attention, DeepGEMM's lightning indexer; H = 64, D = 128, F
 Columns: M = query tokens, N = keys (S_kv or context length), K = heads.
 Method: results checked first against float64 on sampled logits; then a warm-up and timed calls.
   GFLOP/s = 2 * H * D * (query, key) pairs in range / time;  %limit = GFLOP/s / bf16_peak_gflops
+            measured right after the row
   GB/s    = (q + kv + scales + weights + logits bytes) / time
   peer    = dequantise q and kv to bf16, oneDNN bf16 GEMM per block of 32 queries (all H heads against
             all keys, scores materialised), relu / weights / head sum in plain loops (prefill only)

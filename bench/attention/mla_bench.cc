@@ -9,6 +9,7 @@
 
 #include "attention/mla_peer.h"
 #include "attention/mla_problem.h"
+#include "limit_pct.h"
 #include "timing.h"
 
 namespace tessera::bench {
@@ -49,11 +50,9 @@ void run_case(const MlaCase& c, const MachineLimits& lim, Row* row) {
   row->gbps = p.bytes_read() / seconds * 1e-9;
   const double balance = lim.bf16_peak_gflops / lim.dram_read_gbps;
   if (p.flops() / p.bytes_read() >= balance) {
-    row->pct_of_limit = 100.0 * row->gflops / lim.bf16_peak_gflops;
-    row->limit_name = "bf16_peak_gflops";
+    set_bf16_peak_pct(row, lim);
   } else {
-    row->pct_of_limit = 100.0 * row->gbps / lim.dram_read_gbps;
-    row->limit_name = "dram_read_gbps";
+    set_dram_read_pct(row, row->gbps, lim);
   }
   if (!MlaPeer::available()) return;
   row->peer = "dequant+oneDNN";

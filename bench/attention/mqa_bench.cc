@@ -9,6 +9,7 @@
 #include <exception>
 #include <string>
 
+#include "limit_pct.h"
 #include "peers/onednn_matmul.h"
 #include "random_fill.h"
 #include "tessera/attention/mqa_logits.h"
@@ -131,8 +132,7 @@ class MqaBench {
     row->time_ms = ms;
     row->gflops = flops / (ms * 1e-3) * 1e-9;
     row->gbps = bytes / (ms * 1e-3) * 1e-9;
-    row->pct_of_limit = 100.0 * row->gflops / lim_.bf16_peak_gflops;
-    row->limit_name = "bf16_peak_gflops";
+    set_bf16_peak_pct(row, lim_);
   }
 
   // The peer's scores for query rows [q0, q1) against all keys [0, keys): dequantise to bf16 (the

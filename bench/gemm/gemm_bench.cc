@@ -14,6 +14,7 @@
 #include "gemm/gemm_cases.h"
 #include "gemm/gemm_check.h"
 #include "gemm/gemm_operands.h"
+#include "limit_pct.h"
 #include "peers/fp8_dequant.h"
 #include "peers/onednn_matmul.h"
 #include "peers/openblas_sgemm.h"
@@ -159,11 +160,9 @@ class GemmBench {
     row->gflops = 2.0 * double(m) * double(n) * double(k) / seconds * 1e-9;
     row->gbps = double(a.bytes() + b0.bytes() + 2 * m * n) / seconds * 1e-9;
     if (decode) {
-      row->pct_of_limit = 100.0 * double(b0.bytes()) / seconds * 1e-9 / dram_read_gbps_now();
-      row->limit_name = "dram_read_gbps";
+      set_dram_read_pct(row, double(b0.bytes()) / seconds * 1e-9, lim_);
     } else {
-      row->pct_of_limit = 100.0 * row->gflops / lim_.bf16_peak_gflops;
-      row->limit_name = "bf16_peak_gflops";
+      set_bf16_peak_pct(row, lim_);
     }
 
     // ---- oneDNN (bf16), or dequantise + oneDNN (fp8) ----

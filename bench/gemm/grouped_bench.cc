@@ -8,6 +8,7 @@
 
 #include "gemm/gemm_bench.h"
 #include "gemm/grouped_runs.h"
+#include "limit_pct.h"
 #include "timing.h"
 
 namespace tessera::bench {
@@ -35,11 +36,9 @@ void run_case(const GroupedCase& c, const MachineLimits& limits, uint64_t seed, 
   row->gflops = 2.0 * double(run->valid_rows) * double(c.n) * double(c.k) / seconds * 1e-9;
   row->gbps = double(run->bytes) / seconds * 1e-9;
   if (is_decode(c)) {
-    row->pct_of_limit = 100.0 * double(run->weight_data_bytes) / seconds * 1e-9 / dram_read_gbps_now();
-    row->limit_name = "dram_read_gbps";
+    set_dram_read_pct(row, double(run->weight_data_bytes) / seconds * 1e-9, limits);
   } else {
-    row->pct_of_limit = 100.0 * row->gflops / limits.bf16_peak_gflops;
-    row->limit_name = "bf16_peak_gflops";
+    set_bf16_peak_pct(row, limits);
   }
 
   row->peer = run->peer;

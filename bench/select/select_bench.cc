@@ -7,6 +7,7 @@
 #include <exception>
 #include <string>
 
+#include "limit_pct.h"
 #include "random_fill.h"
 #include "select/select_peer.h"
 #include "tessera/core/dtype.h"
@@ -135,8 +136,7 @@ class SelectBench {
     const double bytes = double(batch_bytes) + double(c.rows * c.k) * ((idx64 ? 8 : 4) + (values ? es : 0));
     row->time_ms = ms;
     row->gbps = bytes / (ms * 1e-3) * 1e-9;
-    row->pct_of_limit = 100.0 * row->gbps / dram_read_gbps_now();
-    row->limit_name = "dram_read_gbps";
+    set_dram_read_pct(row, row->gbps, lim_);
 
     // ---- peer: nth_element + sort ----
     row->peer = "nth_element+sort";

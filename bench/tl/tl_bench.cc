@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "limit_pct.h"
 #include "random_fill.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/memory.h"
@@ -163,8 +164,7 @@ class TlBench {
     if (!checked(&row, bf16_mismatch(c.get(), d.get(), s * s, std::sqrt(double(s))))) return rows_.push_back(row);
     row.time_ms = time_median([&](int64_t) { k({av, bv, cv}); }).median_ms;
     row.gflops = 2.0 * double(s) * s * s / (row.time_ms * 1e-3) * 1e-9;
-    row.pct_of_limit = 100.0 * row.gflops / lim_.bf16_peak_gflops;
-    row.limit_name = "bf16_peak_gflops";
+    set_bf16_peak_pct(&row, lim_);
     row.peer = "tessera.gemm";
     row.peer_time_ms = time_median([&](int64_t) { gemm::bf16_gemm_nt(av, bv, dv); }).median_ms;
     row.peer_ratio = row.peer_time_ms / row.time_ms;
@@ -232,8 +232,7 @@ class TlBench {
     if (!checked(&row, worst)) return rows_.push_back(row);
     row.time_ms = time_median([&](int64_t) { k({wv, sv, xv, yv}); }).median_ms;
     row.gbps = double(n * kk) / (row.time_ms * 1e-3) * 1e-9;  // weight bytes
-    row.pct_of_limit = 100.0 * row.gbps / dram_read_gbps_now();
-    row.limit_name = "dram_read_gbps";
+    set_dram_read_pct(&row, row.gbps, lim_);
     row.peer = "read sum (now)";
     row.peer_ratio = row.gbps / parallel_read_gbps(w.get(), n * kk);
     rows_.push_back(row);

@@ -72,6 +72,11 @@ MachineLimits measure_machine_limits();
 double measure_dram_read_gbps();
 // The same for the DRAM copy figure (dram_copy_gbps: bytes read + written, non-temporal stores).
 double measure_dram_copy_gbps();
+// The all-thread bf16 peak (GFLOP/s), measured now with the loop behind bf16_peak_gflops (AMX tiles
+// where present, else vdpbf16ps, else fp32 FMA; about 0.2 s). On a shared host the tile rate moved
+// 2x within minutes, so benchmarks measure it next to each compute-bound case. Must not be called
+// from inside a parallel region.
+double measure_bf16_peak_gflops();
 
 // The cache file for the current key, and the read of it: false when it is missing, unreadable,
 // malformed or written for another key.

@@ -119,7 +119,7 @@ void measure_compute(cpu::ComputePeakFn fn, int threads, double* gflops_1t, doub
     *sink = 1.0f;
     return fn(iters, sink);
   };
-  *gflops_1t = median_rate(1, body) * 1e-9;
+  if (gflops_1t) *gflops_1t = median_rate(1, body) * 1e-9;  // null: the all-thread figure only
   *gflops_all = median_rate(threads, body) * 1e-9;
 }
 
@@ -235,6 +235,15 @@ double measure_dram_copy_gbps() {
   return measure_dram_now("measure_dram_copy_gbps", [](const cpu::StreamKernels& k, BandwidthBuffers& b, int t, int nt) {
     return copy_share(k, b, t, nt);
   });
+}
+
+double measure_bf16_peak_gflops() {
+  TESSERA_CHECK(!in_parallel_region(), "measure_bf16_peak_gflops: must not be called inside a parallel region");
+  const info::PeakLoops loops = info::select_peak_loops();
+  const cpu::ComputePeakFn fn = loops.bf16_amx ? loops.bf16_amx : loops.bf16_dot ? loops.bf16_dot : loops.f32_fma;
+  double gflops = 0;
+  measure_compute(fn, num_threads(), nullptr, &gflops);
+  return gflops;
 }
 
 MachineLimits measure_machine_limits() {

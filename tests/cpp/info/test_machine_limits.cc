@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -212,6 +213,17 @@ TEST(MachineLimitsMeasure, FiguresArePositiveAndConsistent) {
   }
   // An L2-resident copy is faster than a DRAM copy.
   EXPECT_GT(m.l2_copy_gbps_1t, m.dram_copy_gbps_1t);
+}
+
+// The figure benchmarks measure next to each compute-bound row uses the loop behind bf16_peak_gflops:
+// the AMX tile loop where there is one, which beats any vector loop by far.
+TEST(MachineLimitsMeasure, Bf16PeakNowUsesTheLimitsLoop) {
+  const double now = measure_bf16_peak_gflops();
+  std::printf("bf16 peak now: %.1f GFLOP/s\n", now);
+  EXPECT_TRUE(std::isfinite(now));
+  EXPECT_GT(now, 0.0);
+  const MachineLimits& m = machine_limits();
+  if (cpu_features().best >= Isa::kAmx) EXPECT_GT(now, 2.0 * m.bf16_vector_peak_gflops);
 }
 
 }  // namespace
