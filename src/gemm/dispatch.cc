@@ -75,11 +75,17 @@ bool gemv_fp4_applies(const GemmProblem& p) {
   return why == nullptr;
 }
 
-// Decode rows on AMX tiles (gemv_amx.cc, gemv_amx_e4m3.cc) where they beat the vector GEMV, measured on
-// an AMX Xeon (2 threads, weights from DRAM, ms, tiles vs vector): bf16 from M = 2 (N=4096 K=7168 M=2
-// 1.18 vs 1.42, M=4 1.18 vs 1.55; N=7168 K=2048 M=8 0.73 vs 1.39), not M = 1 (0.67 vs 0.59: one
-// weight row per output row, nothing for a tile to share); e4m3 from M = 4 (N=4096 K=7168 1.30-1.42
-// vs 1.61-1.83, N=7168 K=2048 0.82-0.86 vs 0.91-1.19). e4m3 M = 2 and 3 read two rows at a time on
+// Decode rows on AMX tiles (gemv_amx.cc, gemv_amx_e4m3.cc) where they beat the vector GEMV with the
+// weights streamed from DRAM, as a decode step streams them, measured on an AMX Xeon (2 threads, GB/s of
+// weights, medians of 30 calls alternating in one process over 1.5 GB of rotated weight copies,
+// 2026-12-01, tiles vs vector): bf16 from M = 5 (M=5 N=4096 K=7168 13.1 vs 11.9, M=6 12.4 vs 7.8 and
+// N=7168 K=2048 11.3 vs 10.7, M=8 15.0 vs 12.4). At M <= 4 the vector GEMV's sequential row streams
+// beat the tiles' 48 rows read side by side: M=4 N=4096 K=7168 12.4 vs 16.8, N=32768 K=512 7.2 vs 9.5,
+// N=24576 K=1536 10.1 vs 14.7, N=7168 K=2048 13.6 vs 17.4; M=3 N=24576 K=1536 10.3 vs 18.8; M=2
+// N=4096 K=7168 12.4 vs 17.8 (with L3-resident weights the tiles had won from M = 2: M=4 1.20 vs
+// 1.44 ms). M = 1 never (one weight row per output row, nothing for a tile to share). e4m3 from M = 4
+// (N=4096 K=7168 1.30-1.42 vs 1.61-1.83 ms, N=7168 K=2048 0.82-0.86 vs 0.91-1.19): its kernel stages
+// each row's 512-value pieces in turn and prefetches them. e4m3 M = 2 and 3 read two rows at a time on
 // the vector GEMV at about the tiles' speed (N=4096 K=7168 M=3 1.57-1.62 vs 1.32-1.63) or faster
 // (N=7168 K=2048 M=3 0.85-0.86 vs 0.93-0.97). Depends only on the problem, so the bits do not depend
 // on the thread count. TESSERA_GEMV_NO_AMX=1 keeps every row on the vector GEMV.
@@ -89,7 +95,7 @@ bool gemv_on_tiles(const GemmProblem& p) {
     return v && *v && *v != '0';
   }();
   if (off || int(active_isa()) < int(Isa::kAmx)) return false;
-  const bool tiles = p.m >= (p.b.type == cpu::GemmSrcType::kBF16 ? 2 : 4);
+  const bool tiles = p.m >= (p.b.type == cpu::GemmSrcType::kBF16 ? 5 : 4);
   note(p, "gemv_amx", tiles ? nullptr : "refused: the vector GEMV is as fast or faster at this M and weight type");
   return tiles;
 }

@@ -47,12 +47,12 @@ const DeterminismCase kCases[] = {
      {3, 151, 7168, kKm, kKm, 0, kF32, CMode::kNone}},
     {"fp8 decode gemv M=4, streamed weights in 4-row blocks and single rows", Family::kFp8Fp4, kE4m3,
      "fp8 token(1,128) x block(128,128) f32", Layout::kNT, {4, 301, 7168, kKm, kKm, 0, kF32, CMode::kNone}},
-    // On AMX machines every decode row above with M >= 2 takes the tile GEMVs (fp8: gemv_amx_e4m3.cc,
-    // K in pieces of 512 with a shorter last one, partial 16-row blocks); these two add bf16 rows past
-    // a 48-row pass and a partial 16-row block, K not a multiple of 32 (staged), and fp8 scales per
-    // channel in packed UE8M0.
-    {"bf16 decode gemv M=2 (AMX tiles), partial row blocks, K tail", Family::kBf16, kBf16, nullptr, Layout::kNT,
-     {2, 61, 1000, kKm, kKm, 0, kF32, CMode::kNone}},
+    // On AMX machines the fp8 decode rows above with M >= 4 take the tile GEMV (gemv_amx_e4m3.cc, K in
+    // pieces of 512 with a shorter last one, partial 16-row blocks), bf16 ones from M = 5; these two
+    // add bf16 rows past a 48-row pass and a partial 16-row block, K not a multiple of 32 (staged), and
+    // fp8 scales per channel in packed UE8M0.
+    {"bf16 decode gemv M=5 (AMX tiles), partial row blocks, K tail", Family::kBf16, kBf16, nullptr, Layout::kNT,
+     {5, 61, 1000, kKm, kKm, 0, kF32, CMode::kNone}},
     {"fp8 decode gemv M=5 (AMX tiles), per-channel ue8m0", Family::kFp8Fp4, kE4m3, "fp8 ue8m0 packed (SM100 defaults)",
      Layout::kNT, {5, 77, 576, kKm, kKm, 0, kBf16, CMode::kNone}},
     {"fp8 per-channel ue8m0 packed", Family::kFp8Fp4, kE4m3, "fp8 ue8m0 packed (SM100 defaults)", Layout::kNT,
