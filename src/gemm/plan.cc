@@ -160,8 +160,8 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   const int mr = plan.tile.mr, nr = plan.tile.nr;
   plan.dot_cols = tail_dot_cols(ys, ks);
 
-  // KC: the kernel set's K block (avx512bf16: 1024, see gemm_pack_bf16.cc; amx: 256, 1024 when scaled,
-  // see gemm_ukr_amx.cc); scale groups never straddle a chunk.
+  // KC: the kernel set's K block (avx512bf16: 1024, see gemm_pack_bf16.cc; amx: 1024, see
+  // gemm_ukr_amx.cc); scale groups never straddle a chunk.
   int kc = env_int("TESSERA_GEMM_KC", p.group > 0 && ks.kc_scaled > 0 ? ks.kc_scaled : ks.kc);
   if (p.group > 0) kc = int(std::max<int64_t>(p.group, kc / p.group * p.group));
   kc = int(round_up(kc, plan.lane_order ? 64 : ks.k_align));

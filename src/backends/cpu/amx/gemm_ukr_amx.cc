@@ -267,11 +267,16 @@ const GemmKernelSet* gemm_kernels_amx() {
     GemmKernelSet s = base;
     s.name = "amx";
     s.k_align = 32;  // one tdpbf16ps consumes 32 K values per row
-    // K blocks of 256 (a 16 KiB b-panel stays in L1 while a-panels pass): bf16, 2 threads, against
-    // 1024, 10-17% less time on M=64 N=576 K=7168, M=1024 N=576 K=7168, M=1024 N=32768 K=512 (two
-    // alternating runs). Scaled problems fold every group into c once per call, so they keep 1024
-    // (fp8: 256 took 0-13% longer than 1024, 512 in between).
-    s.kc = 256;
+    // K blocks of 1024: each call loads and stores its C tiles through the fp32 workspace (L2) once,
+    // so longer blocks mean fewer such trips, which pays for b-panels (64 KiB) that no longer stay in
+    // L1. bf16, 2 threads, the bench's M >= 128 shapes, 256 vs 1024 alternating call by call in one
+    // process (2026-12-01): 1024 took 1-18% less time on 10 of 11 in one pass and on all 9 BLIS-order
+    // ones in a second (M=128 N=24576 K=1536 x1.15 / x1.22, M=1024 N=7168 K=2048 x1.05 / x1.18); M=1024
+    // N=32768 K=512 (one chunk of 512 instead of two of 256) x0.88 in one pass, x1.02 in another; M=64
+    // rows x0.93-x1.29 (geometric mean x1.06). 256 had looked 10-17% faster in separate processes
+    // alternated a day earlier, on a host whose speed moves 2x between minutes. Scaled problems fold
+    // every group into c once per call and also take 1024 (fp8: 256 took 0-13% longer).
+    s.kc = 1024;
     s.kc_scaled = 1024;
     s.tiles[0] = {32, 32, gemm_ukr_amx<32>, 1.0f};
     s.tiles[1] = {16, 32, gemm_ukr_amx<16>, 0.6f};
