@@ -3,19 +3,29 @@
 #include "timing.h"
 
 namespace tessera::bench {
+namespace {
+
+// `throughput` (GFLOP/s or GB/s) over the limit `name`: `now` measured right after the row, `at_start`
+// at the run's start.
+void set_pct(Row* row, const char* name, double throughput, double now, double at_start) {
+  row->limit_name = name;
+  row->limit_value = now;
+  row->pct_of_limit = 100.0 * throughput / now;
+  row->pct_of_start_limit = 100.0 * throughput / at_start;
+}
+
+}  // namespace
 
 void set_bf16_peak_pct(Row* row, const MachineLimits& start) {
-  row->limit_name = "bf16_peak_gflops";
-  row->limit_value = bf16_peak_gflops_now();
-  row->pct_of_limit = 100.0 * row->gflops / row->limit_value;
-  row->pct_of_start_limit = 100.0 * row->gflops / start.bf16_peak_gflops;
+  set_pct(row, "bf16_peak_gflops", row->gflops, bf16_peak_gflops_now(), start.bf16_peak_gflops);
 }
 
 void set_dram_read_pct(Row* row, double gbps, const MachineLimits& start) {
-  row->limit_name = "dram_read_gbps";
-  row->limit_value = dram_read_gbps_now();
-  row->pct_of_limit = 100.0 * gbps / row->limit_value;
-  row->pct_of_start_limit = 100.0 * gbps / start.dram_read_gbps;
+  set_pct(row, "dram_read_gbps", gbps, dram_read_gbps_now(), start.dram_read_gbps);
+}
+
+void set_dram_copy_pct(Row* row, double gbps, const MachineLimits& start) {
+  set_pct(row, "dram_copy_gbps", gbps, dram_copy_gbps_now(), start.dram_copy_gbps);
 }
 
 }  // namespace tessera::bench

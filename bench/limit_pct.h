@@ -11,5 +11,7 @@ namespace tessera::bench {
 void set_bf16_peak_pct(Row* row, const MachineLimits& start);
 // A memory-bound row that moves `gbps` of counted bytes: over the DRAM read bandwidth.
 void set_dram_read_pct(Row* row, double gbps, const MachineLimits& start);
+// A row that reads and writes `gbps` of counted bytes: over the DRAM copy bandwidth.
+void set_dram_copy_pct(Row* row, double gbps, const MachineLimits& start);
 
 }  // namespace tessera::bench

@@ -187,8 +187,7 @@ class TlBench {
     if (!checked(&row, worst)) return rows_.push_back(row);
     row.time_ms = time_median([&](int64_t) { k({av, bv, cv}); }).median_ms;
     row.gbps = 3.0 * double(m * n) * 2 / (row.time_ms * 1e-3) * 1e-9;  // A and B read, C written
-    row.pct_of_limit = 100.0 * row.gbps / dram_copy_gbps_now();  // drifts: measured right after the row
-    row.limit_name = "dram_copy_gbps";
+    set_dram_copy_pct(&row, row.gbps, lim_);
     row.peer = "memcpy (now)";
     row.peer_ratio = row.gbps / parallel_memcpy_gbps(a.get(), c.get(), m * n * 2);
     rows_.push_back(row);
@@ -274,8 +273,7 @@ class TlBench {
     row.time_ms = time_median([&](int64_t) { k({qv, kv, vv, ov}); }).median_ms;
     const double flops = 4.0 * batch * heads * double(seq) * seq * dim * (causal ? 0.5 : 1.0);
     row.gflops = flops / (row.time_ms * 1e-3) * 1e-9;
-    row.pct_of_limit = 100.0 * row.gflops / lim_.bf16_peak_gflops;
-    row.limit_name = "bf16_peak_gflops";
+    set_bf16_peak_pct(&row, lim_);
     rows_.push_back(row);
   }
 
