@@ -89,14 +89,36 @@ bool gemv_fp4_applies(const GemmProblem& p) {
 // the vector GEMV at about the tiles' speed (N=4096 K=7168 M=3 1.57-1.62 vs 1.32-1.63) or faster
 // (N=7168 K=2048 M=3 0.85-0.86 vs 0.93-0.97). Depends only on the problem, so the bits do not depend
 // on the thread count. TESSERA_GEMV_NO_AMX=1 keeps every row on the vector GEMV.
-bool gemv_on_tiles(const GemmProblem& p) {
+bool gemv_no_amx() {
   static const bool off = [] {
     const char* v = std::getenv("TESSERA_GEMV_NO_AMX");
     return v && *v && *v != '0';
   }();
-  if (off || int(active_isa()) < int(Isa::kAmx)) return false;
+  return off;
+}
+
+bool gemv_on_tiles(const GemmProblem& p) {
+  if (gemv_no_amx() || int(active_isa()) < int(Isa::kAmx)) return false;
   const bool tiles = p.m >= (p.b.type == cpu::GemmSrcType::kBF16 ? 5 : 4);
   note(p, "gemv_amx", tiles ? nullptr : "refused: the vector GEMV is as fast or faster at this M and weight type");
+  return tiles;
+}
+
+// FP4-weight decode rows on AMX tiles (gemv_amx_fp4.cc) from M = 5. Measured on the AMX Xeon in a slow
+// phase of the host (tile rate 1.0 TFLOP/s per core), 2 threads, weights from DRAM (1.5 GB of rotated
+// copies), the two kernels alternating call by call, medians of 30, ms, tiles vs vector, N=4096 K=2048:
+// M=3 0.90-0.96 vs 0.62-0.65, M=4 0.89-1.02 vs 0.78-0.80, M=5 0.97-1.09 vs 1.05, M=6 0.58-0.98 vs
+// 1.10-1.23, M=8 0.91-0.97 vs 1.51-1.62; K=7168: M=5 3.67 vs 3.93, M=8 3.37 vs 5.76. The tile kernel's
+// time moves with the host's tile rate (M=4 read 0.49-0.54 ms in an earlier minute); the vector
+// kernel's grows with M (its vdpbf16ps count does), the tiles' does not; M = 1 stays on the vector
+// kernel by 2x (conversion, which both do, is most of the work there). TESSERA_GEMV_NO_AMX=1 keeps
+// every FP4 row on the vector kernel.
+constexpr int64_t kFp4TileMinM = 5;
+
+bool gemv_fp4_on_tiles(const GemmProblem& p) {
+  if (gemv_no_amx() || int(active_isa()) < int(Isa::kAmx)) return false;
+  const bool tiles = p.m >= kFp4TileMinM;
+  note(p, "gemv_fp4_amx", tiles ? nullptr : "refused: the vector FP4 GEMV is as fast or faster at this M");
   return tiles;
 }
 
@@ -162,8 +184,17 @@ void run_gemm_batch(const GemmProblem* problems, int64_t count) {
     if (!tile_rows.empty()) run_gemv_batch(tile_rows.data(), int64_t(tile_rows.size()), cpu::gemv_kernel_amx());
   }
   if (!gemv_fp4.empty()) {
-    // Problems whose weight-scale exponents are outside the FP4 GEMV's range go through the packed driver.
-    for (const GemmProblem& p : run_gemv_fp4_batch(gemv_fp4.data(), int64_t(gemv_fp4.size()),
+    // Problems whose weight-scale exponents are outside a kernel's range go to the next one: tiles
+    // (64..190), the vector FP4 GEMV (1..254), the packed driver.
+    std::vector<GemmProblem> vector_rows, tile_rows;
+    for (const GemmProblem& p : gemv_fp4) (gemv_fp4_on_tiles(p) ? tile_rows : vector_rows).push_back(p);
+    if (!tile_rows.empty())
+      for (const GemmProblem& p :
+           run_gemv_fp4_batch(tile_rows.data(), int64_t(tile_rows.size()), cpu::gemv_fp4_kernel_amx())) {
+        note(p, "gemv_fp4_avx512bf16", "chosen (scale exponents outside the FP4 tile GEMV's range 64..190)");
+        vector_rows.push_back(p);
+      }
+    for (const GemmProblem& p : run_gemv_fp4_batch(vector_rows.data(), int64_t(vector_rows.size()),
                                                    cpu::gemv_fp4_kernel_avx512bf16())) {
       note(p, "packed_avx512bf16", "chosen (scale exponents outside the FP4 GEMV's range 1..254)");
       run_packed(p, *cpu::gemm_kernels_avx512bf16());

@@ -118,18 +118,29 @@ def test_fp8_times_packed_fp4(rng):
     assert diff < 1e-5
 
 
-@pytest.mark.parametrize("m", [1, 4, 9])
-@pytest.mark.parametrize("exponents", ["typical", "extreme"])
+# Weight-scale exponent sets: the FP4 GEMVs take 1..254 (vector) and 64..190 (AMX tiles, M >= 5); a
+# problem with an exponent outside a kernel's range goes to the next kernel (vector, then packed).
+FP4_EXPONENT_SETS = {
+    "extreme": [0, 1, 127, 160],  # 0: only the packed path
+    "low edge of the tile range": [64, 65, 66],
+    "high edge of the tile range": [188, 189, 190],
+    "just below the tile range": [63, 100],
+    "just above the tile range": [150, 191],
+}
+
+
+@pytest.mark.parametrize("m", [1, 4, 5, 8, 9])
+@pytest.mark.parametrize("exponents", ["typical", *FP4_EXPONENT_SETS])
 def test_fp8_times_packed_ue8m0_fp4_at_decode_sizes(rng, m, exponents):
-    """Decode sizes take the FP4 GEMV; scale exponents 0 (outside its range: the packed path takes the
-    problem) and 1 (its edge) must give the same answers as the packed path (M=9)."""
+    """Decode sizes take an FP4 GEMV (vector, or AMX tiles from M = 5 on AMX machines); exponents
+    outside a kernel's range must give the same answers through the next one (M=9: packed)."""
     n, k = 96, 640  # K: five 128-steps, the last one partly a tail of the activation groups
     x = rng.standard_normal((m, k), dtype=np.float32)
     codes = rng.integers(0, 16, size=(n, k), dtype=np.uint8)
     if exponents == "typical":
         e = rng.integers(120, 134, size=(n, k // 32)).astype(np.uint8)
     else:
-        e = rng.choice(np.array([0, 1, 127, 160], np.uint8), size=(n, k // 32))
+        e = rng.choice(np.array(FP4_EXPONENT_SETS[exponents], np.uint8), size=(n, k // 32))
     qa, sfa = deep_gemm.per_token_cast_to_fp8(x, use_ue8m0=True)
     sfb = (2.0 ** (e.astype(np.float64) - 127)).astype(np.float32)
     packed = np.zeros((n, -(-(k // 32) // 4) * 4), np.uint8)

@@ -233,9 +233,12 @@ struct GemvFp4Args {
   float* out;
   int64_t ldo;
   int64_t n0, n1;
-  void* scratch;  // >= m * round_up(K, 128) * 2 bytes, private to the calling thread
+  void* scratch;  // >= 17 * round_up(K, 128) bytes, 64-byte aligned, private to the calling thread
 };
 using GemvFp4Fn = bool (*)(const GemvFp4Args& args);
 GemvFp4Fn gemv_fp4_kernel_avx512bf16();
+// AMX tiles (amx/gemv_amx_fp4.cc): the weight scales go into the converted bf16 values, which takes
+// 64 <= e <= 190 (false otherwise, as above).
+GemvFp4Fn gemv_fp4_kernel_amx();
 
 }  // namespace tessera::cpu

@@ -115,6 +115,8 @@ inline const std::vector<ScaleRecipe>& scale_recipes() {
       {"fp8 x fp4 f32 (defaults)",              kE4m3,    kFp4,     1, 128,   1,  32, f32k,  f32k,  dflt, 1e-2},
       {"fp8 x fp4 ue8m0 packed",                kE4m3,    kFp4Int8, 1, 128,   1,  32, ue8mn, ue8mn, pair, 1e-2},
       {"fp8 a(1,64) x fp4 ue8m0 packed",        kE4m3,    kFp4Int8, 1,  64,   1,  32, f32k,  ue8mn, pair, 1e-2},
+      // f32 activation scales (not powers of two): the FP4 tile GEMV folds them per group
+      {"fp8 f32 x fp4 ue8m0 packed",            kE4m3,    kFp4Int8, 1, 128,   1,  32, f32k,  ue8mn, pair, 1e-2},
       {"fp4 x fp8 block(128,128)",              kFp4,     kE4m3,    1,  32, 128, 128, f32k,  f32mn, dflt, 1e-2},
       {"fp4 x fp4 ue8m0 packed (defaults)",     kFp4Int8, kFp4,     1,  32,   1,  32, ue8mn, ue8mn, dflt, 2e-2},
       {"fp4 x fp4 f32 MN-major",                kFp4,     kFp4,     1,  32,   1,  32, f32mn, f32mn, rcp,  2e-2},

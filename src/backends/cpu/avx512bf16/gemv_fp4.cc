@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "backends/cpu/avx512bf16/fp8_convert.h"
+#include "backends/cpu/avx512bf16/fp4_lanes.h"
 #include "backends/cpu/avx512bf16/masks.h"
 #include "backends/cpu/gemm_kernel_set.h"
 
@@ -21,33 +21,12 @@ namespace {
 
 using avx512bf16::byte_mask;
 using avx512bf16::word_mask;
-
-
-// 64 packed bytes (128 values) -> four bf16 vectors in "fp4 lane order": word i of out[q] is value
-// 4i + q, nibble q of the 16-bit word i of the input. One vpermw per output looks the nibble up in a
-// 32-word table (entries 16-31 repeat 0-15, so the bit above the nibble is ignored). 128-bit lane L of
-// every output holds values 32L .. 32L+31 only: one 32-block, one scale.
-__m512i make_fp4_table() {
-  static const uint16_t kBits[8] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0};
-  alignas(64) uint16_t table[32];
-  for (int i = 0; i < 32; ++i) table[i] = uint16_t(kBits[i & 7] | ((i & 8) ? 0x8000 : 0));
-  return _mm512_load_si512(table);
-}
+using avx512bf16::fp4x128_to_bf16_lanes;
 
 const __m512i& fp4_table() {
-  static const __m512i t = make_fp4_table();
+  static const __m512i t = avx512bf16::make_fp4_table(0);
   return t;
 }
-
-inline void fp4x128_to_bf16_lanes(__m512i table, __m512i x, __m512i out[4]) {
-  out[0] = _mm512_permutexvar_epi16(x, table);
-  out[1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(x, 4), table);
-  out[2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(x, 8), table);
-  out[3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(x, 12), table);
-}
-
-// Natural index of word w of lane-order output q (see above).
-inline int lane_order_value(int q, int w) { return 4 * w + q; }
 
 // fp32 2^(e_L - 127) in every float of 128-bit lane L, from a word of four exponent bytes (lane L takes
 // byte L); exact for 1 <= e <= 254.
@@ -151,58 +130,17 @@ bool gemv_block(const GemvFp4Args& p, const uint16_t* a, int64_t lda, int64_t n)
   return true;
 }
 
-// The exponent s of every activation scale when all of them are 2^s with |s| <= 100 (UE8M0 scales always
-// are powers of two) and the activations are e4m3; otherwise false. Such scales can be carried by the
-// bf16 activations themselves (exponent field + s: e4m3 magnitudes 2^-9..448 stay normal), which gives
-// the same bits (scaling by a power of two commutes with every rounding on the way) and spares the
-// kernel one multiply per activation row, weight row and chunk: M=4 17.1 -> 15.8 cycles per 64 packed
-// bytes (single core, L2).
-bool pow2_activation_scales(const GemvFp4Args& p, int64_t k_pad, std::vector<int>* exps) {
-  if (!p.a_scale || p.a_type != GemmSrcType::kE4M3) return false;
-  const int64_t groups = (k_pad + p.a_group - 1) / p.a_group;
-  exps->resize(size_t(groups * p.m));
-  for (int64_t g = 0; g < groups; ++g)
-    for (int m = 0; m < p.m; ++m)
-      if (!avx512bf16::power_of_two_exponent(p.a_scale[g * p.a_scale_stride + m], -100, 100,
-                                             &(*exps)[size_t(g * p.m + m)]))
-        return false;
-  return true;
-}
-
 // Activations as bf16 rows of round_up(K, 128) values in the weights' lane order, zero beyond K; with
-// `exps`, each finite nonzero value times its group's 2^exps[g * m_count + m].
-void prepare_activations(const GemvFp4Args& p, uint16_t* dst, int64_t k_pad, const std::vector<int>* exps) {
-  // vpermi2w indices: lanes 0-1 of output q come from the first 64 values, lanes 2-3 from the last 64.
-  alignas(64) uint16_t idx[4][32];
-  for (int q = 0; q < 4; ++q)
-    for (int w = 0; w < 32; ++w) idx[q][w] = uint16_t(lane_order_value(q, w) & 63);
-  for (int m = 0; m < p.m; ++m) {
+// `exps`, each finite nonzero value times its group's power of two. Carrying power-of-two activation
+// scales spares the kernel one multiply per activation row, weight row and chunk: M=4 17.1 -> 15.8
+// cycles per 64 packed bytes (single core, L2).
+void prepare_activations(const GemvFp4Args& p, uint16_t* dst, int64_t k_pad, const int* exps) {
+  for (int m = 0; m < p.m; ++m)
     for (int64_t k = 0; k < k_pad; k += 128) {
-      __m512i nat[4];
-      for (int h = 0; h < 2; ++h) {
-        const int64_t kk = k + 64 * h;
-        if (p.a_type == GemmSrcType::kE4M3) {
-          const uint8_t* row = static_cast<const uint8_t*>(p.a) + m * p.a_stride;
-          avx512bf16::e4m3x64_to_bf16(avx512bf16::e4m3_tables(), _mm512_maskz_loadu_epi8(byte_mask(p.k - kk), row + kk),
-                                      &nat[2 * h], &nat[2 * h + 1]);
-        } else {
-          const uint16_t* row = static_cast<const uint16_t*>(p.a) + m * p.a_stride;
-          nat[2 * h] = _mm512_maskz_loadu_epi16(word_mask(p.k - kk), row + kk);
-          nat[2 * h + 1] = _mm512_maskz_loadu_epi16(word_mask(p.k - kk - 32), row + kk + 32);
-        }
-      }
-      if (exps) {
-        const int e = (*exps)[size_t((k / p.a_group) * p.m + m)];
-        for (int i = 0; i < 4; ++i) nat[i] = avx512bf16::bf16_times_power_of_two(nat[i], e);
-      }
-      for (int q = 0; q < 4; ++q) {
-        const __m512i ix = _mm512_load_si512(idx[q]);
-        const __m512i lo = _mm512_permutex2var_epi16(nat[0], ix, nat[1]);
-        const __m512i hi = _mm512_permutex2var_epi16(nat[2], ix, nat[3]);
-        _mm512_storeu_si512(dst + m * k_pad + k + 32 * q, _mm512_mask_blend_epi16(0xFFFF0000u, lo, hi));
-      }
+      __m512i lanes[4];
+      avx512bf16::fp4_activation_chunk_lanes(p, m, k, exps, lanes);
+      for (int q = 0; q < 4; ++q) _mm512_storeu_si512(dst + m * k_pad + k + 32 * q, lanes[q]);
     }
-  }
 }
 
 template <int M, bool kScaled>
@@ -238,8 +176,10 @@ bool gemv_fp4(const GemvFp4Args& p) {
   // Power-of-two activation scales ride on the activations for M >= 2 (M = 1 measured faster with the
   // scaled kernel: 6.4 vs 9.3 cycles per 64 packed bytes).
   thread_local std::vector<int> exps;
-  const bool carried = p.m >= 2 && pow2_activation_scales(p, k_pad, &exps);
-  prepare_activations(p, a, k_pad, carried ? &exps : nullptr);
+  const int64_t groups = p.a_scale ? (k_pad + p.a_group - 1) / p.a_group : 0;
+  exps.resize(size_t(groups * p.m));
+  const bool carried = p.m >= 2 && avx512bf16::fp4_pow2_activation_scales(p, groups, 100, exps.data());
+  prepare_activations(p, a, k_pad, carried ? exps.data() : nullptr);
   return p.a_scale && !carried ? dispatch<true>(p, a, k_pad) : dispatch<false>(p, a, k_pad);
 }
 
