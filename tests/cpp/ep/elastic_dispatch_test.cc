@@ -1,10 +1,10 @@
 // ElasticBuffer.dispatch against the reference all-to-all (spec section 4): received rows, scale
 // packs, experts, weights and metadata per source rank, per-expert counts and aligned prefix sums,
 // expanded copies, zero padding, cached == fresh, repeats, worst-case sizing without CPU sync.
-#include <cstdlib>
 #include <cstring>
 
 #include "ep_test_util.h"
+#include "test_util.h"
 
 namespace tessera::ep::test {
 namespace {
@@ -313,9 +313,10 @@ TEST_P(ElasticDispatch, ManyLiveOutputsStayIntact) {
   Config c;
   c.seed = 17;
   const auto in = all_inputs(c, R);
-  setenv("TESSERA_EP_OUTPUT_ARENA_MB", "1", 1);  // 16 blocks of 64 KiB: full after a few outputs
-  ElasticBuffer buf(world_ptr(), buffer_config(c, GetParam()));
-  unsetenv("TESSERA_EP_OUTPUT_ARENA_MB");
+  ElasticBuffer buf = [&] {  // the arena size is read when the buffer is made
+    tessera::test::EnvScope arena("TESSERA_EP_OUTPUT_ARENA_MB", "1");  // 16 blocks of 64 KiB: full after a few outputs
+    return ElasticBuffer(world_ptr(), buffer_config(c, GetParam()));
+  }();
   std::vector<DispatchResult> live;
   for (int i = 0; i < 12; ++i) {
     DispatchArgs a = bf16_args(in[size_t(me)]);
