@@ -240,9 +240,8 @@ double measure_dram_copy_gbps() {
 double measure_bf16_peak_gflops() {
   TESSERA_CHECK(!in_parallel_region(), "measure_bf16_peak_gflops: must not be called inside a parallel region");
   const info::PeakLoops loops = info::select_peak_loops();
-  const cpu::ComputePeakFn fn = loops.bf16_amx ? loops.bf16_amx : loops.bf16_dot ? loops.bf16_dot : loops.f32_fma;
   double gflops = 0;
-  measure_compute(fn, num_threads(), nullptr, &gflops);
+  measure_compute(loops.bf16_peak(), num_threads(), nullptr, &gflops);
   return gflops;
 }
 
@@ -271,7 +270,7 @@ MachineLimits measure_machine_limits() {
   }
   m.bf16_vector_peak_gflops_1t = m.bf16_peak_gflops_1t;
   m.bf16_vector_peak_gflops = m.bf16_peak_gflops;
-  if (loops.bf16_amx) {
+  if (loops.bf16_peak() == loops.bf16_amx) {  // else the vector figures above are the peak
     measure_compute(loops.bf16_amx, m.threads, &m.bf16_peak_gflops_1t, &m.bf16_peak_gflops);
     m.bf16_kernel = loops.bf16_amx_name;
   }

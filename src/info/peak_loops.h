@@ -15,6 +15,10 @@ struct PeakLoops {
   cpu::ComputePeakFn bf16_amx;  // nullptr without usable AMX tiles
   const char* bf16_amx_name;
   const cpu::StreamKernels* stream;
+
+  // The loop behind bf16_peak_gflops (measure_machine_limits and measure_bf16_peak_gflops): the
+  // tiles, else vdpbf16ps, else the fp32 FMA loop.
+  cpu::ComputePeakFn bf16_peak() const { return bf16_amx ? bf16_amx : bf16_dot ? bf16_dot : f32_fma; }
 };
 
 PeakLoops select_peak_loops();
