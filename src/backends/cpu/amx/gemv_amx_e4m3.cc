@@ -35,19 +35,17 @@ namespace {
 // multiple of 64) and in columns m..mp-1.
 void interleave_activations(const GemvArgs& p, int mp, int64_t k_pad, uint32_t* bt) {
   const avx512bf16::E4m3Tables& t = avx512bf16::e4m3_tables();
-  const __m512i pair_index = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(mp));
-  for (int mi = 0; mi < mp; ++mi) {
-    const char* row = static_cast<const char*>(p.a) + mi * p.a_stride;
-    for (int64_t k = 0; k < k_pad; k += 64) {
+  for (int64_t k = 0; k < k_pad; k += 64) {
+    __m512i even[8], odd[8];
+    for (int mi = 0; mi < mp; ++mi) {
+      const char* row = static_cast<const char*>(p.a) + mi * p.a_stride;
       const int64_t left = mi < p.m ? p.k - k : 0;
       const __mmask64 valid = left >= 64 ? ~0ull : left <= 0 ? 0ull : (1ull << left) - 1;
-      __m512i even, odd;
-      avx512bf16::e4m3x64_to_bf16_lanes(t, _mm512_maskz_loadu_epi8(valid, row + k), &even, &odd);
-      uint32_t* step = bt + (k / 32) * 16 * mp + mi;
-      _mm512_i32scatter_epi32(step, pair_index, even, 4);
-      _mm512_i32scatter_epi32(step + 16 * mp, pair_index, odd, 4);
+      avx512bf16::e4m3x64_to_bf16_lanes(t, _mm512_maskz_loadu_epi8(valid, row + k), &even[mi], &odd[mi]);
     }
+    uint32_t* step = bt + (k / 32) * 16 * mp;
+    store_b_step(step, even, mp);
+    store_b_step(step + 16 * mp, odd, mp);
   }
 }
 

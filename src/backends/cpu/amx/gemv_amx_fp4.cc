@@ -41,16 +41,15 @@ constexpr int kTableBias = 126;
 // holds 16 pairs x mp columns of dwords at bt + s * 16 * mp, pair j of column mi at dword j * mp + mi.
 // Zero past K and in columns m..mp-1.
 void interleave_activations(const GemvFp4Args& p, int mp, int64_t k_pad, const int* exps, uint32_t* bt) {
-  const __m512i pair_index = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(mp));
-  for (int mi = 0; mi < mp; ++mi)
-    for (int64_t k = 0; k < k_pad; k += 128) {
-      __m512i lanes[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                          _mm512_setzero_si512()};
-      if (mi < p.m) avx512bf16::fp4_activation_chunk_lanes(p, mi, k, exps, lanes);
-      for (int q = 0; q < 4; ++q)
-        _mm512_i32scatter_epi32(bt + (k / 32 + q) * 16 * mp + mi, pair_index, lanes[q], 4);
+  for (int64_t k = 0; k < k_pad; k += 128) {
+    __m512i lanes[4][8];  // [q][column]
+    for (int mi = 0; mi < mp; ++mi) {
+      __m512i v[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+      if (mi < p.m) avx512bf16::fp4_activation_chunk_lanes(p, mi, k, exps, v);
+      for (int q = 0; q < 4; ++q) lanes[q][mi] = v[q];
     }
+    for (int q = 0; q < 4; ++q) amx::store_b_step(bt + (k / 32 + q) * 16 * mp, lanes[q], mp);
+  }
 }
 
 // Row r of a unit: 128 values per step, each lane-order vector one K step of the staging buffer, with
