@@ -53,28 +53,48 @@ inline void configure_units(int mp) {
 
 inline int units_columns(int m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8; }
 
+// Four columns of 16 dwords transposed in registers: out[j] holds pairs 4j..4j+3, each as the four
+// columns' dwords in order. Within each 128-bit lane L, u_i holds pair 4L + i of the four columns; lane j
+// of u_0..u_3 is then out[j].
+inline void transpose_4_columns(const __m512i* v, __m512i out[4]) {
+  const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+  const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+  const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+  const __m512i x0 = _mm512_shuffle_i32x4(u0, u1, 0x44), x1 = _mm512_shuffle_i32x4(u2, u3, 0x44);
+  const __m512i x2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), x3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+  out[0] = _mm512_shuffle_i32x4(x0, x1, 0x88);
+  out[1] = _mm512_shuffle_i32x4(x0, x1, 0xDD);
+  out[2] = _mm512_shuffle_i32x4(x2, x3, 0x88);
+  out[3] = _mm512_shuffle_i32x4(x2, x3, 0xDD);
+}
+
 // One K step of the b-operand (16 K pairs x mp columns of dwords): dword q * mp + mi = lane q of v[mi].
-// mp = 4 (the M = 4 decode rows) is a transpose in registers: vpscatterdd took a quarter of a short
-// M=4 call's time (N=32 K=7168); other widths keep the scatter.
+// mp = 4 and 8 are transposes in registers: vpscatterdd took a quarter of a short M=4 call's time
+// (N=32 K=7168) and slowed the tile loads that read its lines. mp = 1 and 2 (no kernel takes them
+// at present) keep the scatter.
 inline void store_b_step(uint32_t* dst, const __m512i* v, int mp) {
-  if (mp == 4) {
-    // Within each 128-bit lane L: u_i holds pair 4L + i of columns 0-3; then lane j of u_0..u_3 is
-    // output vector j.
-    const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
-    const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
-    const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
-    const __m512i x0 = _mm512_shuffle_i32x4(u0, u1, 0x44), x1 = _mm512_shuffle_i32x4(u2, u3, 0x44);
-    const __m512i x2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), x3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
-    _mm512_storeu_si512(dst, _mm512_shuffle_i32x4(x0, x1, 0x88));
-    _mm512_storeu_si512(dst + 16, _mm512_shuffle_i32x4(x0, x1, 0xDD));
-    _mm512_storeu_si512(dst + 32, _mm512_shuffle_i32x4(x2, x3, 0x88));
-    _mm512_storeu_si512(dst + 48, _mm512_shuffle_i32x4(x2, x3, 0xDD));
-  } else {
-    const __m512i pair_index = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(mp));
-    for (int mi = 0; mi < mp; ++mi) _mm512_i32scatter_epi32(dst + mi, pair_index, v[mi], 4);
+  if (mp == 4 || mp == 8) {
+    __m512i lo[4], hi[4];
+    transpose_4_columns(v, lo);
+    if (mp == 4) {
+      for (int j = 0; j < 4; ++j) _mm512_storeu_si512(dst + 16 * j, lo[j]);
+      return;
+    }
+    // Pair q of columns 0-3 is lane q % 4 of lo[q / 4], of columns 4-7 the same lane of hi[q / 4]:
+    // two pairs per output vector, lanes alternating.
+    transpose_4_columns(v + 4, hi);
+    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+    const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    for (int j = 0; j < 4; ++j) {
+      _mm512_storeu_si512(dst + 32 * j, _mm512_permutex2var_epi64(lo[j], first, hi[j]));
+      _mm512_storeu_si512(dst + 32 * j + 16, _mm512_permutex2var_epi64(lo[j], second, hi[j]));
+    }
+    return;
   }
+  const __m512i pair_index = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(mp));
+  for (int mi = 0; mi < mp; ++mi) _mm512_i32scatter_epi32(dst + mi, pair_index, v[mi], 4);
 }
 
 // Row r of a staging buffer zero over kc values (rows past the matrix's end).
