@@ -39,6 +39,8 @@ inline const std::vector<GemmShape>& dense_shapes() {
       {   9, 1500,  768, kKm,  kMNm, 0, kBf16, CMode::kSeparate},  // N spans two packed column blocks
       {   4,  101, 2304, kKm,  kKm,  0, kF32,  CMode::kSeparate},  // GEMV in quads: 3-row blocks + 2, two K blocks
       {   6,   51, 1280, kKm,  kKm,  2, kBf16, CMode::kInPlace},   // GEMV, 6 rows run as 8 (2 zero rows)
+      {   8,   77, 1000, kKm,  kKm,  0, kF32,  CMode::kNone},      // GEMV, 8 rows (AMX: all tile columns), K tail
+      {   7,   61,  520, kKm,  kKm,  1, kBf16, CMode::kSeparate},  // GEMV, 7 rows (AMX: 7 of 8 columns kept)
       {   4,  157, 7168, kKm,  kKm,  0, kF32,  CMode::kSeparate},  // GEMV in quads, streamed (> 2 MiB): whole rows
       {   2,  150, 7200, kKm,  kKm,  1, kBf16, CMode::kInPlace},   // GEMV, streamed: one row at a time, K tail
       {   1,  160, 7000, kKm,  kKm,  2, kBf16, CMode::kSeparate},  // ... padded rows, K tail

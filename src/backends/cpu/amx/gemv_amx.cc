@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "backends/cpu/amx/gemv_amx_e4m3.h"
+#include "backends/cpu/amx/gemv_units.h"
 #include "backends/cpu/amx/tile_config.h"
 #include "backends/cpu/gemm_kernel_set.h"
 
@@ -39,16 +40,28 @@ void configure(int m) {
   amx::use_tile_config(want);
 }
 
-// Activations a[m][k] (bf16) as K pairs: bt[(k/2) * m * 2 + mi * 2 + k % 2], zero past K up to k_pad.
+// Activations a[m][k] (bf16) as K pairs: bt[(k/2) * m * 2 + mi * 2 + k % 2], zero past K up to k_pad
+// (a multiple of 32). Each 32-value step is an 8-column transpose in registers (store_b_step, the
+// missing columns zero), then m of every 8 dwords kept: element by element it took ~60 us per call at
+// M=8 K=7168 (bf16 M=8 N=32 K=7168: 90 us per call).
 void interleave_activations(const GemvArgs& p, int64_t k_pad, uint16_t* bt) {
   const int m = p.m;
-  for (int mi = 0; mi < m; ++mi) {
-    const char* row = static_cast<const char*>(p.a) + mi * p.a_stride * 2;
-    for (int64_t k = 0; k < k_pad; ++k) {
-      uint16_t v = 0;
-      if (k < p.k) std::memcpy(&v, row + k * 2, 2);
-      bt[(k / 2) * m * 2 + mi * 2 + (k & 1)] = v;
+  const __mmask8 keep = __mmask8((1u << m) - 1);
+  uint32_t* out = reinterpret_cast<uint32_t*>(bt);
+  alignas(64) uint32_t step[16 * 8];
+  for (int64_t k = 0; k < k_pad; k += 32) {
+    __m512i v[8];
+    const __mmask32 valid = p.k - k >= 32 ? ~0u : p.k - k <= 0 ? 0u : (1u << (p.k - k)) - 1;
+    for (int mi = 0; mi < 8; ++mi)
+      v[mi] = mi < m ? _mm512_maskz_loadu_epi16(valid, static_cast<const char*>(p.a) + (mi * p.a_stride + k) * 2)
+                     : _mm512_setzero_si512();
+    if (m == 8) {
+      amx::store_b_step(out + (k / 2) * m, v, 8);
+      continue;
     }
+    amx::store_b_step(step, v, 8);
+    for (int q = 0; q < 16; ++q)
+      _mm256_mask_storeu_epi32(out + (k / 2 + q) * m, keep, _mm256_load_si256(reinterpret_cast<const __m256i*>(step + 8 * q)));
   }
 }
 
