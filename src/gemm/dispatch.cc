@@ -104,16 +104,18 @@ bool gemv_on_tiles(const GemmProblem& p) {
   return tiles;
 }
 
-// FP4-weight decode rows on AMX tiles (gemv_amx_fp4.cc) from M = 5. Measured on the AMX Xeon in a slow
+// FP4-weight decode rows on AMX tiles (gemv_amx_fp4.cc) from M = 4. Measured on the AMX Xeon in a slow
 // phase of the host (tile rate 1.0 TFLOP/s per core), 2 threads, weights from DRAM (1.5 GB of rotated
-// copies), the two kernels alternating call by call, medians of 30, ms, tiles vs vector, N=4096 K=2048:
-// M=3 0.90-0.96 vs 0.62-0.65, M=4 0.89-1.02 vs 0.78-0.80, M=5 0.97-1.09 vs 1.05, M=6 0.58-0.98 vs
-// 1.10-1.23, M=8 0.91-0.97 vs 1.51-1.62; K=7168: M=5 3.67 vs 3.93, M=8 3.37 vs 5.76. The tile kernel's
-// time moves with the host's tile rate (M=4 read 0.49-0.54 ms in an earlier minute); the vector
-// kernel's grows with M (its vdpbf16ps count does), the tiles' does not; M = 1 stays on the vector
-// kernel by 2x (conversion, which both do, is most of the work there). TESSERA_GEMV_NO_AMX=1 keeps
-// every FP4 row on the vector kernel.
-constexpr int64_t kFp4TileMinM = 5;
+// copies), the two kernels alternating call by call, medians of 20-30, ms, tiles vs vector, N=4096
+// K=2048: M=3 0.73-0.96 vs 0.62-0.69, M=5 0.97-1.09 vs 1.05, M=6 0.58-0.98 vs 1.10-1.23, M=8 0.91-0.97
+// vs 1.51-1.62; K=7168 M=5 3.67 vs 3.93, M=8 3.37 vs 5.76. M=4 took 0.89-1.02 vs 0.78-0.80 until the
+// activations went into the tiles by register transposes instead of scatters, then 0.53-0.87 vs
+// 0.75-0.87 at K=2048 (5 pairs, tiles/vector 0.71-1.00) and 2.45-3.20 vs 2.77-2.93 at K=7168 (0.88,
+// 1.10, 0.89). The tile kernel's time moves with the host's tile rate; the vector kernel's grows with
+// M (its vdpbf16ps count does), the tiles' does not; M = 1 stays on the vector kernel by 2x
+// (conversion, which both do, is most of the work there). TESSERA_GEMV_NO_AMX=1 keeps every FP4 row
+// on the vector kernel.
+constexpr int64_t kFp4TileMinM = 4;
 
 bool gemv_fp4_on_tiles(const GemmProblem& p) {
   if (gemv_no_amx() || int(active_isa()) < int(Isa::kAmx)) return false;

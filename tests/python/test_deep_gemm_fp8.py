@@ -118,7 +118,7 @@ def test_fp8_times_packed_fp4(rng):
     assert diff < 1e-5
 
 
-# Weight-scale exponent sets: the FP4 GEMVs take 1..254 (vector) and 64..190 (AMX tiles, M >= 5); a
+# Weight-scale exponent sets: the FP4 GEMVs take 1..254 (vector) and 64..190 (AMX tiles, M >= 4); a
 # problem with an exponent outside a kernel's range goes to the next kernel (vector, then packed).
 FP4_EXPONENT_SETS = {
     "extreme": [0, 1, 127, 160],  # 0: only the packed path
@@ -132,7 +132,7 @@ FP4_EXPONENT_SETS = {
 @pytest.mark.parametrize("m", [1, 4, 5, 8, 9])
 @pytest.mark.parametrize("exponents", ["typical", *FP4_EXPONENT_SETS])
 def test_fp8_times_packed_ue8m0_fp4_at_decode_sizes(rng, m, exponents):
-    """Decode sizes take an FP4 GEMV (vector, or AMX tiles from M = 5 on AMX machines); exponents
+    """Decode sizes take an FP4 GEMV (vector, or AMX tiles from M = 4 on AMX machines); exponents
     outside a kernel's range must give the same answers through the next one (M=9: packed)."""
     n, k = 96, 640  # K: five 128-steps, the last one partly a tail of the activation groups
     x = rng.standard_normal((m, k), dtype=np.float32)

@@ -57,15 +57,17 @@ const DeterminismCase kCases[] = {
      Layout::kNT, {5, 77, 576, kKm, kKm, 0, kBf16, CMode::kNone}},
     {"fp8 per-channel ue8m0 packed", Family::kFp8Fp4, kE4m3, "fp8 ue8m0 packed (SM100 defaults)", Layout::kNT,
      {129, 200, 576, kKm, kKm, 0, kF32, CMode::kNone}},
-    // FP4 weights: on AMX machines M >= 5 takes the FP4 tile GEMV (gemv_amx_fp4.cc), with power-of-two
+    // FP4 weights: on AMX machines M >= 4 takes the FP4 tile GEMV (gemv_amx_fp4.cc), with power-of-two
     // activation scales carried on the activations (one accumulator over K) or f32 ones folded per
-    // group; K tails inside a 128-value step and a partial 16-row block. M = 4 is the vector FP4 GEMV.
+    // group; K tails inside a 128-value step and a partial 16-row block. M = 3 is the vector FP4 GEMV.
     {"fp8 x fp4 decode gemv M=5 (AMX tiles), ue8m0, K tail", Family::kFp8Fp4, kE4m3, "fp8 x fp4 ue8m0 packed",
      Layout::kNT, {5, 77, 1300, kKm, kKm, 0, kBf16, CMode::kNone}},
     {"fp8 x fp4 decode gemv M=8 (AMX tiles), f32 activation scales", Family::kFp8Fp4, kE4m3,
      "fp8 f32 x fp4 ue8m0 packed", Layout::kNT, {8, 131, 2100, kKm, kKm, 0, kF32, CMode::kNone}},
-    {"fp8 x fp4 decode gemv M=4 (vector)", Family::kFp8Fp4, kE4m3, "fp8 x fp4 ue8m0 packed", Layout::kNT,
-     {4, 203, 1300, kKm, kKm, 0, kF32, CMode::kNone}},
+    {"fp8 x fp4 decode gemv M=4 (AMX tiles, 4 columns)", Family::kFp8Fp4, kE4m3, "fp8 x fp4 ue8m0 packed",
+     Layout::kNT, {4, 203, 1300, kKm, kKm, 0, kF32, CMode::kNone}},
+    {"fp8 x fp4 decode gemv M=3 (vector)", Family::kFp8Fp4, kE4m3, "fp8 x fp4 ue8m0 packed", Layout::kNT,
+     {3, 203, 1300, kKm, kKm, 0, kF32, CMode::kNone}},
     {"fp4 x fp4 ue8m0", Family::kFp8Fp4, kFp4, "fp4 x fp4 ue8m0 packed (defaults)", Layout::kNT,
      {64, 97, 256, kKm, kKm, 0, kBf16, CMode::kNone}},
 };
