@@ -104,7 +104,7 @@ bool run_fp4_chunks(const GemmProblem& p, const std::vector<float>& a_scale, cpu
   g.ldo = n1 - n0;
   g.n0 = 0;
   g.n1 = n1 - n0;
-  g.scratch = thread_scratch(5, size_t(17) * k_pad);  // GemvFp4Args: the tile kernel needs 17 bytes per K
+  g.scratch = thread_scratch(5, size_t(17) * k_pad);  // GemvFp4Args: activations, then scale exponents
   if (!gemv(g)) return false;
   finalize_tile(p, buf, n1 - n0, false, 0, p.m, n0, n1 - n0);
   return true;

@@ -23,7 +23,6 @@
 // round differently, each within the spec's tolerance; which one runs depends only on the problem.
 #include <immintrin.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "backends/cpu/amx/gemv_units.h"
 #include "backends/cpu/avx512bf16/fp4_lanes.h"
@@ -74,21 +73,11 @@ struct Fp4Stager {
     uint16_t* out = buf + r * 32;
     for (int64_t kk = 0; kk < u.kc; kk += 128, out += 4 * 512) {
       const int64_t k = u.k0 + kk;
+      if (k + 128 <= p.k) _mm_prefetch(reinterpret_cast<const char*>(pf + kk / 2), _MM_HINT_T2);
       __m512i bytes;
       uint32_t word;
-      if (k + 128 <= p.k) {
-        _mm_prefetch(reinterpret_cast<const char*>(pf + kk / 2), _MM_HINT_T2);
-        bytes = _mm512_loadu_si512(src + k / 2);
-        memcpy(&word, ex + (k / 128) * p.exp_word_bytes, 4);
-      } else {  // the K tail, then zeros; missing blocks take the neutral exponent 127
-        bytes = _mm512_maskz_loadu_epi8(avx512bf16::byte_mask((p.k - k) / 2), src + k / 2);
-        const int64_t blocks = (p.k - k + 31) / 32;
-        word = 0;
-        for (int b = 0; b < 4; ++b) word |= uint32_t(b < blocks ? ex[(k / 128) * p.exp_word_bytes + b] : 127) << (8 * b);
-      }
-      const __m128i ew = _mm_cvtsi32_si128(int(word));
-      e_min = _mm_min_epu8(e_min, ew);
-      e_max = _mm_max_epu8(e_max, ew);
+      avx512bf16::fp4_weight_chunk(p, src, ex, k, &bytes, &word);
+      avx512bf16::fp4_exponent_range_add(word, &e_min, &e_max);
       const __m512i e = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, lane_of_word, _mm512_set1_epi32(int(word)));
       const __m512i take = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_set1_epi16(kTableBias + 127), e), 7);
       __m512i v[4];
@@ -97,12 +86,7 @@ struct Fp4Stager {
     }
   }
 
-  bool exponents_in_range() const {
-    const uint32_t lo = uint32_t(_mm_cvtsi128_si32(e_min)), hi = uint32_t(_mm_cvtsi128_si32(e_max));
-    for (int b = 0; b < 4; ++b)
-      if (int((lo >> (8 * b)) & 0xFF) < kMinExp || int((hi >> (8 * b)) & 0xFF) > kMaxExp) return false;
-    return true;
-  }
+  bool exponents_in_range() const { return avx512bf16::fp4_exponents_within(e_min, e_max, kMinExp, kMaxExp); }
 };
 
 bool gemv_fp4_amx(const GemvFp4Args& p) {
@@ -111,7 +95,7 @@ bool gemv_fp4_amx(const GemvFp4Args& p) {
   const int64_t k_pad = (p.k + 127) / 128 * 128;
   // scratch: the activation tiles (2 * mp * k_pad bytes), then the activation-scale exponents.
   uint32_t* bt = static_cast<uint32_t*>(p.scratch);
-  int* exps = reinterpret_cast<int*>(static_cast<char*>(p.scratch) + int64_t(2) * 8 * k_pad);
+  int* exps = avx512bf16::fp4_exponent_scratch(p, k_pad);
   const int64_t groups = p.a_scale ? (k_pad + p.a_group - 1) / p.a_group : 0;
   const bool carried = avx512bf16::fp4_pow2_activation_scales(p, groups, kMaxActivationShift, exps);
   interleave_activations(p, mp, k_pad, carried ? exps : nullptr, bt);

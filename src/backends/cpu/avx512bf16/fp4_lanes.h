@@ -41,6 +41,42 @@ static inline void fp4x128_to_bf16_lanes(__m512i table, __m512i x, __m512i out[4
   out[3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(x, 12), table);
 }
 
+// A weight row's 128-value chunk at K offset k: its 64 packed bytes and its four 32-value blocks'
+// exponent bytes as one word (byte b for block b); past K, zero bytes and the neutral exponent 127.
+static inline void fp4_weight_chunk(const GemvFp4Args& p, const uint8_t* row, const uint8_t* exp_row, int64_t k,
+                                    __m512i* bytes, uint32_t* word) {
+  const uint8_t* exps = exp_row + (k / 128) * p.exp_word_bytes;
+  if (k + 128 <= p.k) {
+    *bytes = _mm512_loadu_si512(row + k / 2);
+    __builtin_memcpy(word, exps, 4);
+    return;
+  }
+  *bytes = _mm512_maskz_loadu_epi8(byte_mask((p.k - k) / 2), row + k / 2);
+  const int64_t blocks = (p.k - k + 31) / 32;
+  *word = 0;
+  for (int b = 0; b < 4; ++b) *word |= uint32_t(b < blocks ? exps[b] : 127) << (8 * b);
+}
+
+// Byte-wise running minimum and maximum of exponent words, checked once at the end of a call.
+static inline void fp4_exponent_range_add(uint32_t word, __m128i* lo, __m128i* hi) {
+  const __m128i w = _mm_cvtsi32_si128(int(word));
+  *lo = _mm_min_epu8(*lo, w);
+  *hi = _mm_max_epu8(*hi, w);
+}
+static inline bool fp4_exponents_within(__m128i lo, __m128i hi, int min, int max) {
+  const uint32_t l = uint32_t(_mm_cvtsi128_si32(lo)), h = uint32_t(_mm_cvtsi128_si32(hi));
+  for (int b = 0; b < 4; ++b)
+    if (int((l >> (8 * b)) & 0xFF) < min || int((h >> (8 * b)) & 0xFF) > max) return false;
+  return true;
+}
+
+// Where the FP4 kernels keep the activation-scale exponents: GemvFp4Args::scratch holds up to 16 bytes
+// per K value of prepared activations first (8 rows of bf16, or the tiles' 8 columns), then these
+// (at most k_pad / 128 groups x 8 rows).
+static inline int* fp4_exponent_scratch(const GemvFp4Args& p, int64_t k_pad) {
+  return reinterpret_cast<int*>(static_cast<char*>(p.scratch) + 16 * k_pad);
+}
+
 // The exponent s of every activation scale (exps[g * m + mi], `groups` a_group-wide groups) when all of
 // them are 2^s with |s| <= max_shift (UE8M0 scales always are powers of two) and the activations are
 // e4m3; otherwise false. Such scales can ride on the bf16 activations themselves (exponent field + s:

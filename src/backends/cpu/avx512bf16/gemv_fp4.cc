@@ -10,17 +10,12 @@
 // from fewer ops per chunk).
 #include <immintrin.h>
 
-#include <vector>
-
 #include "backends/cpu/avx512bf16/fp4_lanes.h"
-#include "backends/cpu/avx512bf16/masks.h"
 #include "backends/cpu/gemm_kernel_set.h"
 
 namespace tessera::cpu {
 namespace {
 
-using avx512bf16::byte_mask;
-using avx512bf16::word_mask;
 using avx512bf16::fp4x128_to_bf16_lanes;
 
 const __m512i& fp4_table() {
@@ -57,7 +52,7 @@ bool gemv_block(const GemvFp4Args& p, const uint16_t* a, int64_t lda, int64_t n)
   const int64_t block_bytes = NB * ((p.k + 1) / 2);
   const int64_t ahead = (kPrefetchBytes + block_bytes - 1) / block_bytes;
   const int64_t next = n + (ahead + 1) * NB <= p.n1 ? ahead * NB * p.ldw : 0;
-  const int64_t k_pad = (p.k + 127) / 128 * 128, k_full = p.k / 128 * 128;
+  const int64_t k_pad = (p.k + 127) / 128 * 128;
   const int64_t group = kScaled ? p.a_group : k_pad;  // a multiple of 128: whole chunks
   __m512 tot[M][NB];
 #pragma GCC unroll 8
@@ -74,19 +69,8 @@ bool gemv_block(const GemvFp4Args& p, const uint16_t* a, int64_t lda, int64_t n)
       if (next) _mm_prefetch(reinterpret_cast<const char*>(w[j] + next + k / 2), _MM_HINT_T0);
       __m512i bytes;
       uint32_t word;
-      if (k < k_full) {
-        bytes = _mm512_loadu_si512(w[j] + k / 2);
-        __builtin_memcpy(&word, ex[j] + (k / 128) * p.exp_word_bytes, 4);
-      } else {  // K tail: fewer bytes and exponent blocks; missing blocks are neutral (127)
-        bytes = _mm512_maskz_loadu_epi8(byte_mask((p.k - k) / 2), w[j] + k / 2);
-        const int64_t blocks = (p.k - k + 31) / 32;
-        word = 0;
-        for (int b = 0; b < 4; ++b)
-          word |= uint32_t(b < blocks ? ex[j][(k / 128) * p.exp_word_bytes + b] : 127) << (8 * b);
-      }
-      const __m128i ew = _mm_cvtsi32_si128(int(word));
-      e_min = _mm_min_epu8(e_min, ew);
-      e_max = _mm_max_epu8(e_max, ew);
+      avx512bf16::fp4_weight_chunk(p, w[j], ex[j], k, &bytes, &word);
+      avx512bf16::fp4_exponent_range_add(word, &e_min, &e_max);
       fp4x128_to_bf16_lanes(t, bytes, v[j]);
       scale[j] = lane_scales(word);
     }
@@ -124,10 +108,7 @@ bool gemv_block(const GemvFp4Args& p, const uint16_t* a, int64_t lda, int64_t n)
   for (int m = 0; m < M; ++m)
 #pragma GCC unroll 4
     for (int j = 0; j < NB; ++j) p.out[m * p.ldo + n + j] = _mm512_reduce_add_ps(tot[m][j]);
-  const uint32_t lo = uint32_t(_mm_cvtsi128_si32(e_min)), hi = uint32_t(_mm_cvtsi128_si32(e_max));
-  for (int b = 0; b < 4; ++b)
-    if (((lo >> (8 * b)) & 0xFF) < 1 || ((hi >> (8 * b)) & 0xFF) > 254) return false;
-  return true;
+  return avx512bf16::fp4_exponents_within(e_min, e_max, 1, 254);
 }
 
 // Activations as bf16 rows of round_up(K, 128) values in the weights' lane order, zero beyond K; with
@@ -175,11 +156,10 @@ bool gemv_fp4(const GemvFp4Args& p) {
   uint16_t* a = static_cast<uint16_t*>(p.scratch);
   // Power-of-two activation scales ride on the activations for M >= 2 (M = 1 measured faster with the
   // scaled kernel: 6.4 vs 9.3 cycles per 64 packed bytes).
-  thread_local std::vector<int> exps;
+  int* exps = avx512bf16::fp4_exponent_scratch(p, k_pad);
   const int64_t groups = p.a_scale ? (k_pad + p.a_group - 1) / p.a_group : 0;
-  exps.resize(size_t(groups * p.m));
-  const bool carried = p.m >= 2 && avx512bf16::fp4_pow2_activation_scales(p, groups, 100, exps.data());
-  prepare_activations(p, a, k_pad, carried ? exps.data() : nullptr);
+  const bool carried = p.m >= 2 && avx512bf16::fp4_pow2_activation_scales(p, groups, 100, exps);
+  prepare_activations(p, a, k_pad, carried ? exps : nullptr);
   return p.a_scale && !carried ? dispatch<true>(p, a, k_pad) : dispatch<false>(p, a, k_pad);
 }
 
