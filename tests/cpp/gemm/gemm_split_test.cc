@@ -43,6 +43,29 @@ TEST(GemmSplit, AmxPlanCountsTheAPanelCopy) {
   EXPECT_TRUE(many.swap && many.split_y) << many.describe();
 }
 
+// The amx set's 16-row tile (plan.cc, gemm_ukr_amx.cc): every unscaled problem by its rate; scaled ones
+// in panel-outer order (few tokens: the copied weight panel stays in L1), the 32-row tile otherwise.
+TEST(GemmSplit, AmxTileFollowsScalesAndLoopOrder) {
+  const cpu::GemmKernelSet* ks = cpu::gemm_kernels_amx();
+  if (ks == nullptr || !isa_supported(Isa::kAmx)) GTEST_SKIP() << "this CPU lacks AMX";
+  auto fp8_nt = [](int64_t m, int64_t n, int64_t k) {
+    gemm::GemmProblem p = bf16_nt(m, n, k);
+    p.a.type = p.b.type = cpu::GemmSrcType::kE4M3;
+    p.group = 128;
+    return p;
+  };
+  for (const gemm::GemmProblem& p : {bf16_nt(128, 4096, 7168), bf16_nt(1024, 7168, 2048)}) {
+    const gemm::PackedPlan plan = gemm::make_packed_plan(p, *ks, 2);
+    EXPECT_EQ(plan.tile.mr, 16) << plan.describe();
+  }
+  const gemm::PackedPlan few = gemm::make_packed_plan(fp8_nt(128, 7168, 2048), *ks, 2);
+  EXPECT_TRUE(few.panel_outer && few.tile.mr == 16) << few.describe();
+  const gemm::PackedPlan many = gemm::make_packed_plan(fp8_nt(1024, 7168, 2048), *ks, 2);
+  EXPECT_TRUE(!many.panel_outer && many.tile.mr == 32) << many.describe();
+  EnvScope forced("TESSERA_GEMM_TILE", "0");
+  EXPECT_EQ(gemm::make_packed_plan(bf16_nt(128, 4096, 7168), *ks, 2).tile.mr, 32);
+}
+
 // clang-format off
 const GemmShape kShapes[] = {
     // m    n     k     A     B     pad d     c
@@ -75,6 +98,40 @@ TEST(GemmSplit, SameBitsForEitherSplit) {
         ASSERT_TRUE(g.check()) << g.what;
       }
       EXPECT_TRUE(bitwise_equal(split_x, g.d.storage, g.d.rows, g.d.cols, g.d.ld, es)) << g.what;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::test
+
+namespace tessera::test {
+namespace {
+
+// Which amx tile runs is a speed choice too: each output's tile products are the same in either.
+TEST(GemmSplit, SameBitsForEitherAmxTile) {
+  if (!isa_supported(Isa::kAmx) || active_isa() != Isa::kAmx) GTEST_SKIP() << "the amx kernels are not in use";
+  Rng rng = Rng::for_current_test();
+  for (const GemmShape& shape : kShapes) {
+    for (int scaled = 0; scaled < 2; ++scaled) {
+      PreparedGemm g = scaled ? prepare_scaled(scale_recipe("fp8 token(1,128) x block(128,128) f32"), Layout::kNT,
+                                               shape, rng)
+                              : prepare_plain(Family::kBf16, kBf16, Layout::kNT, shape, rng);
+      const int es = dtype_storage_bytes(g.d.dtype);
+      NumThreadsScope threads(2);
+      std::vector<uint8_t> tall;
+      {
+        EnvScope t("TESSERA_GEMM_TILE", "0");
+        g.run();
+        ASSERT_TRUE(g.check()) << g.what;
+        tall = g.d.storage;
+      }
+      {
+        EnvScope t("TESSERA_GEMM_TILE", "1");
+        g.run();
+        ASSERT_TRUE(g.check()) << g.what;
+      }
+      EXPECT_TRUE(bitwise_equal(tall, g.d.storage, g.d.rows, g.d.cols, g.d.ld, es)) << g.what;
     }
   }
 }
