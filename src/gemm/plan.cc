@@ -53,20 +53,14 @@ int tail_dot_cols(const cpu::GemmSrc& b_side, const cpu::GemmKernelSet& ks) {
   return applies ? ks.tail_dot_cols : 0;
 }
 
-// A tile's relative rate for a problem with (scaled) or without scale groups.
-double tile_rate(const cpu::GemmTile& t, bool scaled) {
-  const float r = scaled && t.rate_scaled > 0 ? t.rate_scaled : t.rate;
-  return r > 0 ? double(r) : 1.0;
-}
-
 double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, bool x_cold, bool y_cold, int64_t x, int64_t y,
-                   int64_t k, const cpu::GemmTile& t, bool scaled, int n_step, int dot_cols, int64_t nc) {
+                   int64_t k, const cpu::GemmTile& t, int n_step, int dot_cols, int64_t nc) {
   // An a-side read in place streams t.mr source rows at once: 14 rows ran 4-10% below 8 (bf16, M=128,
   // 2 threads: N=7168 K=16384 870 vs 954 GFLOP/s, K=2048 906 vs 946, N=32768 K=512 811 vs 848), which
   // the tile's rate alone (measured on packed panels) does not show.
   const bool a_converted = a_prep_units(xs) > 0.0;
   const double in_place = !a_converted && t.mr > 8 ? 0.9 : 1.0;
-  const double rate = tile_rate(t, scaled) * in_place;
+  const double rate = (t.rate > 0 ? double(t.rate) : 1.0) * in_place;
   const double padded =
       double(round_up(x, t.mr)) * computed_cols(y, t, n_step, dot_cols, a_converted) * double(k) / rate;
   const double y_elems = double(y) * double(k), x_elems = double(x) * double(k);
@@ -146,7 +140,6 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
     return std::max<int64_t>(nr, nc_budget / nr * nr);
   };
 
-  const bool scaled = p.group > 0;
   Choice best{-1.0, false, 0};
   for (int swap = 0; swap < 2; ++swap)
     for (int t = 0; t < ks.num_tiles; ++t) {
@@ -154,18 +147,17 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
       const int64_t nc = block_cols(swap ? p.m : p.n, tile.nr);
       const cpu::GemmSrc& b_side = swap ? p.a : p.b;
       const double cost =
-          swap ? choice_cost(p.b, p.a, b_cold, false, p.n, p.m, p.k, tile, scaled, ks.n_step, tail_dot_cols(b_side, ks), nc)
-               : choice_cost(p.a, p.b, false, b_cold, p.m, p.n, p.k, tile, scaled, ks.n_step, tail_dot_cols(b_side, ks), nc);
+          swap ? choice_cost(p.b, p.a, b_cold, false, p.n, p.m, p.k, tile, ks.n_step, tail_dot_cols(b_side, ks), nc)
+               : choice_cost(p.a, p.b, false, b_cold, p.m, p.n, p.k, tile, ks.n_step, tail_dot_cols(b_side, ks), nc);
       if (best.cost < 0 || cost < best.cost) best = {cost, swap != 0, t};
     }
   plan.swap = env_int("TESSERA_GEMM_SWAP", best.swap ? 1 : 0) != 0;
-  const int forced_tile = env_int("TESSERA_GEMM_TILE", -1);
-  plan.tile = ks.tiles[std::clamp(forced_tile >= 0 ? forced_tile : best.tile, 0, ks.num_tiles - 1)];
+  plan.tile = ks.tiles[std::clamp(env_int("TESSERA_GEMM_TILE", best.tile), 0, ks.num_tiles - 1)];
   plan.x = plan.swap ? p.n : p.m;
   plan.y = plan.swap ? p.m : p.n;
   const cpu::GemmSrc& xs = plan.swap ? p.b : p.a;
   const cpu::GemmSrc& ys = plan.swap ? p.a : p.b;
-  const int nr = plan.tile.nr;
+  const int mr = plan.tile.mr, nr = plan.tile.nr;
   plan.dot_cols = tail_dot_cols(ys, ks);
 
   // KC: the kernel set's K block (avx512bf16: 1024, see gemm_pack_bf16.cc; amx: 1024, see
@@ -174,31 +166,6 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   if (p.group > 0) kc = int(std::max<int64_t>(p.group, kc / p.group * p.group));
   kc = int(round_up(kc, plan.lane_order ? 64 : ks.k_align));
   plan.kc = int(std::min<int64_t>(kc, plan.k_pad));
-
-  plan.nc = int(round_up(env_int("TESSERA_GEMM_NC", int(block_cols(plan.y, nr))), nr));
-  // Panel-outer (each a-panel meets the whole b-block, the next a-panel prefetched meanwhile; packed.cc)
-  // when the a-side is converted, or read in place with K at most two chunks: there BLIS order starts
-  // most a-panels from DRAM (measured bf16, 2 threads, BLIS -> panel-outer GFLOP/s: M=64 N=32768 K=512
-  // 687 -> 865, N=24576 K=1536 762 -> 891, N=7168 K=2048 836 -> 865; M=128 N=32768 K=512 793 -> 887;
-  // with K=7168 equal or 1-3% slower, so longer K keeps BLIS order). A set that copies every a-panel
-  // (amx) counts as converting: its BLIS order copies a whole a-block from DRAM in one go, panel-outer
-  // one panel at a time with the next prefetched through the calls (amx, bf16, 2 threads, panel-outer
-  // vs BLIS in one process, alternating call by call, 3 passes: M=128 N=4096 K=7168 x1.10-1.14, N=7168
-  // K=16384 x1.03-1.17, N=576 K=7168 x1.12, N=2112 K=7168 x1.01-1.04; M=64 N=4096 K=7168 x1.06, N=2112
-  // x0.98; larger b-blocks, M=1024 among them, stay BLIS order by the size rule).
-  plan.a_converted = a_prep_units(xs) > 0;
-  plan.panel_outer = (plan.a_converted || ks.copies_a || plan.k_pad <= 2 * int64_t(plan.kc)) &&
-                     int64_t(plan.nc) * plan.kc * ks.elem_bytes <= (512 << 10);
-  if (const char* v = std::getenv("TESSERA_GEMM_PANEL_OUTER")) plan.panel_outer = *v == '1';
-  // In panel-outer order a copied a-panel meets every b-panel of the block in turn: the tile with the
-  // fewest rows (amx: 16 x 32, 32 KiB at kc = 1024) keeps it in L1 across those calls, where 32 rows
-  // (64 KiB) spill to L2. Measured for fp8 (amx, 2 threads, alternating in one process, 2 passes):
-  // M=128 N=24576 K=1536 x1.13-1.17, N=7168 K=2048 x1.12-1.18, N=32768 K=512 x1.10-1.11, N=576 K=7168
-  // x0.99-1.09, N=2112 K=7168 x0.91-0.96; M=64 N=2112 K=7168 x1.20. (bf16 takes 16 x 32 by its rate.)
-  if (plan.panel_outer && ks.copies_a && forced_tile < 0)
-    for (int t = 0; t < ks.num_tiles; ++t)
-      if (ks.tiles[t].nr == nr && ks.tiles[t].mr < plan.tile.mr) plan.tile = ks.tiles[t];
-  const int mr = plan.tile.mr;
 
   // Split the side that gives the shorter per-thread time (per K value): its share of the panels (a
   // thread with one panel more than another sets the pace) plus the duplicated work: splitting y makes
@@ -235,6 +202,21 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   }
   if (const char* v = std::getenv("TESSERA_GEMM_SPLIT"); v && (*v == 'x' || *v == 'y')) plan.split_y = *v == 'y';
 
+  plan.nc = int(round_up(env_int("TESSERA_GEMM_NC", int(nc)), nr));
+  // Panel-outer (each a-panel meets the whole b-block, the next a-panel prefetched meanwhile; packed.cc)
+  // when the a-side is converted, or read in place with K at most two chunks: there BLIS order starts
+  // most a-panels from DRAM (measured bf16, 2 threads, BLIS -> panel-outer GFLOP/s: M=64 N=32768 K=512
+  // 687 -> 865, N=24576 K=1536 762 -> 891, N=7168 K=2048 836 -> 865; M=128 N=32768 K=512 793 -> 887;
+  // with K=7168 equal or 1-3% slower, so longer K keeps BLIS order). A set that copies every a-panel
+  // (amx) counts as converting: its BLIS order copies a whole a-block from DRAM in one go, panel-outer
+  // one panel at a time with the next prefetched through the calls (amx, bf16, 2 threads, panel-outer
+  // vs BLIS in one process, alternating call by call, 3 passes: M=128 N=4096 K=7168 x1.10-1.14, N=7168
+  // K=16384 x1.03-1.17, N=576 K=7168 x1.12, N=2112 K=7168 x1.01-1.04; M=64 N=4096 K=7168 x1.06, N=2112
+  // x0.98; larger b-blocks, M=1024 among them, stay BLIS order by the size rule).
+  plan.a_converted = a_prep_units(xs) > 0;
+  plan.panel_outer = (plan.a_converted || ks.copies_a || plan.k_pad <= 2 * int64_t(plan.kc)) &&
+                     int64_t(plan.nc) * plan.kc * ks.elem_bytes <= (512 << 10);
+  if (const char* v = std::getenv("TESSERA_GEMM_PANEL_OUTER")) plan.panel_outer = *v == '1';
   // MC: the a-side chunk (mc x kc) stays in L2 while the block's b-panels pass over it.
   plan.mc = int(mc);
   // Panel-outer converts into two a-panel buffers in the mc x kc a-buffer, BLIS order into the block

@@ -101,13 +101,11 @@ struct TailDotArgs {
 using TailDotFn = void (*)(const TailDotArgs& args);
 
 // One register tile of a kernel set: mr a-panel rows x nr b-panel columns; rate: its measured
-// throughput on whole panels relative to the set's best tile (0 means 1), for the plan's cost;
-// rate_scaled: the same for problems with scale groups (0: rate).
+// throughput on whole panels relative to the set's best tile (0 means 1), for the plan's cost.
 struct GemmTile {
   int mr, nr;
   UkrFn ukr;
   float rate;
-  float rate_scaled = 0.0f;
 };
 
 struct GemmKernelSet {
