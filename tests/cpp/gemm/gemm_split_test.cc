@@ -43,9 +43,9 @@ TEST(GemmSplit, AmxPlanCountsTheAPanelCopy) {
   EXPECT_TRUE(many.swap && many.split_y) << many.describe();
 }
 
-// The amx set's 16-row tile (its rate in gemm_ukr_amx.cc) for bf16 and fp8, few tokens or many;
-// TESSERA_GEMM_TILE overrides it.
-TEST(GemmSplit, AmxTakesTheSixteenRowTile) {
+// The amx set's 32-row tile for whole panels, bf16 and fp8, few tokens or many; TESSERA_GEMM_TILE
+// overrides it.
+TEST(GemmSplit, AmxTileChoiceAndOverride) {
   const cpu::GemmKernelSet* ks = cpu::gemm_kernels_amx();
   if (ks == nullptr || !isa_supported(Isa::kAmx)) GTEST_SKIP() << "this CPU lacks AMX";
   auto fp8_nt = [](int64_t m, int64_t n, int64_t k) {
@@ -57,10 +57,10 @@ TEST(GemmSplit, AmxTakesTheSixteenRowTile) {
   for (const gemm::GemmProblem& p :
        {bf16_nt(128, 4096, 7168), bf16_nt(1024, 7168, 2048), fp8_nt(128, 7168, 2048), fp8_nt(1024, 7168, 2048)}) {
     const gemm::PackedPlan plan = gemm::make_packed_plan(p, *ks, 2);
-    EXPECT_EQ(plan.tile.mr, 16) << plan.describe();
+    EXPECT_EQ(plan.tile.mr, 32) << plan.describe();
   }
-  EnvScope forced("TESSERA_GEMM_TILE", "0");
-  EXPECT_EQ(gemm::make_packed_plan(bf16_nt(128, 4096, 7168), *ks, 2).tile.mr, 32);
+  EnvScope forced("TESSERA_GEMM_TILE", "1");
+  EXPECT_EQ(gemm::make_packed_plan(bf16_nt(128, 4096, 7168), *ks, 2).tile.mr, 16);
 }
 
 // clang-format off

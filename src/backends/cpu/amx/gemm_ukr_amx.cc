@@ -315,16 +315,15 @@ const GemmKernelSet* gemm_kernels_amx() {
     // every group into c once per call and also take 1024 (fp8: 256 took 0-13% longer).
     s.kc = 1024;
     s.kc_scaled = 1024;
-    // Rates as measured inside the GEMM (2026-12-01, 2 threads, alternating call by call in one
-    // process): 16 x 32 took 0.73-0.95 of 32 x 32's time on every one of the bench's bf16 M = 64, 128
-    // and 1024 shapes in 2-3 passes (M=1024 N=576 K=7168 x1.30-1.33, N=2112 K=7168 x1.12-1.23, N=7168
-    // K=2048 x1.10-1.37; M=128 x1.05-1.33; M=64 x1.18-1.37), and on the fp8 ones once e4m3 a-panels were
-    // converted straight into tile order (M=1024 x0.99-1.21, 2 passes; M=128 x0.91-1.20), although
-    // alone on L2-resident panels the 32-row kernel is the faster one (random bf16, kc = 1024, 1 thread:
-    // 0.57 vs 0.46 of the peak loop). With these rates the plan always takes 16 x 32 (it never pads
-    // more); TESSERA_GEMM_TILE=0 selects 32 x 32 (same bits).
-    s.tiles[0] = {32, 32, gemm_ukr_amx<32>, 0.8f};
-    s.tiles[1] = {16, 32, gemm_ukr_amx<16>, 1.0f};
+    // 32 x 32 is the tile; 16 x 32 (rate 0.6 on packed panels) takes short a-sides where it pads less.
+    // Measured again on 2026-12-01 in separate processes alternated 6 times (TESSERA_GEMM_TILE=0|1, 2
+    // threads): 16 x 32 took longer on 8 of the bench's 11 bf16 M >= 128 shapes (x0.91-0.96; M=128
+    // N=4096 K=7168 x1.28, N=576 x1.02) and on fp8 M=1024 (x0.87-0.89), and was mixed on fp8 M=64/128
+    // (x0.86-1.19, geometric mean ~x1.03). Alternating the two call by call in one process had
+    // suggested the opposite (x1.05-1.37 for 16 x 32): switching tile configurations between calls
+    // biases that comparison, so tile choices are compared across processes.
+    s.tiles[0] = {32, 32, gemm_ukr_amx<32>, 1.0f};
+    s.tiles[1] = {16, 32, gemm_ukr_amx<16>, 0.6f};
     s.num_tiles = 2;
     s.n_step = 16;
     s.prepare_a = prepare_a;
