@@ -73,7 +73,9 @@ const GemmShape kShapes[] = {
 };
 // clang-format on
 
-TEST(GemmSplit, SameBitsForEitherSplit) {
+// Runs every shape, bf16 and fp8, with `variable` set to each of two values: both results must pass
+// the reference check and agree bit for bit.
+void expect_same_bits_either_way(const char* variable, const char* first, const char* second) {
   Rng rng = Rng::for_current_test();
   for (const GemmShape& shape : kShapes) {
     for (int scaled = 0; scaled < 2; ++scaled) {
@@ -82,55 +84,29 @@ TEST(GemmSplit, SameBitsForEitherSplit) {
                               : prepare_plain(Family::kBf16, kBf16, Layout::kNT, shape, rng);
       const int es = dtype_storage_bytes(g.d.dtype);
       NumThreadsScope threads(2);
-      std::vector<uint8_t> split_x;
+      std::vector<uint8_t> first_bits;
       {
-        EnvScope x("TESSERA_GEMM_SPLIT", "x");
+        EnvScope setting(variable, first);
         g.run();
         ASSERT_TRUE(g.check()) << g.what;
-        split_x = g.d.storage;
+        first_bits = g.d.storage;
       }
       {
-        EnvScope y("TESSERA_GEMM_SPLIT", "y");
+        EnvScope setting(variable, second);
         g.run();
         ASSERT_TRUE(g.check()) << g.what;
       }
-      EXPECT_TRUE(bitwise_equal(split_x, g.d.storage, g.d.rows, g.d.cols, g.d.ld, es)) << g.what;
+      EXPECT_TRUE(bitwise_equal(first_bits, g.d.storage, g.d.rows, g.d.cols, g.d.ld, es)) << variable << " " << g.what;
     }
   }
 }
 
-}  // namespace
-}  // namespace tessera::test
-
-namespace tessera::test {
-namespace {
+TEST(GemmSplit, SameBitsForEitherSplit) { expect_same_bits_either_way("TESSERA_GEMM_SPLIT", "x", "y"); }
 
 // Which amx tile runs is a speed choice too: each output's tile products are the same in either.
 TEST(GemmSplit, SameBitsForEitherAmxTile) {
   if (!isa_supported(Isa::kAmx) || active_isa() != Isa::kAmx) GTEST_SKIP() << "the amx kernels are not in use";
-  Rng rng = Rng::for_current_test();
-  for (const GemmShape& shape : kShapes) {
-    for (int scaled = 0; scaled < 2; ++scaled) {
-      PreparedGemm g = scaled ? prepare_scaled(scale_recipe("fp8 token(1,128) x block(128,128) f32"), Layout::kNT,
-                                               shape, rng)
-                              : prepare_plain(Family::kBf16, kBf16, Layout::kNT, shape, rng);
-      const int es = dtype_storage_bytes(g.d.dtype);
-      NumThreadsScope threads(2);
-      std::vector<uint8_t> tall;
-      {
-        EnvScope t("TESSERA_GEMM_TILE", "0");
-        g.run();
-        ASSERT_TRUE(g.check()) << g.what;
-        tall = g.d.storage;
-      }
-      {
-        EnvScope t("TESSERA_GEMM_TILE", "1");
-        g.run();
-        ASSERT_TRUE(g.check()) << g.what;
-      }
-      EXPECT_TRUE(bitwise_equal(tall, g.d.storage, g.d.rows, g.d.cols, g.d.ld, es)) << g.what;
-    }
-  }
+  expect_same_bits_either_way("TESSERA_GEMM_TILE", "0", "1");
 }
 
 }  // namespace

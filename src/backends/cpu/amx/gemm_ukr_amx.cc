@@ -211,59 +211,61 @@ struct Staging {
   }
 };
 
-// Rows [0, rows) x K [0, kc) of a row-major bf16 block (row stride ld elements; K values at or beyond
-// k_valid read as zero) into tile order at dst, zero-padded to whole 16-row groups.
-void to_tile_order(const uint16_t* src, int64_t ld, int rows, int kc, int k_valid, uint16_t* dst) {
+// Walks the 16-row groups of a tile-order block of `rows` rows (padded to whole groups) over kc
+// values: fill(row, out) writes row `row`'s K steps at out + s * 512; padding rows are zeroed here.
+template <class Fill>
+inline void for_each_tile_row(int rows, int kc, uint16_t* dst, const Fill& fill) {
   const int steps = kc / 32, groups = (rows + 15) / 16;
   for (int g = 0; g < groups; ++g)
     for (int r = 0; r < 16; ++r) {
       const int row = g * 16 + r;
       uint16_t* out = dst + int64_t(g) * 16 * kc + r * 32;
-      if (row >= rows) {
+      if (row < rows) {
+        fill(row, out);
+      } else {
         for (int s = 0; s < steps; ++s) _mm512_store_si512(out + s * 512, _mm512_setzero_si512());
-        continue;
-      }
-      const uint16_t* in = src + row * ld;
-      int s = 0;
-      for (; s < steps && s * 32 + 32 <= k_valid; ++s) _mm512_store_si512(out + s * 512, _mm512_loadu_si512(in + s * 32));
-      for (; s < steps; ++s) {
-        const int left = k_valid - s * 32;
-        const __mmask32 m = left <= 0 ? 0 : (left >= 32 ? ~0u : (1u << left) - 1);
-        _mm512_store_si512(out + s * 512, _mm512_maskz_loadu_epi16(m, in + s * 32));
       }
     }
+}
+
+// Rows [0, rows) x K [0, kc) of a row-major bf16 block (row stride ld elements; K values at or beyond
+// k_valid read as zero) into tile order at dst, zero-padded to whole 16-row groups.
+void to_tile_order(const uint16_t* src, int64_t ld, int rows, int kc, int k_valid, uint16_t* dst) {
+  const int steps = kc / 32;
+  for_each_tile_row(rows, kc, dst, [&](int row, uint16_t* out) {
+    const uint16_t* in = src + row * ld;
+    int s = 0;
+    for (; s < steps && s * 32 + 32 <= k_valid; ++s) _mm512_store_si512(out + s * 512, _mm512_loadu_si512(in + s * 32));
+    for (; s < steps; ++s) {
+      const int left = k_valid - s * 32;
+      const __mmask32 m = left <= 0 ? 0 : (left >= 32 ? ~0u : (1u << left) - 1);
+      _mm512_store_si512(out + s * 512, _mm512_maskz_loadu_epi16(m, in + s * 32));
+    }
+  });
 }
 
 // Rows [0, rows) of an e4m3 source along K, K [k0, k0 + kc) all inside K (kc a multiple of 64),
 // converted straight into tile order: each 64 values give K steps 2c and 2c + 1 of the row (lane order
 // when the source asks for it, the same conversion the avx512bf16 set's staging copy does). Against
-// that staging copy followed by to_tile_order (fp8, 2 threads, alternating in one process, 2 passes):
-// M=128 N=2112 K=7168 x1.07-1.09, N=24576 K=1536 x1.06-1.11, N=7168 K=2048 x0.97-1.05; M=1024 N=7168
-// K=2048 x1.03, N=2112 K=7168 x1.01-1.05.
+// that staging copy followed by to_tile_order (fp8, 2 threads, separate processes, 6 rounds): M=128
+// N=7168 K=2048 x1.06, N=2112 K=7168 x1.09, N=24576 K=1536 x1.08; M=1024 x1.01-1.02.
 void e4m3_to_tile_order(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, uint16_t* dst) {
   const avx512bf16::E4m3Tables& t = avx512bf16::e4m3_tables();
-  const int steps = kc / 32, groups = (rows + 15) / 16;
-  for (int g = 0; g < groups; ++g)
-    for (int r = 0; r < 16; ++r) {
-      const int row = g * 16 + r;
-      uint16_t* out = dst + int64_t(g) * 16 * kc + r * 32;
-      if (row >= rows) {
-        for (int s = 0; s < steps; ++s) _mm512_store_si512(out + s * 512, _mm512_setzero_si512());
-        continue;
+  const int steps = kc / 32;
+  for_each_tile_row(rows, kc, dst, [&](int row, uint16_t* out) {
+    const char* in = static_cast<const char*>(src.data) + (r0 + row) * src.stride_r + k0;
+    for (int s = 0; s < steps; s += 2) {
+      const __m512i bytes = _mm512_loadu_si512(in + s * 32);
+      __m512i lo, hi;
+      if (src.lane_order) {
+        avx512bf16::e4m3x64_to_bf16_lanes(t, bytes, &lo, &hi);
+      } else {
+        avx512bf16::e4m3x64_to_bf16(t, bytes, &lo, &hi);
       }
-      const char* in = static_cast<const char*>(src.data) + (r0 + row) * src.stride_r + k0;
-      for (int s = 0; s < steps; s += 2) {
-        const __m512i bytes = _mm512_loadu_si512(in + s * 32);
-        __m512i lo, hi;
-        if (src.lane_order) {
-          avx512bf16::e4m3x64_to_bf16_lanes(t, bytes, &lo, &hi);
-        } else {
-          avx512bf16::e4m3x64_to_bf16(t, bytes, &lo, &hi);
-        }
-        _mm512_store_si512(out + s * 512, lo);
-        _mm512_store_si512(out + (s + 1) * 512, hi);
-      }
+      _mm512_store_si512(out + s * 512, lo);
+      _mm512_store_si512(out + (s + 1) * 512, hi);
     }
+  });
 }
 
 const void* prepare_a(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, void* buf,
