@@ -210,9 +210,9 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   // with K=7168 equal or 1-3% slower, so longer K keeps BLIS order). A set that copies every a-panel
   // (amx) counts as converting: its BLIS order copies a whole a-block from DRAM in one go, panel-outer
   // one panel at a time with the next prefetched through the calls (amx, bf16, 2 threads, panel-outer
-  // vs BLIS in one process, alternating call by call, 3 passes: M=128 N=4096 K=7168 x1.10-1.14, N=7168
-  // K=16384 x1.03-1.17, N=576 K=7168 x1.12, N=2112 K=7168 x1.01-1.04; M=64 N=4096 K=7168 x1.06, N=2112
-  // x0.98; larger b-blocks, M=1024 among them, stay BLIS order by the size rule).
+  // vs BLIS in separate processes, 6 rounds: M=128 N=4096 K=7168 x1.13, N=7168 K=16384 x1.17, N=2112
+  // K=7168 x1.12, N=576 K=7168 x1.00; M=64 N=4096 K=7168 x1.11; larger b-blocks, M=1024 among them,
+  // stay BLIS order by the size rule).
   plan.a_converted = a_prep_units(xs) > 0;
   plan.panel_outer = (plan.a_converted || ks.copies_a || plan.k_pad <= 2 * int64_t(plan.kc)) &&
                      int64_t(plan.nc) * plan.kc * ks.elem_bytes <= (512 << 10);
