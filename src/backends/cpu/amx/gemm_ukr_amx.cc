@@ -275,15 +275,16 @@ const void* prepare_a(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int 
   if (src.type == GemmSrcType::kBF16 && src.stride_k == 1) {
     const int64_t left = k_total - k0;
     const int k_valid = left < kc ? int(left) : kc;
-    to_tile_order(static_cast<const uint16_t*>(src.data) + r0 * src.stride_r + k0, src.stride_r, rows, kc, k_valid, out);
+    to_tile_order(static_cast<const uint16_t*>(src.data) + r0 * src.stride_r + k0, src.stride_r, rows, kc, k_valid,
+                  out);
     return out;
   }
   if (src.type == GemmSrcType::kE4M3 && src.stride_k == 1 && kc % 64 == 0 && k0 + kc <= k_total) {
     e4m3_to_tile_order(src, r0, rows, k0, kc, out);
     return out;
   }
-  // Other converted (fp8 K tails, fp4) or strided sources: the avx512bf16 set's conversion, then tile order, one
-  // 16-row group at a time so the row-major staging copy stays in L1.
+  // Other converted (fp8 K tails, fp4) or strided sources: the avx512bf16 set's conversion, then tile
+  // order, one 16-row group at a time so the row-major staging copy stays in L1.
   static thread_local Staging staging;
   void* rowmajor = staging.get(size_t(16) * kc * 2);
   const GemmKernelSet& base = *gemm_kernels_avx512bf16();

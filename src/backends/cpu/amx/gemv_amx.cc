@@ -61,7 +61,8 @@ void interleave_activations(const GemvArgs& p, int64_t k_pad, uint16_t* bt) {
     }
     amx::store_b_step(step, v, 8);
     for (int q = 0; q < 16; ++q)
-      _mm256_mask_storeu_epi32(out + (k / 2 + q) * m, keep, _mm256_load_si256(reinterpret_cast<const __m256i*>(step + 8 * q)));
+      _mm256_mask_storeu_epi32(out + (k / 2 + q) * m, keep,
+                               _mm256_load_si256(reinterpret_cast<const __m256i*>(step + 8 * q)));
   }
 }
 

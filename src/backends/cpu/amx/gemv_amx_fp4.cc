@@ -78,7 +78,8 @@ struct Fp4Stager {
       uint32_t word;
       avx512bf16::fp4_weight_chunk(p, src, ex, k, &bytes, &word);
       avx512bf16::fp4_exponent_range_add(word, &e_min, &e_max);
-      const __m512i e = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, lane_of_word, _mm512_set1_epi32(int(word)));
+      const __m512i e =
+          _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, lane_of_word, _mm512_set1_epi32(int(word)));
       const __m512i take = _mm512_slli_epi16(_mm512_sub_epi16(_mm512_set1_epi16(kTableBias + 127), e), 7);
       __m512i v[4];
       avx512bf16::fp4x128_to_bf16_lanes(table, bytes, v);
