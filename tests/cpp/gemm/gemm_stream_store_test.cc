@@ -1,8 +1,9 @@
 // A large D (>= 4 MiB written by the call, all groups together) is written with non-temporal stores
-// wherever a row's 64-byte line is whole and aligned (backends/cpu/avx512/gemm_finalize.cc). The same
-// call into D views that are line-aligned, misaligned (no line streamed) and of a padded stride (some
-// rows aligned) must give the same bits, agree with a float64 dot product, and leave the padding
-// around the view untouched.
+// wherever a row's 64-byte line is whole and aligned (backends/cpu/avx512/gemm_finalize.cc); a D whose
+// rows all start at the same place in a line writes the columns before the first boundary with ordinary
+// stores and streams the rest. The same call into D views that are line-aligned, misaligned by one
+// element or by 16 bytes (numpy's alignment) and of a padded stride (some rows aligned) must give the
+// same bits, agree with a float64 dot product, and leave the padding around the view untouched.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -112,7 +113,8 @@ void check_case(int64_t m, int64_t n, int64_t k, DType d_type, CUse c_use) {
   const int64_t es = dtype_storage_bytes(d_type);
   ASSERT_GE(m * n * es, int64_t(4) << 20) << "the case must be large enough to stream";
   const std::vector<uint8_t> aligned = run(p, 0, n);
-  EXPECT_EQ(aligned, run(p, es, n)) << "misaligned D (no line streamed) differs";
+  EXPECT_EQ(aligned, run(p, es, n)) << "D one element past a line boundary differs";
+  EXPECT_EQ(aligned, run(p, 16, n)) << "D 16 bytes past a line boundary differs";
   EXPECT_EQ(aligned, run(p, 0, n + 8)) << "padded stride (some rows aligned) differs";
   // Spot checks against float64 dot products (bf16 products are exact in fp32; tolerance covers the
   // fp32 summation and D's rounding).
@@ -130,10 +132,16 @@ void check_case(int64_t m, int64_t n, int64_t k, DType d_type, CUse c_use) {
   }
 }
 
-TEST(GemmStreamStore, NaturalBf16D) { check_case(260, 8200, 96, DType::kBF16, CUse::kNone); }
-TEST(GemmStreamStore, TransposedF32DWithC) { check_case(130, 8200, 64, DType::kF32, CUse::kSeparate); }
-TEST(GemmStreamStore, TransposedBf16DInPlace) { check_case(8200, 260, 64, DType::kBF16, CUse::kInPlace); }
-TEST(GemmStreamStore, NaturalF32D) { check_case(260, 4100, 80, DType::kF32, CUse::kNone); }
+// Which cases finalize transposed tiles (the wide or the tall) depends on the kernel set's plan.
+TEST(GemmStreamStore, WideBf16D) { check_case(260, 8200, 96, DType::kBF16, CUse::kNone); }
+TEST(GemmStreamStore, WideF32DWithC) { check_case(130, 8200, 64, DType::kF32, CUse::kSeparate); }
+TEST(GemmStreamStore, TallBf16DInPlace) { check_case(8200, 260, 64, DType::kBF16, CUse::kInPlace); }
+TEST(GemmStreamStore, WideF32D) { check_case(260, 4100, 80, DType::kF32, CUse::kNone); }
+// Rows of whole lines (N a multiple of 32 bf16 / 16 fp32 values): a misaligned D keeps one offset in
+// every row, so each row writes a head with ordinary stores and streams from the first boundary on.
+TEST(GemmStreamStore, WideBf16DWholeLineRows) { check_case(260, 8192, 96, DType::kBF16, CUse::kNone); }
+TEST(GemmStreamStore, TallBf16DWholeLineRowsInPlace) { check_case(8200, 256, 64, DType::kBF16, CUse::kInPlace); }
+TEST(GemmStreamStore, WideF32DWholeLineRowsWithC) { check_case(130, 8192, 64, DType::kF32, CUse::kSeparate); }
 
 // An MoE GEMM whose groups' D are 1 MiB each and 4.2 MiB together: the call's D decides.
 TEST(GemmStreamStore, GroupedContiguousBf16D) {
@@ -156,7 +164,8 @@ TEST(GemmStreamStore, GroupedContiguousBf16D) {
     return std::vector<uint8_t>(buffer.get() + offset, buffer.get() + offset + m * n * 2);
   };
   const std::vector<uint8_t> aligned = run_at(0);
-  EXPECT_EQ(aligned, run_at(2)) << "misaligned D (no line streamed) differs";
+  EXPECT_EQ(aligned, run_at(2)) << "D one element past a line boundary differs";
+  EXPECT_EQ(aligned, run_at(16)) << "D 16 bytes past a line boundary differs";
   for (int i = 0; i < 64; ++i) {
     const int64_t r = int64_t(rng() % uint32_t(m)), j = int64_t(rng() % uint32_t(n)), g = r / kRows;
     double want = 0.0, mag = 0.0;
