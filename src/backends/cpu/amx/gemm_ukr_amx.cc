@@ -122,9 +122,10 @@ inline void store_c(float* c, int64_t ldc) {
 
 // acc[r][..] (+)= t[r][..] * row_scale[g][r] * col_scale[g][..] for the call's valid rows (the first
 // group overwrites). acc has a row stride of 32 floats, so the whole 4 KiB stays in L1; the caller's c
-// (row stride nc, often 4 KiB: every row in one L1 set) is touched once per call, not once per group:
-// folding each group into c ran the scaled kernel (group 128) at 0.63-0.68 of the unscaled one, this
-// way at 0.70 (kc = 256) and 0.81 (kc = 1024); a-panels in L2, 1 thread.
+// (row stride ldc, a few KiB) is touched once per call, not once per group: folding each group into c
+// ran the scaled kernel (group 128) at 0.63-0.68 of the unscaled one, this way at 0.70 (kc = 256) and
+// 0.81 (kc = 1024); a-panels in L2, 1 thread, c rows then 4 KiB apart (one L1 set; packed.cc now pads
+// such strides).
 template <int NT>
 inline void fold(const UkrArgs& p, const float* t, int g, float* acc) {
   const float* rs = p.row_scale ? p.row_scale + g * p.row_scale_stride : nullptr;
