@@ -256,13 +256,8 @@ void e4m3_to_tile_order(const GemmSrc& src, int64_t r0, int rows, int64_t k0, in
   for_each_tile_row(rows, kc, dst, [&](int row, uint16_t* out) {
     const char* in = static_cast<const char*>(src.data) + (r0 + row) * src.stride_r + k0;
     for (int s = 0; s < steps; s += 2) {
-      const __m512i bytes = _mm512_loadu_si512(in + s * 32);
       __m512i lo, hi;
-      if (src.lane_order) {
-        avx512bf16::e4m3x64_to_bf16_lanes(t, bytes, &lo, &hi);
-      } else {
-        avx512bf16::e4m3x64_to_bf16(t, bytes, &lo, &hi);
-      }
+      avx512bf16::e4m3x64_to_bf16_in(t, src.lane_order, _mm512_loadu_si512(in + s * 32), &lo, &hi);
       _mm512_store_si512(out + s * 512, lo);
       _mm512_store_si512(out + (s + 1) * 512, hi);
     }

@@ -103,6 +103,17 @@ static inline void e4m3x64_to_bf16_lanes(const E4m3Tables& t, __m512i x, __m512i
   *out1 = _mm512_unpackhi_epi8(lo, hi);
 }
 
+// Either of the two above: lane order where the GEMM asks for it (GemmSrc::lane_order, so both operands
+// are converted alike), else natural order.
+static inline void e4m3x64_to_bf16_in(const E4m3Tables& t, bool lane_order, __m512i x, __m512i* out0,
+                                      __m512i* out1) {
+  if (lane_order) {
+    e4m3x64_to_bf16_lanes(t, x, out0, out1);
+  } else {
+    e4m3x64_to_bf16(t, x, out0, out1);
+  }
+}
+
 // ---- float4 e2m1 (two values per byte, the even one in the low nibble) ----
 struct E2m1Tables {
   __m512i values;      // word table: nibble code -> bf16 bits (indices 0..15 used)

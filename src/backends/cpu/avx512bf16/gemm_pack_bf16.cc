@@ -78,11 +78,7 @@ inline void load_k64(const GemmSrc& s, const Luts& L, const char* p, int64_t val
     return;
   }
   const __m512i bytes = valid >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(byte_mask(valid), p);
-  if (s.lane_order) {
-    avx512bf16::e4m3x64_to_bf16_lanes(L.e4m3, bytes, v0, v1);
-  } else {
-    avx512bf16::e4m3x64_to_bf16(L.e4m3, bytes, v0, v1);
-  }
+  avx512bf16::e4m3x64_to_bf16_in(L.e4m3, s.lane_order, bytes, v0, v1);
 }
 
 // In-register transpose of a 16 x 16 matrix of dwords (here: bf16 K-pairs).
@@ -225,12 +221,7 @@ void copy_fp8_rows_full(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int 
     uint16_t* out = buf + int64_t(r) * kc;
     for (int kk = 0; kk < kc; kk += 64) {
       __m512i lo, hi;
-      const __m512i bytes = _mm512_loadu_si512(src + kk);
-      if (kLane) {
-        avx512bf16::e4m3x64_to_bf16_lanes(t, bytes, &lo, &hi);
-      } else {
-        avx512bf16::e4m3x64_to_bf16(t, bytes, &lo, &hi);
-      }
+      avx512bf16::e4m3x64_to_bf16_in(t, kLane, _mm512_loadu_si512(src + kk), &lo, &hi);
       _mm512_storeu_si512(out + kk, lo);
       _mm512_storeu_si512(out + kk + 32, hi);
     }
