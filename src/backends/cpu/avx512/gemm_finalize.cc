@@ -122,7 +122,7 @@ inline void transposed_span(const FinalizeArgs& a, int64_t i0, int rows, int64_t
 }
 
 void finalize_transposed(const FinalizeArgs& a) {
-  // Streaming bf16 D takes 16 x 32 blocks, so every D row's part is a whole line.
+  // Streaming bf16 D takes 16 x 32 blocks from the head on, so every D row's part is a whole line.
   const int64_t head = stream_head(a), pairs = pairs_end(a, head);
   for (int64_t i0 = 0; i0 < a.rows; i0 += 16) {
     const int rows = int(a.rows - i0 < 16 ? a.rows - i0 : 16);
