@@ -142,6 +142,7 @@ TEST(GemmStreamStore, WideF32D) { check_case(260, 4100, 80, DType::kF32, CUse::k
 TEST(GemmStreamStore, WideBf16DWholeLineRows) { check_case(260, 8192, 96, DType::kBF16, CUse::kNone); }
 TEST(GemmStreamStore, TallBf16DWholeLineRowsInPlace) { check_case(8200, 256, 64, DType::kBF16, CUse::kInPlace); }
 TEST(GemmStreamStore, WideF32DWholeLineRowsWithC) { check_case(130, 8192, 64, DType::kF32, CUse::kSeparate); }
+TEST(GemmStreamStore, TallF32DWholeLineRows) { check_case(8200, 256, 64, DType::kF32, CUse::kNone); }
 
 // An MoE GEMM whose groups' D are 1 MiB each and 4.2 MiB together: the call's D decides.
 TEST(GemmStreamStore, GroupedContiguousBf16D) {

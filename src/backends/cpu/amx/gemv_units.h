@@ -36,9 +36,9 @@ constexpr int kPrefetchUnits = 2;
 
 // Tiles: 0-1 the accumulators of alternate scale groups (a 16-row product is throughput-bound, ~17
 // cycles, with one chain or four; the second lets a group's store wait a group), 2-3 weights and 4-5
-// activations, alternating between K steps. mp columns: M rounded up to a power of two (the zero
-// columns cost nothing), so a stored accumulator is 16 x mp contiguous fp32 and element e belongs to
-// row e / mp and column e % mp.
+// activations, alternating between K steps. mp columns: 4 for M <= 4, else 8 (the zero columns cost
+// nothing; the callers take M >= 4), so a stored accumulator is 16 x mp contiguous fp32 and element e
+// belongs to row e / mp and column e % mp.
 inline void configure_units(int mp) {
   TileConfig want;
   memset(&want, 0, sizeof(want));
@@ -51,7 +51,7 @@ inline void configure_units(int mp) {
   use_tile_config(want);
 }
 
-inline int units_columns(int m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8; }
+inline int units_columns(int m) { return m <= 4 ? 4 : 8; }
 
 // Four columns of 16 dwords transposed in registers: out[j] holds pairs 4j..4j+3, each as the four
 // columns' dwords in order. Within each 128-bit lane L, u_i holds pair 4L + i of the four columns; lane j
@@ -69,32 +69,25 @@ inline void transpose_4_columns(const __m512i* v, __m512i out[4]) {
   out[3] = _mm512_shuffle_i32x4(x2, x3, 0xDD);
 }
 
-// One K step of the b-operand (16 K pairs x mp columns of dwords): dword q * mp + mi = lane q of v[mi].
-// mp = 4 and 8 are transposes in registers: vpscatterdd took a quarter of a short M=4 call's time
-// (N=32 K=7168) and slowed the tile loads that read its lines. mp = 1 and 2 (no kernel takes them
-// at present) keep the scatter.
+// One K step of the b-operand (16 K pairs x mp columns of dwords, mp = 4 or 8): dword q * mp + mi =
+// lane q of v[mi], by transposes in registers. (vpscatterdd took a quarter of a short M=4 call's time,
+// N=32 K=7168, and slowed the tile loads that read its lines.)
 inline void store_b_step(uint32_t* dst, const __m512i* v, int mp) {
-  if (mp == 4 || mp == 8) {
-    __m512i lo[4], hi[4];
-    transpose_4_columns(v, lo);
-    if (mp == 4) {
-      for (int j = 0; j < 4; ++j) _mm512_storeu_si512(dst + 16 * j, lo[j]);
-      return;
-    }
-    // Pair q of columns 0-3 is lane q % 4 of lo[q / 4], of columns 4-7 the same lane of hi[q / 4]:
-    // two pairs per output vector, lanes alternating.
-    transpose_4_columns(v + 4, hi);
-    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-    const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
-    for (int j = 0; j < 4; ++j) {
-      _mm512_storeu_si512(dst + 32 * j, _mm512_permutex2var_epi64(lo[j], first, hi[j]));
-      _mm512_storeu_si512(dst + 32 * j + 16, _mm512_permutex2var_epi64(lo[j], second, hi[j]));
-    }
+  __m512i lo[4], hi[4];
+  transpose_4_columns(v, lo);
+  if (mp == 4) {
+    for (int j = 0; j < 4; ++j) _mm512_storeu_si512(dst + 16 * j, lo[j]);
     return;
   }
-  const __m512i pair_index = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(mp));
-  for (int mi = 0; mi < mp; ++mi) _mm512_i32scatter_epi32(dst + mi, pair_index, v[mi], 4);
+  // Pair q of columns 0-3 is lane q % 4 of lo[q / 4], of columns 4-7 the same lane of hi[q / 4]: two
+  // pairs per output vector, lanes alternating.
+  transpose_4_columns(v + 4, hi);
+  const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  for (int j = 0; j < 4; ++j) {
+    _mm512_storeu_si512(dst + 32 * j, _mm512_permutex2var_epi64(lo[j], first, hi[j]));
+    _mm512_storeu_si512(dst + 32 * j + 16, _mm512_permutex2var_epi64(lo[j], second, hi[j]));
+  }
 }
 
 // Row r of a staging buffer zero over kc values (rows past the matrix's end).
@@ -123,7 +116,7 @@ struct Unit {
 class BlockRunner {
  public:
   BlockRunner(const GemvArgs& p, int mp, const uint32_t* bt, int64_t k_pad)
-      : p_(p), mp_(mp), shift_(mp == 1 ? 0 : mp == 2 ? 1 : mp == 4 ? 2 : 3), bt_(bt), k_pad_(k_pad) {}
+      : p_(p), mp_(mp), shift_(mp == 4 ? 2 : 3), bt_(bt), k_pad_(k_pad) {}
 
   // K steps [s0, s1) of unit u from buf; folds at group ends; writes the block's outputs after its last
   // K step.
