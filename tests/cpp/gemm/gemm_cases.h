@@ -92,6 +92,10 @@ inline const std::vector<GemmShape>& fp8_odd_k_shapes() {
       {   3,   48,  129, kKm,  kKm,  1, kBf16, CMode::kNone},
       {  64,   49,   31, kMNm, kKm,  0, kBf16, CMode::kInPlace},
       {   9,   97,  127, kKm,  kMNm, 2, kF32,  CMode::kNone},
+      // Packed, both sides along K, the last K chunk ending past K (the amx set converts such a
+      // chunk straight into tile order, reading the codes past K as zero).
+      {  64,   40, 1000, kKm,  kKm,  0, kBf16, CMode::kSeparate},
+      {  66,   33, 1100, kKm,  kKm,  1, kF32,  CMode::kInPlace},
   };
   return shapes;
 }

@@ -245,19 +245,23 @@ void to_tile_order(const uint16_t* src, int64_t ld, int rows, int kc, int k_vali
   });
 }
 
-// Rows [0, rows) of an e4m3 source along K, K [k0, k0 + kc) all inside K (kc a multiple of 64),
-// converted straight into tile order: each 64 values give K steps 2c and 2c + 1 of the row (lane order
-// when the source asks for it, the same conversion the avx512bf16 set's staging copy does). Against
-// that staging copy followed by to_tile_order (fp8, 2 threads, separate processes, 6 rounds): M=128
-// N=7168 K=2048 x1.06, N=2112 K=7168 x1.09, N=24576 K=1536 x1.08; M=1024 x1.01-1.02.
-void e4m3_to_tile_order(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, uint16_t* dst) {
+// Rows [0, rows) of an e4m3 source along K, K [k0, k0 + kc) (kc a multiple of 64), converted straight
+// into tile order: each 64 values give K steps 2c and 2c + 1 of the row (lane order when the source asks
+// for it, the same conversion the avx512bf16 set's staging copy does). K values at or beyond k_valid
+// read as code 0 (+0.0), so a chunk that ends past K needs no staging copy. Against that staging copy
+// followed by to_tile_order (fp8, 2 threads, separate processes, 6 rounds): M=128 N=7168 K=2048 x1.06,
+// N=2112 K=7168 x1.09, N=24576 K=1536 x1.08; M=1024 x1.01-1.02.
+void e4m3_to_tile_order(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, int k_valid, uint16_t* dst) {
   const avx512bf16::E4m3Tables& t = avx512bf16::e4m3_tables();
   const int steps = kc / 32;
   for_each_tile_row(rows, kc, dst, [&](int row, uint16_t* out) {
     const char* in = static_cast<const char*>(src.data) + (r0 + row) * src.stride_r + k0;
     for (int s = 0; s < steps; s += 2) {
+      const int left = k_valid - s * 32;
+      const __m512i codes = left >= 64 ? _mm512_loadu_si512(in + s * 32)
+                                       : _mm512_maskz_loadu_epi8(left <= 0 ? 0 : (~0ull >> (64 - left)), in + s * 32);
       __m512i lo, hi;
-      avx512bf16::e4m3x64_to_bf16_in(t, src.lane_order, _mm512_loadu_si512(in + s * 32), &lo, &hi);
+      avx512bf16::e4m3x64_to_bf16_in(t, src.lane_order, codes, &lo, &hi);
       _mm512_store_si512(out + s * 512, lo);
       _mm512_store_si512(out + (s + 1) * 512, hi);
     }
@@ -275,11 +279,12 @@ const void* prepare_a(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int 
                   out);
     return out;
   }
-  if (src.type == GemmSrcType::kE4M3 && src.stride_k == 1 && kc % 64 == 0 && k0 + kc <= k_total) {
-    e4m3_to_tile_order(src, r0, rows, k0, kc, out);
+  if (src.type == GemmSrcType::kE4M3 && src.stride_k == 1 && kc % 64 == 0) {
+    const int64_t left = k_total - k0;
+    e4m3_to_tile_order(src, r0, rows, k0, kc, left < kc ? int(left) : kc, out);
     return out;
   }
-  // Other converted (fp8 K tails, fp4) or strided sources: the avx512bf16 set's conversion, then tile
+  // Other converted (fp4, e4m3 chunks of 32 mod 64) or strided sources: the avx512bf16 set's conversion, then tile
   // order, one 16-row group at a time so the row-major staging copy stays in L1.
   static thread_local Staging staging;
   void* rowmajor = staging.get(size_t(16) * kc * 2);
