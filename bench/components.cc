@@ -37,6 +37,13 @@ Columns:
             copies of the operands
 Peers are n/a when the build has no oneDNN / OpenBLAS (TESSERA_WITH_PEERS).
 
+After the dense rows, bf16_ukr_<set> (set = amx or avx512bf16, the kernels the bf16 GEMM runs here):
+the GEMM's micro-kernel alone over packed random panels held in each thread's L2 (M = a-block rows,
+N = b-block columns, K = the set's K block, per thread), called in the driver's order with its fp32
+workspace accumulating; checked against float64 first, then %limit as above. The summary's "kernel
+alone" line divides the M >= 128 rows by it: what packing, conversions, writing D and the threads'
+shares leave of the kernel's own rate.
+
 Grouped (MoE) rows, after the dense ones (bench/gemm/grouped_cases.cc; DeepGEMM's MoE shapes scaled
 down): op says dtype and layout - m_grouped_{bf16,fp8}_contiguous (per-row group ids), ..._psum (psum
 ends, uneven groups of 0.7-1.3x, alignment 128, zero padding), m_grouped_{bf16,fp8}_masked (groups of

@@ -14,6 +14,7 @@
 #include "gemm/gemm_cases.h"
 #include "gemm/gemm_check.h"
 #include "gemm/gemm_operands.h"
+#include "gemm/kernel_ceiling_row.h"
 #include "limit_pct.h"
 #include "peers/fp8_dequant.h"
 #include "peers/onednn_matmul.h"
@@ -61,6 +62,7 @@ class GemmBench {
     int index = 0;
     for (const std::string& op : gemm_ops())
       for (const GemmShapeNK& s : gemm_nk_shapes()) run_shape(op, s, total, &index);
+    add_kernel_ceiling_row(lim_, &rows_);
     return std::move(rows_);
   }
 

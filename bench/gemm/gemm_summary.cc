@@ -7,6 +7,7 @@
 
 #include "gemm/gemm_bench.h"
 #include "gemm/gemm_cases.h"
+#include "gemm/kernel_ceiling_row.h"
 
 namespace tessera::bench {
 namespace {
@@ -43,6 +44,20 @@ double decode_ratio_vs_onednn_bf16(const std::vector<Row>& rows) {
     }
   }
   return count ? std::exp(log_sum / count) : std::nan("");
+}
+
+const Row* kernel_ceiling_row(const std::vector<Row>& rows) {
+  for (const Row& r : rows)
+    if (r.ok() && r.op.rfind(kKernelCeilingOpPrefix, 0) == 0) return &r;
+  return nullptr;
+}
+
+// The M >= 128 rows of `op` over the micro-kernel alone, each as a percent of its own peak measured
+// right after it (so a change of the host's speed between the two moves neither).
+std::string pct_of_kernel(const std::vector<Row>& rows, const std::string& op, const Row& kernel) {
+  const std::vector<const Row*> group = select(rows, op, 128, INT64_MAX);
+  if (group.empty()) return "n/a";
+  return format_pct(100.0 * geo_means(group).pct_of_limit / kernel.pct_of_limit);
 }
 
 // The percentages above divide by each row's limit measured right after it; this is the same
@@ -89,6 +104,13 @@ void print_gemm_summary(std::FILE* out, const std::vector<Row>& rows) {
                  "(target 1.6x) %s%s\n",
                  format_pct(g.pct_of_limit).c_str(), format_ratio(ratio).c_str(),
                  verdict(g.pct_of_limit, 80, ratio, 1.6), start_note(g).c_str());
+  }
+  if (const Row* kernel = kernel_ceiling_row(rows)) {
+    std::fprintf(out,
+                 "  kernel alone (%s, packed panels in L2, kc=%lld): %s of bf16 peak; the M>=128 rows reach %s (bf16) "
+                 "and %s (fp8) of it\n",
+                 kernel->op.c_str(), (long long)kernel->k, format_pct(kernel->pct_of_limit).c_str(),
+                 pct_of_kernel(rows, "bf16_gemm_nt", *kernel).c_str(), pct_of_kernel(rows, "fp8_gemm_nt", *kernel).c_str());
   }
 }
 

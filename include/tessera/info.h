@@ -78,6 +78,26 @@ double measure_dram_copy_gbps();
 // from inside a parallel region.
 double measure_bf16_peak_gflops();
 
+// The bf16 GEMM's micro-kernel alone: the kernel set the packed bf16 GEMM takes here (amx, else
+// avx512bf16; none below that) over packed random bf16 panels that stay in each thread's L2 (a
+// rows x kc a-block and a cols x kc b-block per thread, kc the set's K block), called once per
+// (a-panel, b-panel) pair in the driver's order with the fp32 workspace accumulating. What the GEMM
+// reaches below it is lost to its packing, conversions, writing D and sharing work between threads;
+// what it lacks of the bf16 peak is the kernel's own (its tile loads and C trips). One sweep from zero
+// is checked against a float64 reference first. Then `rounds` times: the kernel's all-thread rate,
+// then the bf16 peak (measure_bf16_peak_gflops), since on a shared host either moves 2x within
+// seconds and only a pair measured together gives a ratio. About 0.4 s per round; must not be called
+// inside a parallel region.
+struct GemmKernelCeiling {
+  std::string kernel;          // the kernel set measured, empty when none was
+  int64_t rows = 0, cols = 0, kc = 0;
+  double gflops = 0;           // all threads, median over the rounds
+  double peak_gflops = 0;      // the bf16 peak measured after each round, median
+  double pct_of_peak = 0;      // per round 100 * kernel / peak, median
+  double max_rel_err = 0;      // the check: largest |error| over largest |reference|
+};
+GemmKernelCeiling measure_gemm_kernel_ceiling(int rounds = 5);
+
 // The cache file for the current key, and the read of it: false when it is missing, unreadable,
 // malformed or written for another key.
 std::string machine_limits_cache_file();

@@ -1,11 +1,10 @@
 // measure_machine_limits(): peak compute rates and memory bandwidths, measured on this machine now.
 //
-// Every figure is the median of kReps timed repetitions. A multi-thread repetition starts all threads
+// Every figure is the median of info::kRateReps timed repetitions. A multi-thread repetition starts all threads
 // at a barrier and is timed from the first start to the last end, so stragglers count against it.
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "info/peak_loops.h"
+#include "info/timed_rate.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/error.h"
 #include "tessera/core/memory.h"
@@ -25,7 +25,9 @@
 namespace tessera {
 namespace {
 
-constexpr int kReps = 7;
+using info::median_rate;
+using info::timed_rate;
+
 constexpr double kComputeRepSeconds = 0.02;
 constexpr double kBandwidthRepSeconds = 0.01;
 constexpr int64_t kMiB = 1 << 20;
@@ -52,46 +54,6 @@ int64_t cache_bytes(int level, int64_t fallback) {
   int64_t v = sysfs_cache_bytes(level);
   if (v <= 0) v = sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
   return v > 0 ? v : fallback;
-}
-
-// ---- timing ----
-
-struct alignas(64) ThreadSpan {
-  int64_t begin = 0, end = 0;
-  double work = 0;  // flops or bytes this thread did
-};
-
-// Runs body(t, nt) on up to `threads` pool threads at once; returns work per second over the span from
-// the first thread's start to the last thread's end.
-double timed_rate(int threads, const std::function<double(int, int)>& body) {
-  std::vector<ThreadSpan> spans(static_cast<size_t>(threads));
-  std::atomic<int> arrived{0};
-  int used = 1;
-  parallel_run(
-      [&](int t, int nt) {
-        if (t == 0) used = nt;
-        arrived.fetch_add(1);
-        while (arrived.load(std::memory_order_acquire) < nt) {
-        }
-        spans[size_t(t)].begin = now_ns();
-        spans[size_t(t)].work = body(t, nt);
-        spans[size_t(t)].end = now_ns();
-      },
-      threads);
-  int64_t begin = spans[0].begin, end = spans[0].end;
-  double work = 0;
-  for (int t = 0; t < used; ++t) {
-    begin = std::min(begin, spans[size_t(t)].begin);
-    end = std::max(end, spans[size_t(t)].end);
-    work += spans[size_t(t)].work;
-  }
-  return work / (double(std::max<int64_t>(end - begin, 1)) * 1e-9);
-}
-
-double median_rate(int threads, const std::function<double(int, int)>& body) {
-  std::vector<double> rates;
-  for (int r = 0; r < kReps; ++r) rates.push_back(timed_rate(threads, body));
-  return median(rates);
 }
 
 // ---- compute peaks ----

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "tessera/core/cpu.h"
 #include "tessera/core/thread_pool.h"
 #include "tessera/info.h"
 #include "test_util.h"
@@ -223,7 +224,35 @@ TEST(MachineLimitsMeasure, Bf16PeakNowUsesTheLimitsLoop) {
   EXPECT_TRUE(std::isfinite(now));
   EXPECT_GT(now, 0.0);
   const MachineLimits& m = machine_limits();
-  if (cpu_features().best >= Isa::kAmx) EXPECT_GT(now, 2.0 * m.bf16_vector_peak_gflops);
+  if (cpu_features().best >= Isa::kAmx) {
+    EXPECT_GT(now, 2.0 * m.bf16_vector_peak_gflops);
+  }
+}
+
+// The micro-kernel ceiling measures the set the packed bf16 GEMM takes (following the ISA cap), and
+// its sweep matches the float64 reference before it is timed.
+TEST(MachineLimitsMeasure, GemmKernelCeilingMeasuresTheGemmsKernelSet) {
+  const Isa before = active_isa();
+  for (Isa cap : {Isa::kAmx, Isa::kAvx512Bf16, Isa::kAvx512}) {
+    set_isa_cap(cap);
+    const GemmKernelCeiling c = measure_gemm_kernel_ceiling(/*rounds=*/1);
+    const Isa isa = active_isa();
+    std::printf("cap %d: kernel '%s' %.1f GFLOP/s (%.1f%% of %.1f), check %.2g\n", int(cap), c.kernel.c_str(),
+                c.gflops, c.pct_of_peak, c.peak_gflops, c.max_rel_err);
+    if (isa < Isa::kAvx512Bf16) {
+      EXPECT_TRUE(c.kernel.empty());
+      continue;
+    }
+    EXPECT_EQ(c.kernel, isa >= Isa::kAmx ? "amx" : "avx512bf16");
+    EXPECT_GT(c.rows, 128);
+    EXPECT_GT(c.cols, 64);
+    EXPECT_GT(c.kc, 0);
+    EXPECT_LT(c.max_rel_err, 1e-5);
+    EXPECT_GT(c.gflops, 0.0);
+    EXPECT_GT(c.peak_gflops, 0.0);
+    EXPECT_NEAR(c.pct_of_peak, 100.0 * c.gflops / c.peak_gflops, 1e-9 * c.pct_of_peak);  // one round
+  }
+  set_isa_cap(before);
 }
 
 }  // namespace
