@@ -1,11 +1,11 @@
 // measure_gemm_kernel_ceiling(): the bf16 GEMM's micro-kernel alone over packed panels held in each
 // thread's L2, the GEMM's driver (packing, conversions, writing D, threads' shares) taken away.
 //
-// Per thread: a 256-row a-block and a 128-column b-block of random bf16 (whole panels: rounded down to
-// the tile's mr and nr), kc = the kernel set's K block,
-// prepared and packed once by the set's own routines, and an fp32 workspace; a sweep calls the 32 x 32
-// kernel once per (a-panel, b-panel) pair in the driver's order (b-panels outer), accumulating.
-// Bytes per thread at kc = 1024: 512 KiB + 256 KiB + 128 KiB, inside a 2 MiB L2.
+// Per thread: a 256-row a-block and a 128-column b-block of random bf16 (rounded down to whole panels
+// of the set's main tile), kc = the set's K block, prepared and packed once by the set's own routines,
+// and an fp32 workspace; a sweep calls the tile's kernel once per (a-panel, b-panel) pair in the
+// driver's order (b-panels outer), accumulating. Bytes per thread for the amx set (32 x 32, kc = 1024):
+// 512 KiB + 256 KiB + 128 KiB, inside a 2 MiB L2.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
