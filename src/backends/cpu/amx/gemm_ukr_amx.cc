@@ -256,14 +256,17 @@ void e4m3_to_tile_order(const GemmSrc& src, int64_t r0, int rows, int64_t k0, in
   const int steps = kc / 32;
   for_each_tile_row(rows, kc, dst, [&](int row, uint16_t* out) {
     const char* in = static_cast<const char*>(src.data) + (r0 + row) * src.stride_r + k0;
-    for (int s = 0; s < steps; s += 2) {
-      const int left = k_valid - s * 32;
-      const __m512i codes = left >= 64 ? _mm512_loadu_si512(in + s * 32)
-                                       : _mm512_maskz_loadu_epi8(left <= 0 ? 0 : (~0ull >> (64 - left)), in + s * 32);
+    auto convert = [&](int s, __m512i codes) __attribute__((always_inline)) {
       __m512i lo, hi;
       avx512bf16::e4m3x64_to_bf16_in(t, src.lane_order, codes, &lo, &hi);
       _mm512_store_si512(out + s * 512, lo);
       _mm512_store_si512(out + (s + 1) * 512, hi);
+    };
+    int s = 0;
+    for (; s < steps && s * 32 + 64 <= k_valid; s += 2) convert(s, _mm512_loadu_si512(in + s * 32));
+    for (; s < steps; s += 2) {  // the chunk's end past K: masked loads, zero codes
+      const int left = k_valid - s * 32;
+      convert(s, _mm512_maskz_loadu_epi8(left <= 0 ? 0 : ~0ull >> (64 - left), in + s * 32));
     }
   });
 }
@@ -284,8 +287,8 @@ const void* prepare_a(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int 
     e4m3_to_tile_order(src, r0, rows, k0, kc, left < kc ? int(left) : kc, out);
     return out;
   }
-  // Other converted (fp4, e4m3 chunks of 32 mod 64) or strided sources: the avx512bf16 set's conversion, then tile
-  // order, one 16-row group at a time so the row-major staging copy stays in L1.
+  // Other converted (fp4, e4m3 chunks of 32 mod 64) or strided sources: the avx512bf16 set's
+  // conversion, then tile order, one 16-row group at a time so the row-major staging copy stays in L1.
   static thread_local Staging staging;
   void* rowmajor = staging.get(size_t(16) * kc * 2);
   const GemmKernelSet& base = *gemm_kernels_avx512bf16();
