@@ -7,11 +7,13 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# libhwy-dev: Google Highway headers (portable SIMD kernels, src/backends/cpu/hwy/). qemu-user: the test
+# script runs a dispatch smoke suite under CPU models without AVX-512 / AVX2 (scripts/test.sh).
 # ocl-icd-opencl-dev: Debian's oneDNN CMake package is built with the OpenCL GPU runtime and fails to
 # configure without the OpenCL headers and library (apt only recommends them, and we skip recommends).
 DEB_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 python3-dev python3-venv
               libgtest-dev libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
-              libopenmpi-dev openmpi-bin)
+              libopenmpi-dev openmpi-bin libhwy-dev qemu-user)
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

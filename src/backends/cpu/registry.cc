@@ -1,0 +1,167 @@
+// The kernel registry's tables: one list per slot, most specialised level first (see registry.h).
+// An implementation whose `get` is null is the component's own portable code (the table is null).
+#include "backends/cpu/registry.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "backends/cpu/ep_kernels.h"
+#include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/mla_kernel_set.h"
+#include "backends/cpu/select_kernels.h"
+#include "backends/cpu/tl_gemv.h"
+
+namespace tessera::cpu {
+namespace {
+
+template <const GemmKernelSet* (*Get)()>
+const void* gemm_set(Isa) {
+  return Get();
+}
+
+const KernelImpl kGemmPacked[] = {
+    {"packed_amx", Isa::kAmx, gemm_set<gemm_kernels_amx>},
+    {"packed_avx512bf16", Isa::kAvx512Bf16, gemm_set<gemm_kernels_avx512bf16>},
+    {"packed_avx512", Isa::kAvx512, gemm_set<gemm_kernels_avx512>},
+    {"packed_avx2", Isa::kAvx2, gemm_set<gemm_kernels_avx2>},
+    {"reference", Isa::kScalar, nullptr},
+};
+
+const KernelImpl kGemmFinalize[] = {
+    {"finalize_avx512", Isa::kAvx512, [](Isa) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_avx512()); }},
+    {"finalize_scalar", Isa::kScalar, nullptr},
+};
+
+const KernelImpl kGemvBf16[] = {
+    {"gemv_amx", Isa::kAmx, nullptr},
+    {"gemv_avx512bf16", Isa::kAvx512Bf16, nullptr},
+    {"packed_gemm", Isa::kScalar, nullptr},
+};
+const KernelImpl kGemvFp8[] = {
+    {"gemv_amx_e4m3", Isa::kAmx, nullptr},
+    {"gemv_avx512bf16", Isa::kAvx512Bf16, nullptr},
+    {"packed_gemm", Isa::kScalar, nullptr},
+};
+const KernelImpl kGemvFp4[] = {
+    {"gemv_fp4_amx", Isa::kAmx, nullptr},
+    {"gemv_fp4_avx512bf16", Isa::kAvx512Bf16, nullptr},
+    {"packed_gemm", Isa::kScalar, nullptr},
+};
+
+const KernelImpl kMla[] = {
+    {"mla_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return mla_kernels_avx512bf16(); }},
+    {"mla_scalar", Isa::kScalar, [](Isa) -> const void* { return mla_kernels_scalar(); }},
+};
+
+const KernelImpl kMqaLogits[] = {
+    {"mqa_avx512bf16", Isa::kAvx512Bf16, nullptr},
+    {"mqa_scalar", Isa::kScalar, nullptr},
+};
+
+const KernelImpl kSelect[] = {
+    {"select_avx512", Isa::kAvx512, nullptr},
+    {"select_scalar", Isa::kScalar, nullptr},
+};
+
+const KernelImpl kEp[] = {
+    {"ep_avx512", Isa::kAvx512, [](Isa) -> const void* { return ep_kernels_avx512(); }},
+    {"ep_scalar", Isa::kScalar, [](Isa) -> const void* { return ep_kernels_scalar(); }},
+};
+
+const KernelImpl kTlGemv[] = {
+    {"tl_gemv_avx512bf16", Isa::kAvx512Bf16, nullptr},
+    {"tile_loops", Isa::kScalar, nullptr},
+};
+
+const KernelImpl kTlVector[] = {
+    {"avx512bf16_flags", Isa::kAvx512Bf16, nullptr},
+    {"avx512_flags", Isa::kAvx512, nullptr},
+    {"avx2_flags", Isa::kAvx2, nullptr},
+    {"scalar_loops", Isa::kScalar, nullptr},
+};
+
+#define TESSERA_SLOT(name, list) {name, list, int(sizeof(list) / sizeof(list[0]))}
+const SlotInfo kSlots[int(Slot::kCount)] = {
+    TESSERA_SLOT("gemm_packed", kGemmPacked), TESSERA_SLOT("gemm_finalize", kGemmFinalize),
+    TESSERA_SLOT("gemv_bf16", kGemvBf16),     TESSERA_SLOT("gemv_fp8", kGemvFp8),
+    TESSERA_SLOT("gemv_fp4", kGemvFp4),       TESSERA_SLOT("mla", kMla),
+    TESSERA_SLOT("mqa_logits", kMqaLogits),   TESSERA_SLOT("select", kSelect),
+    TESSERA_SLOT("ep", kEp),                  TESSERA_SLOT("tl_gemv", kTlGemv),
+    TESSERA_SLOT("tl_vector", kTlVector),
+};
+#undef TESSERA_SLOT
+
+}  // namespace
+
+const SlotInfo& slot_info(Slot slot) { return kSlots[int(slot)]; }
+
+bool verbose_dispatch() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_VERBOSE_DISPATCH");
+    return v && *v && *v != '0';
+  }();
+  return on;
+}
+
+void note_dispatch(const char* caller, const char* impl, const char* reason) {
+  if (verbose_dispatch())
+    std::fprintf(stderr, "[tessera] %s: %s %s\n", caller ? caller : "?", impl, reason ? reason : "chosen");
+}
+
+KernelChoice choose_kernel_at(Slot slot, Isa level, const char* caller, const RefuseFn refuse,
+                              const void* problem) {
+  const SlotInfo& s = slot_info(slot);
+  for (int i = 0; i < s.count; ++i) {
+    const KernelImpl& k = s.impls[i];
+    if (int(level) < int(k.need)) {
+      if (verbose_dispatch()) note_dispatch(caller, k.name, "refused: ISA not available (or capped by TESSERA_ISA)");
+      continue;
+    }
+    const void* table = k.get ? k.get(level) : nullptr;
+    if (k.get && !table) {
+      note_dispatch(caller, k.name, "refused: not built");
+      continue;
+    }
+    const char* why = refuse ? refuse(k, table, problem) : nullptr;
+    note_dispatch(caller, k.name, why);
+    if (!why) return {&k, table};
+  }
+  return {};  // only when the caller's refuse rejected the scalar entry too
+}
+
+KernelChoice choose_kernel(Slot slot, const char* caller, const RefuseFn refuse, const void* problem) {
+  return choose_kernel_at(slot, active_isa(), caller, refuse, problem);
+}
+
+const char* planned_kernel(Slot slot, Isa level) {
+  const SlotInfo& s = slot_info(slot);
+  for (int i = 0; i < s.count; ++i)
+    if (int(level) >= int(s.impls[i].need)) return s.impls[i].name;
+  return "-";
+}
+
+std::string kernel_matrix_text() {
+  const Isa levels[] = {Isa::kAmx, Isa::kAvx512Bf16, Isa::kAvx512, Isa::kAvx2, Isa::kScalar};
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-14s", "slot");
+  out += line;
+  for (Isa l : levels) {
+    std::snprintf(line, sizeof line, " %-22s", isa_name(l));
+    out += line;
+  }
+  out += "\n";
+  for (int s = 0; s < int(Slot::kCount); ++s) {
+    std::snprintf(line, sizeof line, "%-14s", kSlots[s].name);
+    out += line;
+    for (Isa l : levels) {
+      std::snprintf(line, sizeof line, " %-22s", planned_kernel(Slot(s), l));
+      out += line;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace tessera::cpu
