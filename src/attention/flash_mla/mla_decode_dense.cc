@@ -38,7 +38,7 @@ class DenseDecode final : public MlaTask {
     for (int i = 0; i < nr; ++i) {
       const int64_t r = r0 + i, s = r / heads_per_kv, h = kvh * heads_per_kv + r % heads_per_kv;
       const uint16_t* src = q.ptr<uint16_t>() + b * q.strides[0] + s * q.strides[1] + h * q.strides[2];
-      load_row(src, q.dtype, q.strides[3], d_qk, kernels->elem, static_cast<char*>(dst) + size_t(i) * d_qk * es);
+      load_row(src, q.dtype, q.strides[3], d_qk, *kernels, static_cast<char*>(dst) + size_t(i) * d_qk * es);
     }
   }
 
@@ -55,7 +55,7 @@ class DenseDecode final : public MlaTask {
         rows[i] = src;
       } else {
         void* dst = static_cast<char*>(buf) + size_t(i) * d_qk * es;
-        load_row(src, k.dtype, k.strides[3], d_qk, kernels->elem, dst);
+        load_row(src, k.dtype, k.strides[3], d_qk, *kernels, dst);
         rows[i] = dst;
       }
     }

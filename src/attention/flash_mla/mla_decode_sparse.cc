@@ -52,7 +52,7 @@ class SparseDecode final : public MlaTask {
     const size_t es = kernels->elem == cpu::MlaElem::kBF16 ? 2 : 4;
     for (int i = 0; i < nr; ++i) {
       const uint16_t* src = q.ptr<uint16_t>() + b * q.strides[0] + s * q.strides[1] + (r0 + i) * q.strides[2];
-      load_row(src, q.dtype, q.strides[3], d_qk, kernels->elem, static_cast<char*>(dst) + size_t(i) * d_qk * es);
+      load_row(src, q.dtype, q.strides[3], d_qk, *kernels, static_cast<char*>(dst) + size_t(i) * d_qk * es);
     }
   }
 

@@ -44,7 +44,7 @@ class VarlenPrefill final : public MlaTask {
       const int64_t r = r0 + x, token = q_begin[size_t(i)] + r / heads_per_kv;
       const int64_t h = kvh * heads_per_kv + r % heads_per_kv;
       const uint16_t* src = q.ptr<uint16_t>() + token * q.strides[0] + h * q.strides[1];
-      load_row(src, q.dtype, q.strides[2], d_qk, kernels->elem, static_cast<char*>(dst) + size_t(x) * d_qk * es);
+      load_row(src, q.dtype, q.strides[2], d_qk, *kernels, static_cast<char*>(dst) + size_t(x) * d_qk * es);
     }
   }
 
@@ -58,7 +58,7 @@ class VarlenPrefill final : public MlaTask {
         rows[x] = src;
       } else {
         void* dst = static_cast<char*>(buf) + size_t(x) * n * es;
-        load_row(src, t.dtype, t.strides[2], n, kernels->elem, dst);
+        load_row(src, t.dtype, t.strides[2], n, *kernels, dst);
         rows[x] = dst;
       }
     }

@@ -44,7 +44,7 @@ class SparsePrefill final : public MlaTask {
     for (int i = 0; i < nr; ++i) {
       const int64_t h = kvh * heads_per_kv + r0 + i;
       const uint16_t* src = q.ptr<uint16_t>() + s * q.strides[0] + h * q.strides[1];
-      load_row(src, q.dtype, q.strides[2], d_qk, kernels->elem, static_cast<char*>(dst) + size_t(i) * d_qk * es);
+      load_row(src, q.dtype, q.strides[2], d_qk, *kernels, static_cast<char*>(dst) + size_t(i) * d_qk * es);
     }
   }
 
@@ -57,7 +57,7 @@ class SparsePrefill final : public MlaTask {
         rows[i] = src;
       } else {
         void* dst = static_cast<char*>(buf) + size_t(i) * d_qk * es;
-        load_row(src, kv.dtype, kv.strides[2], d_qk, kernels->elem, dst);
+        load_row(src, kv.dtype, kv.strides[2], d_qk, *kernels, dst);
         rows[i] = dst;
       }
     }

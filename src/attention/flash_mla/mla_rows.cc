@@ -4,27 +4,48 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/registry.h"
 #include "tessera/core/cpu.h"
 
 namespace tessera::flash_mla {
 
-const cpu::MlaKernelSet* choose_kernels(bool bf16_inputs, int64_t d_qk, int64_t d_v) {
-  if (bf16_inputs && active_isa() >= Isa::kAvx512Bf16) {
-    const cpu::MlaKernelSet* fast = cpu::mla_kernels_avx512bf16();
-    if (fast && d_qk % fast->qk_align == 0 && d_v % fast->v_align == 0) return fast;
-  }
-  return cpu::mla_kernels_scalar();
+namespace {
+
+struct MlaProblem {
+  bool bf16_inputs;
+  int64_t d_qk, d_v;
+};
+
+const char* refuse_set(const cpu::KernelImpl&, const void* table, const void* problem) {
+  const auto& set = *static_cast<const cpu::MlaKernelSet*>(table);
+  const auto& p = *static_cast<const MlaProblem*>(problem);
+  if (set.elem == cpu::MlaElem::kBF16 && !p.bf16_inputs) return "refused: fp16 inputs (bf16 kernels)";
+  if (p.d_qk % set.qk_align != 0) return "refused: d_qk not a multiple of the set's qk_align";
+  if (p.d_v % set.v_align != 0) return "refused: d_v not a multiple of the set's v_align";
+  return nullptr;
 }
 
-void load_row(const void* src, DType type, int64_t stride, int64_t n, cpu::MlaElem elem, void* dst) {
+}  // namespace
+
+const cpu::MlaKernelSet* choose_kernels(bool bf16_inputs, int64_t d_qk, int64_t d_v) {
+  const MlaProblem problem{bf16_inputs, d_qk, d_v};
+  return static_cast<const cpu::MlaKernelSet*>(
+      cpu::choose_kernel(cpu::Slot::kMla, "flash_mla", refuse_set, &problem).table);
+}
+
+void load_row(const void* src, DType type, int64_t stride, int64_t n, const cpu::MlaKernelSet& ks, void* dst) {
   const uint16_t* s = static_cast<const uint16_t*>(src);
-  if (elem == cpu::MlaElem::kBF16) {  // only bf16 sources reach the bf16 kernels
+  if (ks.elem == cpu::MlaElem::kBF16) {  // only bf16 sources reach the bf16 kernels
     uint16_t* d = static_cast<uint16_t*>(dst);
     if (stride == 1) {
       std::memcpy(d, s, size_t(n) * 2);
     } else {
       for (int64_t i = 0; i < n; ++i) d[i] = s[i * stride];
     }
+    return;
+  }
+  if (stride == 1 && ks.widen_row) {
+    ks.widen_row(s, int(n), type == DType::kF16, dst);
     return;
   }
   float* d = static_cast<float*>(dst);

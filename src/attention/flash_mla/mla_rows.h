@@ -10,12 +10,12 @@
 
 namespace tessera::flash_mla {
 
-// The avx512bf16 set for bf16 inputs whose dims it supports on a CPU (and ISA cap) that has it; the
-// scalar fp32 set otherwise.
+// The registry's MLA set for the active level (kernel slot kMla): the first one whose element type takes
+// the inputs (bf16 sets: bf16 only) and whose alignment takes d_qk and d_v; the scalar set at the end.
 const cpu::MlaKernelSet* choose_kernels(bool bf16_inputs, int64_t d_qk, int64_t d_v);
 
-// n elements of a bf16|fp16 row (element stride `stride`) into dst as the kernels' element type.
-void load_row(const void* src, DType type, int64_t stride, int64_t n, cpu::MlaElem elem, void* dst);
+// n elements of a bf16|fp16 row (element stride `stride`) into dst as the element type of the set `ks`.
+void load_row(const void* src, DType type, int64_t stride, int64_t n, const cpu::MlaKernelSet& ks, void* dst);
 
 // dst[c] = o[c] * factor as bf16|fp16|fp32 (dst contiguous).
 void store_row(const float* o, int64_t n, float factor, DType type, void* dst);

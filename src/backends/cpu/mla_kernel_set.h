@@ -12,11 +12,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tessera/core/cpu.h"
+
 namespace tessera::cpu {
 
 enum class MlaElem : int {
   kBF16 = 0,  // K rows and q in bf16; p rounded to bf16 for p.v (vdpbf16ps kernels)
-  kF32 = 1,   // K rows and q in fp32 (the portable reference set; also serves fp16 inputs exactly)
+  kF32 = 1,   // K rows and q in fp32 (the portable reference set and the fp32-FMA sets; also serves fp16
+              // inputs exactly)
 };
 
 struct MlaTileArgs {
@@ -57,12 +60,19 @@ struct MlaKernelSet {
   // V32: the 656 bytes of a token -> 576 elements. MODEL1: 576 data bytes and 7 UE8M0 scales -> 512.
   void (*dequant_v32)(const uint8_t* token, void* row);
   void (*dequant_model1)(const uint8_t* data, const uint8_t* scales, void* row);
+  // n contiguous bf16 (fp16 when `fp16`) values -> n elements of the set's type, for query and K rows
+  // that are not read in place; nullptr: the driver's portable loop.
+  void (*widen_row)(const uint16_t* src, int n, bool fp16, void* dst);
 };
 
 constexpr int kMlaMaxRows = 128;
 
 const MlaKernelSet* mla_kernels_scalar();
 const MlaKernelSet* mla_kernels_avx512bf16();  // nullptr when built without that level
+// The fp32-FMA set written with Highway (src/backends/cpu/hwy/mla_kernels.cc) for `level` (kAvx2: 256-bit,
+// kAvx512 and above: 512-bit registers), or nullptr when that target was not built. fp32 K rows and
+// queries, fp32 p; d_v must be a multiple of the set's v_align (its vector length).
+const MlaKernelSet* mla_kernels_hwy(Isa level);
 
 // Pieces of the avx512bf16 set, one exporting file each (src/backends/cpu/avx512bf16/mla_*.cc).
 // scores: s[t * lds + c] = sum_k k_rows[t][k] * q[c][k] for t < nt, c < mp (mp = m rounded up to 16),

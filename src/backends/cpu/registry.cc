@@ -9,8 +9,11 @@
 #include "backends/cpu/ep_kernels.h"
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/mla_kernel_set.h"
+#include "backends/cpu/mqa_logits_kernels.h"
 #include "backends/cpu/select_kernels.h"
 #include "backends/cpu/tl_gemv.h"
+#include "backends/cpu/tl_vector.h"
+#include "tessera/info.h"
 
 namespace tessera::cpu {
 namespace {
@@ -30,55 +33,74 @@ const KernelImpl kGemmPacked[] = {
 
 const KernelImpl kGemmFinalize[] = {
     {"finalize_avx512", Isa::kAvx512, [](Isa) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_avx512()); }},
+    {"finalize_hwy", Isa::kAvx2, [](Isa l) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_hwy(l)); }},
     {"finalize_scalar", Isa::kScalar, nullptr},
 };
 
+// GEMV tables are the kernel function pointers (GemvFn, GemvFp4Fn) themselves.
+template <class Fn>
+const void* fn_table(Fn fn) {
+  return reinterpret_cast<const void*>(fn);
+}
+
 const KernelImpl kGemvBf16[] = {
-    {"gemv_amx", Isa::kAmx, nullptr},
-    {"gemv_avx512bf16", Isa::kAvx512Bf16, nullptr},
+    {"gemv_amx", Isa::kAmx, [](Isa) { return fn_table(gemv_kernel_amx()); }},
+    {"gemv_avx512bf16", Isa::kAvx512Bf16, [](Isa) { return fn_table(gemv_kernel_avx512bf16()); }},
+    {"gemv_hwy", Isa::kAvx2, [](Isa l) { return fn_table(gemv_kernel_hwy(l)); }},
     {"packed_gemm", Isa::kScalar, nullptr},
 };
 const KernelImpl kGemvFp8[] = {
-    {"gemv_amx_e4m3", Isa::kAmx, nullptr},
-    {"gemv_avx512bf16", Isa::kAvx512Bf16, nullptr},
+    {"gemv_amx_e4m3", Isa::kAmx, [](Isa) { return fn_table(gemv_kernel_amx()); }},
+    {"gemv_avx512bf16", Isa::kAvx512Bf16, [](Isa) { return fn_table(gemv_kernel_avx512bf16()); }},
+    {"gemv_hwy", Isa::kAvx2, [](Isa l) { return fn_table(gemv_kernel_hwy(l)); }},
     {"packed_gemm", Isa::kScalar, nullptr},
 };
 const KernelImpl kGemvFp4[] = {
-    {"gemv_fp4_amx", Isa::kAmx, nullptr},
-    {"gemv_fp4_avx512bf16", Isa::kAvx512Bf16, nullptr},
+    {"gemv_fp4_amx", Isa::kAmx, [](Isa) { return fn_table(gemv_fp4_kernel_amx()); }},
+    {"gemv_fp4_avx512bf16", Isa::kAvx512Bf16, [](Isa) { return fn_table(gemv_fp4_kernel_avx512bf16()); }},
+    {"gemv_fp4_hwy", Isa::kAvx2, [](Isa l) { return fn_table(gemv_fp4_kernel_hwy(l)); }},
     {"packed_gemm", Isa::kScalar, nullptr},
 };
 
 const KernelImpl kMla[] = {
     {"mla_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return mla_kernels_avx512bf16(); }},
+    {"mla_hwy", Isa::kAvx2, [](Isa l) -> const void* { return mla_kernels_hwy(l); }},
     {"mla_scalar", Isa::kScalar, [](Isa) -> const void* { return mla_kernels_scalar(); }},
 };
 
 const KernelImpl kMqaLogits[] = {
-    {"mqa_avx512bf16", Isa::kAvx512Bf16, nullptr},
-    {"mqa_scalar", Isa::kScalar, nullptr},
+    {"mqa_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return mqa_kernels_avx512bf16(); }},
+    {"mqa_hwy", Isa::kAvx2, [](Isa l) -> const void* { return mqa_kernels_hwy(l); }},
+    {"mqa_scalar", Isa::kScalar, [](Isa) -> const void* { return mqa_kernels_scalar(); }},
 };
 
 const KernelImpl kSelect[] = {
-    {"select_avx512", Isa::kAvx512, nullptr},
-    {"select_scalar", Isa::kScalar, nullptr},
+    {"select_avx512", Isa::kAvx512, [](Isa) -> const void* { return select_kernels_avx512(); }},
+    {"select_hwy", Isa::kAvx2, [](Isa l) -> const void* { return select_kernels_hwy(l); }},
+    {"select_scalar", Isa::kScalar, [](Isa) -> const void* { return select_kernels_scalar(); }},
 };
 
 const KernelImpl kEp[] = {
-    {"ep_avx512", Isa::kAvx512, [](Isa) -> const void* { return ep_kernels_avx512(); }},
+    {"ep_hwy", Isa::kAvx2, [](Isa l) -> const void* { return ep_kernels_hwy(l); }},
     {"ep_scalar", Isa::kScalar, [](Isa) -> const void* { return ep_kernels_scalar(); }},
 };
 
 const KernelImpl kTlGemv[] = {
-    {"tl_gemv_avx512bf16", Isa::kAvx512Bf16, nullptr},
+    {"tl_gemv_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return reinterpret_cast<const void*>(tl_gemv_avx512bf16()); }},
+    {"tl_gemv_hwy", Isa::kAvx2, [](Isa l) -> const void* { return reinterpret_cast<const void*>(tl_gemv_hwy(l)); }},
     {"tile_loops", Isa::kScalar, nullptr},
 };
 
+template <Isa kLevel>
+const void* tl_flags(Isa) {
+  return tl_vector_flags(kLevel);
+}
+
 const KernelImpl kTlVector[] = {
-    {"avx512bf16_flags", Isa::kAvx512Bf16, nullptr},
-    {"avx512_flags", Isa::kAvx512, nullptr},
-    {"avx2_flags", Isa::kAvx2, nullptr},
-    {"scalar_loops", Isa::kScalar, nullptr},
+    {"avx512bf16_flags", Isa::kAvx512Bf16, tl_flags<Isa::kAvx512Bf16>},
+    {"avx512_flags", Isa::kAvx512, tl_flags<Isa::kAvx512>},
+    {"avx2_flags", Isa::kAvx2, tl_flags<Isa::kAvx2>},
+    {"scalar_loops", Isa::kScalar, tl_flags<Isa::kScalar>},
 };
 
 #define TESSERA_SLOT(name, list) {name, list, int(sizeof(list) / sizeof(list[0]))}
@@ -134,11 +156,18 @@ KernelChoice choose_kernel(Slot slot, const char* caller, const RefuseFn refuse,
   return choose_kernel_at(slot, active_isa(), caller, refuse, problem);
 }
 
-const char* planned_kernel(Slot slot, Isa level) {
+namespace {
+const KernelImpl* planned_impl(Slot slot, Isa level) {
   const SlotInfo& s = slot_info(slot);
   for (int i = 0; i < s.count; ++i)
-    if (int(level) >= int(s.impls[i].need)) return s.impls[i].name;
-  return "-";
+    if (int(level) >= int(s.impls[i].need)) return &s.impls[i];
+  return nullptr;
+}
+}  // namespace
+
+const char* planned_kernel(Slot slot, Isa level) {
+  const KernelImpl* k = planned_impl(slot, level);
+  return k ? k->name : "-";
 }
 
 std::string kernel_matrix_text() {
@@ -156,12 +185,20 @@ std::string kernel_matrix_text() {
     std::snprintf(line, sizeof line, "%-14s", kSlots[s].name);
     out += line;
     for (Isa l : levels) {
-      std::snprintf(line, sizeof line, " %-22s", planned_kernel(Slot(s), l));
+      const KernelImpl* k = planned_impl(Slot(s), l);
+      // A portable implementation at a SIMD level is a slow path: marked so it shows at a glance.
+      const bool slow = k && k->need == Isa::kScalar && l != Isa::kScalar;
+      std::snprintf(line, sizeof line, " %-22s", (std::string(k ? k->name : "-") + (slow ? " *" : "")).c_str());
       out += line;
     }
     out += "\n";
   }
+  out += "\n* portable scalar code at a SIMD level\n";
   return out;
 }
 
 }  // namespace tessera::cpu
+
+namespace tessera {
+std::string kernel_registry_matrix() { return cpu::kernel_matrix_text(); }
+}  // namespace tessera

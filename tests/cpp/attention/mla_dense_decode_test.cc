@@ -74,7 +74,7 @@ TEST_P(DenseDecode, LongSequenceIsSplitAndCombinedExactly) {
   EXPECT_TRUE(p.check());
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, DenseDecode, ::testing::Values(Isa::kScalar, Isa::kAvx512Bf16),
+INSTANTIATE_TEST_SUITE_P(Isas, DenseDecode, ::testing::ValuesIn(all_isas()),
                          [](const ::testing::TestParamInfo<Isa>& p) { return std::string(isa_name(p.param)); });
 
 }  // namespace

@@ -128,7 +128,7 @@ TEST_P(MlaDeterminism, SameBitsForAnyThreadCount) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, MlaDeterminism, ::testing::Values(Isa::kScalar, Isa::kAvx512Bf16),
+INSTANTIATE_TEST_SUITE_P(Isas, MlaDeterminism, ::testing::ValuesIn(all_isas()),
                          [](const ::testing::TestParamInfo<Isa>& p) { return std::string(isa_name(p.param)); });
 
 TEST(MlaSchedMeta, LaterCallsMustMatchTheRecordedConfig) {

@@ -109,7 +109,7 @@ TEST(SparseDecodeEdges, EmptyShapesAndZeroTopk) {
   flash_mla::flash_mla_with_kvcache(in, meta1, o0, l0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, SparseDecode, ::testing::Values(Isa::kScalar, Isa::kAvx512Bf16),
+INSTANTIATE_TEST_SUITE_P(Isas, SparseDecode, ::testing::ValuesIn(all_isas()),
                          [](const ::testing::TestParamInfo<Isa>& p) { return std::string(isa_name(p.param)); });
 
 }  // namespace

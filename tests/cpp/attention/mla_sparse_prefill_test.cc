@@ -50,7 +50,7 @@ TEST_P(SparsePrefill, MatchesFloat64Reference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, SparsePrefill, ::testing::Values(Isa::kScalar, Isa::kAvx512Bf16),
+INSTANTIATE_TEST_SUITE_P(Isas, SparsePrefill, ::testing::ValuesIn(all_isas()),
                          [](const ::testing::TestParamInfo<Isa>& p) { return std::string(isa_name(p.param)); });
 
 }  // namespace

@@ -155,7 +155,7 @@ TEST_P(VarlenPrefill, SameBitsForAnyThreadCount) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, VarlenPrefill, ::testing::Values(Isa::kScalar, Isa::kAvx512Bf16),
+INSTANTIATE_TEST_SUITE_P(Isas, VarlenPrefill, ::testing::ValuesIn(all_isas()),
                          [](const ::testing::TestParamInfo<Isa>& p) { return std::string(isa_name(p.param)); });
 
 TEST(VarlenPrefillBadInput, ClearErrorsAndUntouchedOutputs) {

@@ -82,7 +82,7 @@ void attend_tile(const MlaTileArgs& a) {
 
 const MlaKernelSet kSet = {
     "avx512bf16", MlaElem::kBF16, kTileTokens, 2, 32, q_packed_bytes, pack_q, scratch_bytes, attend_tile,
-    mla_o_to_natural_avx512bf16, mla_dequant_v32_avx512bf16, mla_dequant_model1_avx512bf16,
+    mla_o_to_natural_avx512bf16, mla_dequant_v32_avx512bf16, mla_dequant_model1_avx512bf16, nullptr,
 };
 
 }  // namespace

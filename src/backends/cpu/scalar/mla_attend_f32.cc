@@ -84,7 +84,7 @@ void dequant_model1(const uint8_t* data, const uint8_t* scales, void* row) {
 
 const MlaKernelSet kSet = {
     "scalar", MlaElem::kF32, kTileTokens, 1, 1, q_packed_bytes, pack_q, scratch_bytes, attend_tile, nullptr,
-    dequant_v32, dequant_model1,
+    dequant_v32, dequant_model1, nullptr,
 };
 
 }  // namespace
