@@ -34,15 +34,15 @@ void check_q_sf(const char* fn, const TensorView* q_sf, bool fp4, std::initializ
   for (int64_t s : shape) check_dim(fn, "q_sf", *q_sf, d++, s, "the matching q dimension");
 }
 
-QueryPanels build_query_panels(const QuerySource& q, int64_t queries) {
+QueryPanels build_query_panels(const cpu::MqaLogitsKernels& k, const QuerySource& q, int64_t queries) {
   QueryPanels p;
-  p.panel_elems = q.panel_elems();
+  p.panel_bytes = k.panel_bytes(q.heads, q.dim);
   p.weight_elems = q.weight_elems();
-  p.panels = aligned_array<uint16_t>(size_t(queries * p.panel_elems));
+  p.panels = aligned_array<char>(size_t(queries * p.panel_bytes));
   p.weights = aligned_array<float>(size_t(queries * p.weight_elems));
   parallel_for(queries, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
-      build_query_panel(q, i, p.panels.get() + i * p.panel_elems, p.weights.get() + i * p.weight_elems);
+      build_query_panel(k, q, i, p.panels.get() + i * p.panel_bytes, p.weights.get() + i * p.weight_elems);
   });
   return p;
 }

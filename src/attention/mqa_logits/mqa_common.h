@@ -20,15 +20,15 @@ void check_head_dim(const char* fn, int64_t dim, bool fp4);
 // Checks an optional MX scale tensor (int32, the given shape).
 void check_q_sf(const char* fn, const TensorView* q_sf, bool fp4, std::initializer_list<int64_t> shape);
 
-// All query panels and weights of a call, built in parallel.
+// All query panels (in kernel set `k`'s layout) and weights of a call, built in parallel.
 struct QueryPanels {
-  AlignedPtr<uint16_t> panels;
+  AlignedPtr<char> panels;
   AlignedPtr<float> weights;
-  int64_t panel_elems = 0, weight_elems = 0;
-  const uint16_t* panel(int64_t i) const { return panels.get() + i * panel_elems; }
+  int64_t panel_bytes = 0, weight_elems = 0;
+  const void* panel(int64_t i) const { return panels.get() + i * panel_bytes; }
   const float* weight(int64_t i) const { return weights.get() + i * weight_elems; }
 };
-QueryPanels build_query_panels(const QuerySource& q, int64_t queries);
+QueryPanels build_query_panels(const cpu::MqaLogitsKernels& k, const QuerySource& q, int64_t queries);
 
 // Runs item(i) for every work item, split over the pool in contiguous shares of about equal total
 // cost (cost[i] >= 0). Which thread runs an item never changes what the item computes.

@@ -1,6 +1,7 @@
 // fp8_fp4_mqa_logits: validation, then blocks of kQueryBlock queries x chunks of kChunk keys as work
-// items. An item converts its keys to bf16 one tile of kTile rows at a time (the tile and one query
-// panel stay in L1) and runs the kernel for each query of the block on the rows inside its range.
+// items. An item converts its keys to the kernel set's element type one tile of kTile rows at a time
+// (the tile and one query panel stay in L1 or close) and runs the kernel for each query of the block
+// on the rows inside its range.
 #include "tessera/attention/mqa_logits.h"
 
 #include <algorithm>
@@ -174,20 +175,21 @@ void fp8_fp4_mqa_logits(const TensorView& q, const TensorView* q_sf, const Tenso
   }
   if (items.empty()) return;
 
-  const detail::QueryPanels panels = detail::build_query_panels(qs, s);
-  const detail::MqaKernels kernels = detail::mqa_kernels();
+  const cpu::MqaLogitsKernels& kernels = detail::mqa_kernels(kFn);
+  const detail::QueryPanels panels = detail::build_query_panels(kernels, qs, s);
+  const int64_t row_bytes = int64_t(dim) * kernels.key_bytes;  // of a converted key row
   const uint8_t* kv_data = static_cast<const uint8_t*>(kv.data);
   const uint8_t* sf_data = static_cast<const uint8_t*>(kv_sf.data);
   const int64_t kv_row_bytes = kv.stride(0), sf_stride_bytes = kv_sf.stride(0) * 4;
 
   detail::run_items_balanced(cost, [&](int64_t n) {
     const Item& it = items[size_t(n)];
-    auto* tile = static_cast<uint16_t*>(thread_scratch(0, size_t(kTile) * dim * 2));
+    auto* tile = static_cast<char*>(thread_scratch(0, size_t(kTile * row_bytes)));
     auto* scale = static_cast<float*>(thread_scratch(1, size_t(kTile) * 4));
     auto* tmp = static_cast<float*>(thread_scratch(2, size_t(kTile) * 4));
     for (int64_t t0 = it.k0; t0 < it.k1; t0 += kTile) {
       const int rows = int(std::min<int64_t>(kTile, it.k1 - t0));
-      detail::convert_key_rows(kf, kv_data + t0 * kv_row_bytes, kv_row_bytes, sf_data + t0 * sf_stride_bytes,
+      detail::convert_key_rows(kernels, kf, kv_data + t0 * kv_row_bytes, kv_row_bytes, sf_data + t0 * sf_stride_bytes,
                                sf_stride_bytes, rows, tile, scale);
       for (int64_t i = it.q0; i < it.q1; ++i) {
         const int64_t r0 = std::max(t0, ranges[size_t(i)].lo), r1 = std::min(t0 + rows, ranges[size_t(i)].hi);
@@ -199,7 +201,7 @@ void fp8_fp4_mqa_logits(const TensorView& q, const TensorView* q_sf, const Tenso
                            qs.heads,
                            qs.head_vectors(),
                            dim,
-                           tile + (r0 - t0) * dim,
+                           tile + (r0 - t0) * row_bytes,
                            dim,
                            scale + (r0 - t0),
                            int(r1 - r0),

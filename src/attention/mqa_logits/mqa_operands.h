@@ -25,13 +25,13 @@ struct QuerySource {
   int heads, dim;
 
   int head_vectors() const { return (heads + 15) / 16; }
-  // bf16 elements of one query panel, and floats of its padded weights.
-  int64_t panel_elems() const { return int64_t(dim) * 16 * head_vectors(); }
+  // Floats of one query's padded weights.
   int64_t weight_elems() const { return 16 * head_vectors(); }
 };
 
-// Builds query i's panel (pair-interleaved by head, zero beyond `heads`) and its weights.
-void build_query_panel(const QuerySource& q, int64_t i, uint16_t* panel, float* weights);
+// Builds query i's panel in the layout of kernel set `k` and its weights (zero beyond `heads`).
+void build_query_panel(const cpu::MqaLogitsKernels& k, const QuerySource& q, int64_t i, void* panel,
+                       float* weights);
 
 // Key rows: FP8 values with one fp32 scale per row, or (mx) FP8/FP4 values with one int32 word of four
 // UE8M0 exponents per row.
@@ -42,20 +42,14 @@ struct KeyFormat {
 };
 
 // Converts `rows` rows: values at values + r * values_stride (bytes), the row's scale (fp32, or an
-// int32 UE8M0 word) at scales + r * scales_stride. Output: bf16 rows (stride dim) with the MX
-// exponents folded in, and fp32 per-row scales (1.0 for MX).
-void convert_key_rows(const KeyFormat& f, const uint8_t* values, int64_t values_stride, const uint8_t* scales,
-                      int64_t scales_stride, int rows, uint16_t* dst, float* scale_dst);
+// int32 UE8M0 word) at scales + r * scales_stride. Output: rows of set `k`'s element type (stride dim)
+// with the MX exponents folded in, and fp32 per-row scales (1.0 for MX).
+void convert_key_rows(const cpu::MqaLogitsKernels& k, const KeyFormat& f, const uint8_t* values,
+                      int64_t values_stride, const uint8_t* scales, int64_t scales_stride, int rows, void* dst,
+                      float* scale_dst);
 
-// The kernels for the active instruction set (AVX512_BF16 or the scalar reference).
-struct MqaKernels {
-  cpu::MqaRowsFn rows;
-  cpu::E4m3ToBf16Fn e4m3_to_bf16;
-};
-MqaKernels mqa_kernels();
-
-// The scalar reference kernels (always available).
-void mqa_rows_scalar(const cpu::MqaRowsArgs& a);
-void e4m3_to_bf16_scalar(const uint8_t* src, int64_t n, uint16_t* dst);
+// The kernel set for the active instruction set, from the kernel registry (`caller` names the
+// operation in TESSERA_VERBOSE_DISPATCH lines). One call uses one set throughout.
+const cpu::MqaLogitsKernels& mqa_kernels(const char* caller);
 
 }  // namespace tessera::attention::detail

@@ -204,13 +204,13 @@ void fp8_fp4_paged_mqa_logits(const TensorView& q, const TensorView* q_sf, const
     }
   if (items.empty()) return;
 
-  const detail::QueryPanels panels = detail::build_query_panels(qs, batch * next_n);
-  const detail::MqaKernels kernels = detail::mqa_kernels();
+  const cpu::MqaLogitsKernels& kernels = detail::mqa_kernels(kFn);
+  const detail::QueryPanels panels = detail::build_query_panels(kernels, qs, batch * next_n);
   const uint8_t* cache = static_cast<const uint8_t*>(kv_cache.data);
   const int64_t page_stride = kv_cache.stride(0);
   detail::run_items_balanced(cost, [&](int64_t n) {
     const Item& it = items[size_t(n)];
-    auto* tile = static_cast<uint16_t*>(thread_scratch(0, size_t(block_kv * d) * 2));
+    void* tile = thread_scratch(0, size_t(block_kv * d) * size_t(kernels.key_bytes));
     auto* scale = static_cast<float*>(thread_scratch(1, size_t(block_kv) * 4));
     auto* tmp = static_cast<float*>(thread_scratch(2, size_t(block_kv) * 4));
     int64_t need = 0;  // tokens the longest query of the request sees
@@ -222,7 +222,7 @@ void fp8_fp4_paged_mqa_logits(const TensorView& q, const TensorView* q_sf, const
       if (p + 1 < it.p1)
         prefetch_page(cache + table[it.b * block_table.stride(0) + (p + 1) * block_table.stride(1)] * page_stride,
                       std::min(block_kv, need - (p + 1) * block_kv), block_kv, row_bytes);
-      detail::convert_key_rows(kf, base, row_bytes, base + block_kv * row_bytes, 4, rows, tile, scale);
+      detail::convert_key_rows(kernels, kf, base, row_bytes, base + block_kv * row_bytes, 4, rows, tile, scale);
       for (int64_t j = 0; j < next_n; ++j) {
         const int64_t i = it.b * next_n + j;
         const int64_t r1 = std::min<int64_t>(rows, len[size_t(i)] - p * block_kv);

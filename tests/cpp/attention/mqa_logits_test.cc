@@ -2,7 +2,7 @@
 // and sizes, causal / random / out-of-range key ranges, clean and unclean, compressed mode, bf16
 // logits and weights, non-contiguous q, padded rows; paged decode with random block tables, lengths
 // 0/1/odd, 1-D and 2-D context lengths, NaN in every unreferenced slot; determinism across runs,
-// thread counts and both ISAs.
+// thread counts and every ISA level.
 #include <gtest/gtest.h>
 
 #include "attention/mqa_logits_harness.h"
@@ -58,7 +58,7 @@ TEST_P(MqaPrefill, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, MqaPrefill, ::testing::Values(Isa::kScalar, Isa::kAvx512Bf16));
+INSTANTIATE_TEST_SUITE_P(Isa, MqaPrefill, ::testing::ValuesIn(all_isas()));
 
 class MqaPaged : public ::testing::TestWithParam<Isa> {};
 
@@ -100,11 +100,15 @@ TEST_P(MqaPaged, MatchesReferenceAndNeverReadsUnreferencedSlots) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, MqaPaged, ::testing::Values(Isa::kScalar, Isa::kAvx512Bf16));
+INSTANTIATE_TEST_SUITE_P(Isa, MqaPaged, ::testing::ValuesIn(all_isas()));
 
-// 20 repeated calls and 1, 2, 3 threads give the same bits (each logit is computed once, in a fixed
-// order, by whichever thread owns it).
-TEST(MqaDeterminism, RunsAndThreadCounts) {
+// At every level, 20 repeated calls and 1, 2, 3 threads give the same bits (each logit is computed
+// once, in a fixed order, by whichever thread owns it).
+class MqaDeterminism : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(MqaDeterminism, RunsAndThreadCounts) {
+  if (!isa_supported(GetParam())) GTEST_SKIP() << "ISA not supported here";
+  IsaCapScope cap(GetParam());
   Rng rng = Rng::for_current_test();
   PrefillCase c;
   c.s = 23;
@@ -136,6 +140,8 @@ TEST(MqaDeterminism, RunsAndThreadCounts) {
     ASSERT_EQ(run_paged(pp).bits, first_paged.bits) << "repeat " << rep;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, MqaDeterminism, ::testing::ValuesIn(all_isas()));
 
 TEST(MqaMetadata, SplitsPagesEvenly) {
   // Requests need 3, 0, 5, 1 pages of 4 tokens (2-D lengths: the longest query counts).

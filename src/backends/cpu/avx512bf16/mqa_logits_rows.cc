@@ -34,14 +34,15 @@ void rows_block(const MqaRowsArgs& a, int r0, int nrows) {
   constexpr int R = rows_for(NV);
   const uint16_t* krow[R];
 #pragma GCC unroll 24
-  for (int r = 0; r < R; ++r) krow[r] = a.k + (r0 + (r < nrows ? r : nrows - 1)) * a.k_stride;
+  for (int r = 0; r < R; ++r)
+    krow[r] = static_cast<const uint16_t*>(a.k) + (r0 + (r < nrows ? r : nrows - 1)) * a.k_stride;
   __m512 acc[R][NV];
 #pragma GCC unroll 24
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
 
-  const uint16_t* qp = a.q_panel;
+  const uint16_t* qp = static_cast<const uint16_t*>(a.q_panel);
   const int pairs = a.dim / 2;
   for (int p = 0; p < pairs; ++p, qp += 32 * NV) {
     if constexpr (NV <= 2) {  // query vectors stay in registers, one broadcast register at a time
@@ -132,14 +133,19 @@ void e4m3_to_bf16(const uint8_t* src, int64_t n, uint16_t* dst) {
   }
 }
 
-}  // namespace
-
-MqaRowsFn mqa_rows_avx512bf16() {
-  return rows;
+void e4m3_keys(const uint8_t* src, int64_t n, void* dst) {
+  e4m3_to_bf16(src, n, static_cast<uint16_t*>(dst));
 }
 
-E4m3ToBf16Fn e4m3_to_bf16_avx512bf16() {
-  return e4m3_to_bf16;
+// Panels, panel size and MX keys are the scalar set's (plain C, defined in scalar/mqa_logits.cc).
+const MqaLogitsKernels kSet = {
+    "mqa_avx512bf16", 2, mqa_panel_bytes_bf16, mqa_pack_query_bf16, e4m3_to_bf16, e4m3_keys, mqa_mx_keys_bf16, rows,
+};
+
+}  // namespace
+
+const MqaLogitsKernels* mqa_kernels_avx512bf16() {
+  return &kSet;
 }
 
 }  // namespace tessera::cpu
