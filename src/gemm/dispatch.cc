@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "backends/cpu/registry.h"
 #include "gemm/gemm_problem.h"
 #include "gemm/gemv.h"
 #include "gemm/packed.h"
@@ -13,66 +14,20 @@
 namespace tessera::gemm {
 namespace {
 
-bool verbose() {
-  static const bool on = [] {
-    const char* v = std::getenv("TESSERA_VERBOSE_DISPATCH");
-    return v && *v && *v != '0';
-  }();
-  return on;
-}
-
-void note(const GemmProblem& p, const char* impl, const char* reason) {
-  if (verbose()) std::fprintf(stderr, "[tessera] %s: %s %s\n", p.fn, impl, reason ? reason : "chosen");
-}
-
-// Kernel-set accessors are only called once the ISA is known to be available (backends/cpu/README.md).
-const char* packed_refusal(const GemmProblem& p, const cpu::GemmKernelSet* (*get)(), Isa need,
-                           const cpu::GemmKernelSet** out) {
-  if (int(active_isa()) < int(need)) return "refused: ISA not available (or capped by TESSERA_ISA)";
-  const cpu::GemmKernelSet* ks = get();
-  if (!ks) return "refused: not built";
+// The registry's refusal of a packed kernel set (slot kGemmPacked) for a GemmProblem.
+const char* packed_refusal(const cpu::KernelImpl&, const void* table, const void* problem) {
+  const auto* ks = static_cast<const cpu::GemmKernelSet*>(table);
+  const auto& p = *static_cast<const GemmProblem*>(problem);
+  if (!ks) return nullptr;  // the reference
   if (!ks->accepts(p.a.type) || !ks->accepts(p.b.type)) return "refused: operand dtype not supported";
   if (p.group > 0 && p.group % ks->k_align != 0) return "refused: scale group not a multiple of k_align";
-  *out = ks;
   return nullptr;
 }
-
 
 // The packed kernel set for p, or nullptr (reference).
 const cpu::GemmKernelSet* choose_packed(const GemmProblem& p) {
-  struct Candidate {
-    const char* name;
-    const cpu::GemmKernelSet* (*get)();
-    Isa need;
-  };
-  static constexpr Candidate kCandidates[] = {
-      {"packed_amx", cpu::gemm_kernels_amx, Isa::kAmx},
-      {"packed_avx512bf16", cpu::gemm_kernels_avx512bf16, Isa::kAvx512Bf16},
-      {"packed_avx512", cpu::gemm_kernels_avx512, Isa::kAvx512},
-      {"packed_avx2", cpu::gemm_kernels_avx2, Isa::kAvx2},
-  };
-  for (const Candidate& c : kCandidates) {
-    const cpu::GemmKernelSet* ks = nullptr;
-    const char* why = packed_refusal(p, c.get, c.need, &ks);
-    note(p, c.name, why);
-    if (!why) return ks;
-  }
-  note(p, "reference", nullptr);
-  return nullptr;
-}
-
-bool gemv_applies(const GemmProblem& p) {
-  if (int(active_isa()) < int(Isa::kAvx512Bf16)) return false;
-  const char* why = gemv_refusal(p);
-  note(p, "gemv_avx512bf16", why);
-  return why == nullptr;
-}
-
-bool gemv_fp4_applies(const GemmProblem& p) {
-  if (int(active_isa()) < int(Isa::kAvx512Bf16)) return false;
-  const char* why = gemv_fp4_refusal(p);
-  note(p, "gemv_fp4_avx512bf16", why);
-  return why == nullptr;
+  return static_cast<const cpu::GemmKernelSet*>(
+      cpu::choose_kernel(cpu::Slot::kGemmPacked, p.fn, packed_refusal, &p).table);
 }
 
 // Decode rows on AMX tiles (gemv_amx.cc, gemv_amx_e4m3.cc) where they beat the vector GEMV with the
@@ -97,13 +52,6 @@ bool gemv_no_amx() {
   return off;
 }
 
-bool gemv_on_tiles(const GemmProblem& p) {
-  if (gemv_no_amx() || int(active_isa()) < int(Isa::kAmx)) return false;
-  const bool tiles = p.m >= (p.b.type == cpu::GemmSrcType::kBF16 ? 5 : 4);
-  note(p, "gemv_amx", tiles ? nullptr : "refused: the vector GEMV is as fast or faster at this M and weight type");
-  return tiles;
-}
-
 // FP4-weight decode rows on AMX tiles (gemv_amx_fp4.cc) from M = 4. Measured on the AMX Xeon in a slow
 // phase of the host (tile rate 1.0 TFLOP/s per core), 2 threads, weights from DRAM (1.5 GB of rotated
 // copies), the two kernels alternating call by call, medians of 20-30, ms, tiles vs vector, N=4096
@@ -117,11 +65,54 @@ bool gemv_on_tiles(const GemmProblem& p) {
 // on the vector kernel.
 constexpr int64_t kFp4TileMinM = 4;
 
-bool gemv_fp4_on_tiles(const GemmProblem& p) {
-  if (gemv_no_amx() || int(active_isa()) < int(Isa::kAmx)) return false;
-  const bool tiles = p.m >= kFp4TileMinM;
-  note(p, "gemv_fp4_amx", tiles ? nullptr : "refused: the vector FP4 GEMV is as fast or faster at this M");
-  return tiles;
+// The registry's refusal of a decode GEMV (slots kGemvBf16, kGemvFp8) for a GemmProblem; the table-less
+// last entry is the packed driver, which takes every problem.
+const char* gemv_problem_refusal(const cpu::KernelImpl& impl, const void* table, const void* problem) {
+  const auto& p = *static_cast<const GemmProblem*>(problem);
+  if (!table) return nullptr;
+  if (const char* why = gemv_refusal(p)) return why;
+  if (impl.need == Isa::kAmx) {
+    if (gemv_no_amx()) return "refused: TESSERA_GEMV_NO_AMX";
+    if (p.m < (p.b.type == cpu::GemmSrcType::kBF16 ? 5 : 4))
+      return "refused: the vector GEMV is as fast or faster at this M and weight type";
+  }
+  return nullptr;
+}
+
+// An FP4 problem, and the implementation that already failed on its scale exponents (nullptr: none).
+struct Fp4Problem {
+  const GemmProblem* p;
+  const cpu::KernelImpl* failed;
+};
+
+const char* gemv_fp4_problem_refusal(const cpu::KernelImpl& impl, const void* table, const void* problem) {
+  const auto& f = *static_cast<const Fp4Problem*>(problem);
+  if (!table) return nullptr;
+  if (const char* why = gemv_fp4_refusal(*f.p)) return why;
+  // The slot lists implementations from the narrowest exponent range (tiles) to the widest.
+  if (f.failed && &impl <= f.failed) return "refused: scale exponents outside its range";
+  if (impl.need == Isa::kAmx) {
+    if (gemv_no_amx()) return "refused: TESSERA_GEMV_NO_AMX";
+    if (f.p->m < kFp4TileMinM) return "refused: the vector FP4 GEMV is as fast or faster at this M";
+  }
+  return nullptr;
+}
+
+// Problems that share one kernel, run as one batch.
+template <class Fn>
+struct KernelBatch {
+  const cpu::KernelImpl* impl;
+  Fn fn;
+  std::vector<GemmProblem> problems;
+};
+
+// Adds p to the batch of c's kernel among batches [first, end), or to a new one at the end.
+template <class Fn>
+void add_to_batch(std::vector<KernelBatch<Fn>>& batches, const cpu::KernelChoice& c, const GemmProblem& p,
+                  size_t first = 0) {
+  for (size_t i = first; i < batches.size(); ++i)
+    if (batches[i].impl == c.impl) return batches[i].problems.push_back(p);
+  batches.push_back({c.impl, reinterpret_cast<Fn>(c.table), {p}});
 }
 
 // A call whose D (all problems of the batch: an MoE GEMM's groups share one output) is at least this
@@ -151,23 +142,13 @@ bool stream_d(const GemmProblem* problems, int64_t count) {
 void run_gemm(const GemmProblem& p) { run_gemm_batch(&p, 1); }
 
 void run_gemm_batch(const GemmProblem* problems, int64_t count) {
-  // Decode-shaped problems go to the streaming GEMV, the rest to the packed driver, each as one batch
-  // per kernel set (problems of one call share dtypes, so this is almost always one batch each).
-  std::vector<GemmProblem> gemv, gemv_fp4, packed, reference;
+  // Decode-shaped problems go to a streaming GEMV, the rest to the packed driver, each as one batch per
+  // kernel (problems of one call share dtypes, so this is almost always one batch each).
+  std::vector<KernelBatch<cpu::GemvFn>> gemv;
+  std::vector<KernelBatch<cpu::GemvFp4Fn>> gemv_fp4;
+  std::vector<GemmProblem> packed, reference;
   const cpu::GemmKernelSet* packed_set = nullptr;
-  const bool stream = stream_d(problems, count);
-  for (int64_t i = 0; i < count; ++i) {
-    GemmProblem p = problems[i];
-    p.stream_d = stream;
-    if (p.m == 0 || p.n == 0) continue;
-    if (gemv_applies(p)) {
-      gemv.push_back(p);
-      continue;
-    }
-    if (gemv_fp4_applies(p)) {
-      gemv_fp4.push_back(p);
-      continue;
-    }
+  auto to_packed = [&](const GemmProblem& p) {
     const cpu::GemmKernelSet* ks = choose_packed(p);
     if (!ks) {
       reference.push_back(p);
@@ -177,29 +158,42 @@ void run_gemm_batch(const GemmProblem* problems, int64_t count) {
     } else {
       run_packed(p, *ks);
     }
-  }
-  if (!gemv.empty()) {
-    std::vector<GemmProblem> vector_rows, tile_rows;
-    for (const GemmProblem& p : gemv) (gemv_on_tiles(p) ? tile_rows : vector_rows).push_back(p);
-    if (!vector_rows.empty())
-      run_gemv_batch(vector_rows.data(), int64_t(vector_rows.size()), cpu::gemv_kernel_avx512bf16());
-    if (!tile_rows.empty()) run_gemv_batch(tile_rows.data(), int64_t(tile_rows.size()), cpu::gemv_kernel_amx());
-  }
-  if (!gemv_fp4.empty()) {
-    // Problems whose weight-scale exponents are outside a kernel's range go to the next one: tiles
-    // (64..190), the vector FP4 GEMV (1..254), the packed driver.
-    std::vector<GemmProblem> vector_rows, tile_rows;
-    for (const GemmProblem& p : gemv_fp4) (gemv_fp4_on_tiles(p) ? tile_rows : vector_rows).push_back(p);
-    if (!tile_rows.empty())
-      for (const GemmProblem& p :
-           run_gemv_fp4_batch(tile_rows.data(), int64_t(tile_rows.size()), cpu::gemv_fp4_kernel_amx())) {
-        note(p, "gemv_fp4_avx512bf16", "chosen (scale exponents outside the FP4 tile GEMV's range 64..190)");
-        vector_rows.push_back(p);
+  };
+  const bool stream = stream_d(problems, count);
+  for (int64_t i = 0; i < count; ++i) {
+    GemmProblem p = problems[i];
+    p.stream_d = stream;
+    if (p.m == 0 || p.n == 0) continue;
+    if (p.b.type == cpu::GemmSrcType::kE2M1) {
+      const Fp4Problem f{&p, nullptr};
+      const cpu::KernelChoice c = cpu::choose_kernel(cpu::Slot::kGemvFp4, p.fn, gemv_fp4_problem_refusal, &f);
+      if (c.table) {
+        add_to_batch(gemv_fp4, c, p);
+        continue;
       }
-    for (const GemmProblem& p : run_gemv_fp4_batch(vector_rows.data(), int64_t(vector_rows.size()),
-                                                   cpu::gemv_fp4_kernel_avx512bf16())) {
-      note(p, "packed_avx512bf16", "chosen (scale exponents outside the FP4 GEMV's range 1..254)");
-      run_packed(p, *cpu::gemm_kernels_avx512bf16());
+    } else {
+      const cpu::Slot slot = p.b.type == cpu::GemmSrcType::kBF16 ? cpu::Slot::kGemvBf16 : cpu::Slot::kGemvFp8;
+      const cpu::KernelChoice c = cpu::choose_kernel(slot, p.fn, gemv_problem_refusal, &p);
+      if (c.table) {
+        add_to_batch(gemv, c, p);
+        continue;
+      }
+    }
+    to_packed(p);
+  }
+  for (const KernelBatch<cpu::GemvFn>& b : gemv) run_gemv_batch(b.problems.data(), int64_t(b.problems.size()), b.fn);
+  // FP4 problems whose weight-scale exponents are outside a kernel's range go to the next one that takes
+  // them (tiles 64..190, vector GEMVs 1..254), else to the packed driver.
+  for (size_t i = 0; i < gemv_fp4.size(); ++i) {
+    const KernelBatch<cpu::GemvFp4Fn> b = gemv_fp4[i];  // a copy: the loop may append batches
+    for (const GemmProblem& p : run_gemv_fp4_batch(b.problems.data(), int64_t(b.problems.size()), b.fn)) {
+      const Fp4Problem f{&p, b.impl};
+      const cpu::KernelChoice c = cpu::choose_kernel(cpu::Slot::kGemvFp4, p.fn, gemv_fp4_problem_refusal, &f);
+      if (c.table) {
+        add_to_batch(gemv_fp4, c, p, i + 1);  // batches up to i have run
+      } else {
+        to_packed(p);
+      }
     }
   }
   if (!packed.empty()) run_packed_batch(packed.data(), int64_t(packed.size()), *packed_set);

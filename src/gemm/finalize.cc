@@ -1,6 +1,7 @@
 // D = round(C + acc): the one rounding of every GEMM path.
 #include <algorithm>
 
+#include "backends/cpu/registry.h"
 #include "gemm/gemm_problem.h"
 #include "tessera/core/cpu.h"
 
@@ -36,12 +37,24 @@ void finalize_impl(const GemmProblem& p, const float* tile, int64_t ldt, int64_t
     }
 }
 
+// The SIMD finalize the registry gives the active level (nullptr: the portable loops above), chosen
+// again only when the level changes (tests cap it).
+cpu::FinalizeFn finalize_kernel() {
+  thread_local int level = -1;
+  thread_local cpu::FinalizeFn fn = nullptr;
+  const Isa now = active_isa();
+  if (int(now) != level) {
+    fn = reinterpret_cast<cpu::FinalizeFn>(cpu::choose_kernel(cpu::Slot::kGemmFinalize, "gemm finalize").table);
+    level = int(now);
+  }
+  return fn;
+}
+
 }  // namespace
 
 void finalize_tile(const GemmProblem& p, const float* tile, int64_t ldt, bool transposed, int64_t r0,
                    int64_t rows, int64_t c0, int64_t cols) {
-  if (int(active_isa()) >= int(Isa::kAvx512)) {
-    static const cpu::FinalizeFn simd = cpu::gemm_finalize_avx512();
+  if (const cpu::FinalizeFn simd = finalize_kernel()) {
     const int64_t es = dtype_storage_bytes(p.d_type), ces = p.c ? dtype_storage_bytes(p.c_type) : 0;
     cpu::FinalizeArgs a;
     a.tile = tile;

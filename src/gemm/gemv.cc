@@ -73,7 +73,7 @@ void run_chunks(const GemmProblem& p, const GemvScales& sc, cpu::GemvFn gemv, in
   g.ldo = n1 - n0;
   g.n0 = 0;
   g.n1 = n1 - n0;
-  g.scratch = thread_scratch(5, size_t(kGemvMaxM) * k_pad * 2);
+  g.scratch = thread_scratch(5, size_t(kGemvMaxM) * k_pad * 4);  // GemvArgs: fp32 activations
   g.streamed = p.n * p.k * src_bytes(p.b) > kGemvStreamedBytes;
   gemv(g);
   finalize_tile(p, buf, n1 - n0, false, 0, p.m, n0, n1 - n0);
@@ -104,7 +104,7 @@ bool run_fp4_chunks(const GemmProblem& p, const std::vector<float>& a_scale, cpu
   g.ldo = n1 - n0;
   g.n0 = 0;
   g.n1 = n1 - n0;
-  g.scratch = thread_scratch(5, size_t(17) * k_pad);  // GemvFp4Args: activations, then scale exponents
+  g.scratch = thread_scratch(5, size_t(32) * k_pad);  // GemvFp4Args: 8 rows of fp32 activations
   if (!gemv(g)) return false;
   finalize_tile(p, buf, n1 - n0, false, 0, p.m, n0, n1 - n0);
   return true;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/registry.h"
 #include "info/timed_rate.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/dtype.h"
@@ -27,11 +28,12 @@ namespace {
 constexpr int kBlockRows = 256, kBlockCols = 128;  // before rounding to whole panels
 constexpr double kSweepSeconds = 0.02;  // one timed repetition, like the peak loops
 
-// The kernel set the packed bf16 GEMM would take here, or nullptr for sets this does not measure.
+// The kernel set the packed bf16 GEMM would take here, or nullptr for sets this does not measure (the
+// fp32-FMA sets, which pack 4-byte elements; and the reference).
 const cpu::GemmKernelSet* bf16_packed_set() {
-  if (int(active_isa()) >= int(Isa::kAmx)) return cpu::gemm_kernels_amx();
-  if (int(active_isa()) >= int(Isa::kAvx512Bf16)) return cpu::gemm_kernels_avx512bf16();
-  return nullptr;
+  const auto* ks = static_cast<const cpu::GemmKernelSet*>(
+      cpu::choose_kernel(cpu::Slot::kGemmPacked, "kernel ceiling").table);
+  return ks && ks->elem_bytes == 2 && ks->accepts(cpu::GemmSrcType::kBF16) ? ks : nullptr;
 }
 
 // Random bf16 in [-1, 1), from a per-thread seed.

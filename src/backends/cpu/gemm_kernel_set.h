@@ -5,6 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace tessera {
+enum class Isa : int;  // tessera/core/cpu.h (not included: it is not a plain header)
+}
+
 namespace tessera::cpu {
 
 // Element type of an operand in memory.
@@ -166,6 +170,8 @@ struct FinalizeArgs {
 using FinalizeFn = void (*)(const FinalizeArgs& args);
 // AVX-512 F/BW version (usable by the avx512 and avx512bf16 levels); the driver has a portable one.
 FinalizeFn gemm_finalize_avx512();
+// Highway version (hwy/gemm_finalize.cc) for the avx2 level and up; nullptr when not built.
+FinalizeFn gemm_finalize_hwy(Isa level);
 
 // Accessors; each returns nullptr when the library was built without that level.
 const GemmKernelSet* gemm_kernels_amx();  // AMX tiles; reuses the avx512bf16 set's packing
@@ -178,8 +184,8 @@ const GemmKernelSet* gemm_kernels_avx2();
 // for n in [n0, n1). a (m rows, K-contiguous, row stride a_stride) and w (K-contiguous rows, row stride
 // ldw) have the same type, bf16 or e4m3; neither is read beyond K. group is a multiple of 64 (or >= K
 // when unscaled, a_scale == nullptr). w_scale(g, n) = w_scale[g * wss + (w_row0 + n) / w_scale_rows].
-// scratch: at least 8 * round_up(K, 64) * 2 bytes (5..7 rows may run as 8), 64-byte aligned, private to
-// the calling thread.
+// scratch: at least 8 * round_up(K, 64) * 4 bytes (the fp32 kernels keep the activations widened), 64-byte
+// aligned, private to the calling thread.
 struct GemvArgs {
   const void* a;
   int64_t a_stride;
@@ -207,6 +213,8 @@ struct GemvArgs {
 using GemvFn = void (*)(const GemvArgs& args);
 GemvFn gemv_kernel_avx512bf16();
 GemvFn gemv_kernel_amx();  // AMX tiles: 16 weight rows x M outputs per product (gemv_amx.cc)
+// fp32 FMAs (hwy/gemv.cc) for the avx2 level and up; nullptr when no Highway target of `level` was built.
+GemvFn gemv_kernel_hwy(Isa level);
 
 // ---- decode GEMV over packed FP4 (e2m1) weights with per-32 power-of-two (UE8M0) weight scales ----
 // out[m * ldo + n] = sum_g (sum_{k in g} a[m][k] * w[n][k] * 2^(e(n, k/32) - 127)) * a_scale[g*ass + m],
@@ -233,12 +241,15 @@ struct GemvFp4Args {
   float* out;
   int64_t ldo;
   int64_t n0, n1;
-  void* scratch;  // >= 17 * round_up(K, 128) bytes, 64-byte aligned, private to the calling thread
+  void* scratch;  // >= 32 * round_up(K, 128) bytes, 64-byte aligned, private to the calling thread
 };
 using GemvFp4Fn = bool (*)(const GemvFp4Args& args);
 GemvFp4Fn gemv_fp4_kernel_avx512bf16();
 // AMX tiles (amx/gemv_amx_fp4.cc): the weight scales go into the converted bf16 values, which takes
 // 64 <= e <= 190 (false otherwise, as above).
 GemvFp4Fn gemv_fp4_kernel_amx();
+// fp32 FMAs (hwy/gemv_fp4.cc) for the avx2 level and up, exponents 1..254 as above; nullptr when no
+// Highway target of `level` was built.
+GemvFp4Fn gemv_fp4_kernel_hwy(Isa level);
 
 }  // namespace tessera::cpu

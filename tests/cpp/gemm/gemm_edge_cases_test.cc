@@ -2,6 +2,7 @@
 // window of a larger buffer, for every GEMM family and layout (specs/deep_gemm.md section 0).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "gemm/gemm_cases.h"
@@ -95,6 +96,29 @@ TEST_P(GemmEdgeCases, WritesOnlyInsideAWindowOfALargerBuffer) {
         }
       EXPECT_EQ(bad, 0) << g.what << "\n  first bad element of the big buffer " << first;
     }
+  }
+}
+
+// An e4m3 NaN code (S.1111.111) in a weight row makes that output column NaN for every token, and one in
+// an activation row that output row NaN: decode rows (the GEMVs, which widen e4m3 through codes that
+// have no NaN of their own) and packed ones alike.
+TEST_P(GemmEdgeCases, E4m3NanCodesGiveNanOutputs) {
+  if (layout() != Layout::kNT) GTEST_SKIP() << "K-major operands only (the decode GEMV's layout)";
+  Rng rng = Rng::for_current_test();
+  for (const GemmShape& s : {GemmShape{1, 37, 200, kKm, kKm, 0, kF32, CMode::kNone},
+                             GemmShape{4, 41, 1280, kKm, kKm, 0, kF32, CMode::kNone},
+                             GemmShape{6, 23, 96, kKm, kKm, 0, kF32, CMode::kNone},
+                             GemmShape{12, 19, 256, kKm, kKm, 0, kF32, CMode::kNone}}) {
+    PreparedGemm g = prepare_scaled(scale_recipe("fp8 token(1,128) x block(128,128) f32"), layout(), s, rng);
+    const int64_t nan_col = s.n / 2, nan_row = s.m - 1;
+    g.b.storage[size_t(nan_col * s.k + s.k - 3)] = 0xFF;  // rows of k bytes (pad 0), near the K tail
+    if (s.m > 1) g.a.storage[size_t(nan_row * s.k + 5)] = 0x7F;
+    g.run();
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        const bool expect_nan = j == nan_col || (s.m > 1 && i == nan_row);
+        EXPECT_EQ(std::isnan(g.d.get(i, j)), expect_nan) << g.what << " at (" << i << ", " << j << ")";
+      }
   }
 }
 

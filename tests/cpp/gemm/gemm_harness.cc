@@ -54,17 +54,29 @@ void finish(PreparedGemm* g, const GemmShape& s, Rng& rng) {
     for (int64_t k = 0; k < s.k; ++k) bs[size_t(r * s.k + k)] = g->b.at(r, k) * (g->sb ? g->sb->at(r, k) : 1.0);
   g->ref.assign(size_t(s.m * s.n), 0.0);
   g->ref_abs.assign(size_t(s.m * s.n), 0.0);
+  // Four outputs at a time: independent chains for the CPU to overlap (each sum stays in k order). A
+  // last group past N repeats column N - 1 and is not stored.
+  constexpr int64_t kCols = 4;
   for (int64_t i = 0; i < s.m; ++i)
-    for (int64_t j = 0; j < s.n; ++j) {
+    for (int64_t j0 = 0; j0 < s.n; j0 += kCols) {
       const double* x = as.data() + i * s.k;
-      const double* y = bs.data() + j * s.k;
-      double acc = c ? c->get(i, j) : 0.0, mag = std::fabs(acc);
-      for (int64_t k = 0; k < s.k; ++k) {
-        acc += x[k] * y[k];
-        mag += std::fabs(x[k] * y[k]);
+      const double* y[kCols];
+      double acc[kCols], mag[kCols];
+      for (int64_t t = 0; t < kCols; ++t) {
+        const int64_t j = std::min(j0 + t, s.n - 1);
+        y[t] = bs.data() + j * s.k;
+        acc[t] = c ? c->get(i, j) : 0.0;
+        mag[t] = std::fabs(acc[t]);
       }
-      g->ref[size_t(i * s.n + j)] = acc;
-      g->ref_abs[size_t(i * s.n + j)] = mag;
+      for (int64_t k = 0; k < s.k; ++k)
+        for (int64_t t = 0; t < kCols; ++t) {
+          acc[t] += x[k] * y[t][k];
+          mag[t] += std::fabs(x[k] * y[t][k]);
+        }
+      for (int64_t t = 0; t < kCols && j0 + t < s.n; ++t) {
+        g->ref[size_t(i * s.n + j0 + t)] = acc[t];
+        g->ref_abs[size_t(i * s.n + j0 + t)] = mag[t];
+      }
     }
   std::ostringstream os;
   os << family_function(g->family, g->layout) << " " << describe(s) << " isa=" << isa_name(active_isa())

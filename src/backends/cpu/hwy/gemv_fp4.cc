@@ -1,0 +1,250 @@
+// Decode GEMV over packed FP4 (e2m1) weights with per-32 UE8M0 scales for the avx2 and avx512 levels, on
+// fp32 FMAs (GemvFp4Args in gemm_kernel_set.h). One input vector of packed bytes (a "piece": 64 values
+// on AVX2, 128 on AVX-512) is widened in registers:
+//  - each nibble looks up the upper byte of its value as a binary16 (one byte shuffle per 32 codes:
+//    every e2m1 magnitude is a half whose lower byte is zero), a zip with zero makes the halves and
+//    vcvtph2ps the fp32 values;
+//  - the zips work within 128-bit blocks, so every fp32 vector holds values of one 32-value scale block
+//    per group of 8 lanes. The products of a piece are summed per lane, then multiplied lane-wise by
+//    the blocks' powers of two (exact for exponents 1..254, as the contract asks) into a running total
+//    per activation-scale group, which the activation scale multiplies once per group.
+// The activations are put into the same lane order once per call. Every weight row is its own chain,
+// so its bits do not depend on the rows beside it or on how rows were split between threads.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/hwy/gemv_fp4.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/scalar_convert.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tessera::cpu::HWY_NAMESPACE {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using DU8 = hn::Repartition<uint8_t, DF>;
+using DU16 = hn::Repartition<uint16_t, DF>;
+using DU32 = hn::Repartition<uint32_t, DF>;
+using DF16 = hn::Repartition<hwy::float16_t, DF>;
+using V = hn::Vec<DF>;
+using VF16 = hn::Vec<DF16>;
+
+constexpr int64_t kL = int64_t(hn::MaxLanes(DF()));  // fp32 lanes per vector
+constexpr int64_t kPiece = 8 * kL;                     // values per input vector (4 kL bytes)
+constexpr int64_t kChunk = 128;                        // values per exponent word (4 blocks of 32)
+constexpr int kPiecesPerChunk = int(kChunk / kPiece);
+constexpr int64_t kPrefetchBytes = 8192;
+
+// Upper bytes of the binary16 e2m1 values: 0, 0.5, 1, 1.5, 2, 3, 4, 6, then the same negated.
+alignas(16) constexpr uint8_t kHalfHighBytes[16] = {0x00, 0x38, 0x3C, 0x3E, 0x40, 0x42, 0x44, 0x46,
+                                                    0x80, 0xB8, 0xBC, 0xBE, 0xC0, 0xC2, 0xC4, 0xC6};
+
+// A piece's four vectors of halves: [2 t + z] = nibble t (0: low, even K) through zip z (0: lower).
+// Their lower and upper halves widen to fp32 vectors 4 h + 2 t + z (see lane_value).
+HWY_INLINE void widen_halves(const uint8_t* HWY_RESTRICT src, VF16* halves) {
+  const DU8 du8;
+  const auto table = hn::LoadDup128(du8, kHalfHighBytes);
+  const auto x = hn::LoadU(du8, src);
+  const auto nib = hn::Set(du8, 0x0F);
+  const auto lo = hn::TableLookupBytes(table, hn::And(x, nib));
+  const auto hi = hn::TableLookupBytes(table, hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(DU16(), x))), nib));
+  const auto z = hn::Zero(du8);
+  halves[0] = hn::BitCast(DF16(), hn::ZipLower(DU16(), z, lo));
+  halves[1] = hn::BitCast(DF16(), hn::ZipUpper(DU16(), z, lo));
+  halves[2] = hn::BitCast(DF16(), hn::ZipLower(DU16(), z, hi));
+  halves[3] = hn::BitCast(DF16(), hn::ZipUpper(DU16(), z, hi));
+}
+
+template <int kHalf>
+HWY_INLINE V widen(VF16 halves) {
+  const hn::Half<DF16> dh;
+  return hn::PromoteTo(DF(), kHalf ? hn::UpperHalf(dh, halves) : hn::LowerHalf(dh, halves));
+}
+
+// The value (0 .. kPiece-1 within the piece) lane l of fp32 vector 4 h + 2 t + z holds: the zips take
+// bytes 8 z .. 8 z + 7 of each 16-byte block, the halves split those words in two.
+int64_t lane_value(int vec, int64_t l) {
+  const int h = vec / 4, t = (vec / 2) % 2, z = vec % 2;
+  const int64_t word = h * kL + l;
+  const int64_t byte = 16 * (word / 8) + 8 * z + word % 8;
+  return 2 * byte + t;
+}
+
+// The 32-value block (0..3 of the chunk) lane l of the vectors with half h in piece `piece` comes from.
+int64_t lane_block(int piece, int h, int64_t l) { return piece * (kPiece / 32) + (h * kL + l) / 8; }
+
+// Activation rows as fp32 in the weights' lane order, zero from K on: row m at dst + m * k_pad.
+void prepare_activations(const GemvFp4Args& p, float* HWY_RESTRICT dst, int64_t k_pad) {
+  int64_t order[kPiece];
+  for (int v = 0; v < 8; ++v)
+    for (int64_t l = 0; l < kL; ++l) order[v * kL + l] = lane_value(v, l);
+  const bool fp8 = p.a_type == GemmSrcType::kE4M3;
+  float natural[kPiece];
+  for (int m = 0; m < p.m; ++m) {
+    for (int64_t k = 0; k < k_pad; k += kPiece) {
+      for (int64_t i = 0; i < kPiece; ++i) {
+        const int64_t kk = k + i;
+        if (kk >= p.k) {
+          natural[i] = 0.0f;
+        } else if (fp8) {
+          natural[i] = scalar_convert::e4m3_to_f32_scalar(static_cast<const uint8_t*>(p.a)[m * p.a_stride + kk]);
+        } else {
+          const uint32_t bits = uint32_t(static_cast<const uint16_t*>(p.a)[m * p.a_stride + kk]) << 16;
+          memcpy(&natural[i], &bits, 4);
+        }
+      }
+      float* out = dst + m * k_pad + k;
+      for (int64_t i = 0; i < kPiece; ++i) out[i] = natural[order[i]];
+    }
+  }
+}
+
+// A chunk's four exponent bytes (127, the factor 1, for blocks past K), and whether one is 0 or 255.
+HWY_INLINE uint32_t exponent_word(const GemvFp4Args& p, const uint8_t* exp_row, int64_t k, bool* bad) {
+  const uint8_t* e = exp_row + (k / kChunk) * p.exp_word_bytes;
+  uint32_t w;
+  if (k + kChunk <= p.k) {
+    memcpy(&w, e, 4);
+  } else {
+    const int64_t blocks = (p.k - k + 31) / 32;
+    w = 0;
+    for (int b = 0; b < 4; ++b) w |= uint32_t(b < blocks ? e[b] : 127) << (8 * b);
+  }
+  auto has_zero_byte = [](uint32_t x) { return ((x - 0x01010101u) & ~x & 0x80808080u) != 0; };
+  *bad |= has_zero_byte(w) || has_zero_byte(~w);
+  return w;
+}
+
+template <int M, int NB, bool kScaled>
+bool row_block(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad, int64_t n) {
+  const DF df;
+  const DU32 du32;
+  const int64_t row_bytes_full = p.k / kPiece * kPiece / 2;  // pieces before it are read in place
+  const uint8_t* w[NB];
+  const uint8_t* exps[NB];
+  alignas(64) uint8_t tail[NB][kChunk / 2];  // the K tail's pieces, zero past K
+  for (int j = 0; j < NB; ++j) {
+    w[j] = p.w + (n + j) * p.ldw;
+    exps[j] = p.w_exp + (p.w_row0 + n + j) * p.exp_row_bytes;
+    if (row_bytes_full * 2 < p.k) {
+      memset(tail[j], 0, sizeof tail[j]);
+      memcpy(tail[j], w[j] + row_bytes_full, size_t(p.k / 2 - row_bytes_full));
+    }
+  }
+  // Software pipeline: the same K offset of the block of rows at least kPrefetchBytes on is fetched
+  // while this block is read (rows of a few KiB are too short for the hardware prefetcher to ramp up).
+  const int64_t block_bytes = NB * (p.k / 2);
+  const int64_t ahead = (kPrefetchBytes + block_bytes - 1) / block_bytes * NB;
+  const int64_t next = n + ahead + NB <= p.n1 ? ahead * p.ldw : 0;
+  // Per (piece, half): the bit offset of each lane's exponent byte in the chunk's word.
+  hn::Vec<DU32> shift[kPiecesPerChunk][2];
+  for (int pc = 0; pc < kPiecesPerChunk; ++pc)
+    for (int h = 0; h < 2; ++h) {
+      alignas(64) uint32_t s[kL];
+      for (int64_t l = 0; l < kL; ++l) s[l] = uint32_t(8 * lane_block(pc, h, l));
+      shift[pc][h] = hn::Load(du32, s);
+    }
+  const int64_t a_group = kScaled ? p.a_group : k_pad;  // a multiple of 128: whole chunks
+  bool bad = false;
+  V tot[M][NB];
+  for (int m = 0; m < M; ++m)
+    for (int j = 0; j < NB; ++j) tot[m][j] = hn::Zero(df);
+  for (int64_t kb = 0; kb < k_pad; kb += a_group) {
+    const int64_t ke = kb + a_group < k_pad ? kb + a_group : k_pad;
+    V grp[M][NB];  // sums of the activation-scale group, weight scales applied
+    for (int m = 0; m < M; ++m)
+      for (int j = 0; j < NB; ++j) grp[m][j] = hn::Zero(df);
+    for (int64_t k = kb; k < ke; k += kChunk) {
+      uint32_t word[NB];
+      for (int j = 0; j < NB; ++j) word[j] = exponent_word(p, exps[j], k, &bad);
+#pragma GCC unroll 2
+      for (int pc = 0; pc < kPiecesPerChunk; ++pc) {
+        const int64_t kp = k + pc * kPiece;
+#pragma GCC unroll 4
+        for (int j = 0; j < NB; ++j) {
+          if (next && ((kp / 2) & 63) == 0) hwy::Prefetch(w[j] + next + kp / 2);
+          VF16 halves[4];
+          widen_halves(2 * row_bytes_full > kp ? w[j] + kp / 2 : tail[j] + (kp / 2 - row_bytes_full), halves);
+          const auto bits = hn::Set(du32, word[j]);
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            // 2^(e - 127) per lane: the lane's exponent byte moved into the fp32 exponent field.
+            const V scale = hn::BitCast(df, hn::ShiftLeft<23>(hn::And(hn::Shr(bits, shift[pc][h]), hn::Set(du32, 0xFF))));
+            V wv[4];
+            for (int q = 0; q < 4; ++q) wv[q] = h ? widen<1>(halves[q]) : widen<0>(halves[q]);
+            const float* ah = a + kp + 4 * h * kL;
+#pragma GCC unroll 8
+            for (int m = 0; m < M; ++m) {
+              const float* am = ah + m * k_pad;
+              V part = hn::Mul(hn::LoadU(df, am), wv[0]);
+              part = hn::MulAdd(hn::LoadU(df, am + kL), wv[1], part);
+              part = hn::MulAdd(hn::LoadU(df, am + 2 * kL), wv[2], part);
+              part = hn::MulAdd(hn::LoadU(df, am + 3 * kL), wv[3], part);
+              grp[m][j] = hn::MulAdd(part, scale, grp[m][j]);
+            }
+          }
+        }
+      }
+    }
+    for (int m = 0; m < M; ++m)
+      for (int j = 0; j < NB; ++j)
+        tot[m][j] = kScaled ? hn::MulAdd(grp[m][j], hn::Set(df, p.a_scale[(kb / a_group) * p.a_scale_stride + m]), tot[m][j])
+                            : hn::Add(tot[m][j], grp[m][j]);
+  }
+  for (int m = 0; m < M; ++m)
+    for (int j = 0; j < NB; ++j) p.out[m * p.ldo + n + j] = hn::GetLane(hn::SumOfLanes(df, tot[m][j]));
+  return !bad;
+}
+
+template <int M, bool kScaled>
+bool rows(const GemvFp4Args& p, const float* a, int64_t k_pad) {
+  constexpr int kNb = M == 1 ? 2 : 1;
+  bool ok = true;
+  int64_t n = p.n0;
+  for (; n + kNb <= p.n1; n += kNb) ok &= row_block<M, kNb, kScaled>(p, a, k_pad, n);
+  for (; n < p.n1; ++n) ok &= row_block<M, 1, kScaled>(p, a, k_pad, n);
+  return ok;
+}
+
+template <bool kScaled>
+bool dispatch(const GemvFp4Args& p, const float* a, int64_t k_pad) {
+  switch (p.m) {
+    case 1: return rows<1, kScaled>(p, a, k_pad);
+    case 2: return rows<2, kScaled>(p, a, k_pad);
+    case 3: return rows<3, kScaled>(p, a, k_pad);
+    case 4: return rows<4, kScaled>(p, a, k_pad);
+    case 5: return rows<5, kScaled>(p, a, k_pad);
+    case 6: return rows<6, kScaled>(p, a, k_pad);
+    case 7: return rows<7, kScaled>(p, a, k_pad);
+    default: return rows<8, kScaled>(p, a, k_pad);
+  }
+}
+
+bool gemv_fp4(const GemvFp4Args& p) {
+  const int64_t k_pad = (p.k + kChunk - 1) / kChunk * kChunk;
+  float* a = static_cast<float*>(p.scratch);
+  prepare_activations(p, a, k_pad);
+  return p.a_scale ? dispatch<true>(p, a, k_pad) : dispatch<false>(p, a, k_pad);
+}
+
+}  // namespace
+
+GemvFp4Fn gemv_fp4_fn() { return gemv_fp4; }
+#endif
+}  // namespace tessera::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "backends/cpu/hwy/levels.h"
+
+namespace tessera::cpu {
+GemvFp4Fn gemv_fp4_kernel_hwy(Isa level) { TESSERA_HWY_SELECT(level, gemv_fp4_fn); }
+}  // namespace tessera::cpu
+#endif
