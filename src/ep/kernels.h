@@ -1,5 +1,5 @@
-// The ep kernel set for this CPU (src/backends/cpu/ep_kernels.h): AVX-512 when the active ISA has it,
-// else the portable one. Both give the same bits.
+// The ep kernel set for the active ISA level (src/backends/cpu/ep_kernels.h), as the kernel registry
+// (slot kEp) chooses it. Every set gives the same bits.
 #pragma once
 
 #include "backends/cpu/ep_kernels.h"

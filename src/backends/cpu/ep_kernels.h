@@ -1,6 +1,6 @@
-// Plain interface between the ep component (src/ep) and its per-ISA loops
-// (src/backends/cpu/<isa>/ep_kernels.cc, portable versions in scalar/ep_kernels.cc). No inline
-// functions or templates here: ISA translation units include this file (see README.md).
+// Plain interface between the ep component (src/ep) and its loops: hwy/ep_kernels.cc (Highway, AVX2 and
+// AVX-512) and the portable scalar/ep_kernels.cc. No inline functions or templates here: ISA
+// translation units include this file (see README.md).
 //
 // Numerics are fixed so every ISA gives the same bits:
 //  - reduce_bf16: acc = +0.0f; acc += bias0; acc += bias1 (each if not null); acc += rows[i] for i in
@@ -18,6 +18,10 @@
 
 #include <cstddef>
 #include <cstdint>
+
+namespace tessera {
+enum class Isa : int;  // tessera/core/cpu.h
+}
 
 namespace tessera::cpu {
 
@@ -37,6 +41,7 @@ struct EpKernels {
 };
 
 const EpKernels* ep_kernels_scalar();
-const EpKernels* ep_kernels_avx512();  // only after cpu_features() reported AVX-512 (README rule 3)
+// Highway's build for `level` (hwy/ep_kernels.cc), nullptr below AVX2; only for a level this CPU has.
+const EpKernels* ep_kernels_hwy(Isa level);
 
 }  // namespace tessera::cpu

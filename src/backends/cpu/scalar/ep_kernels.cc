@@ -1,4 +1,4 @@
-// Portable ep kernels: the reference the AVX-512 versions must match bit for bit.
+// Portable ep kernels: the reference the vector versions (hwy/ep_kernels.cc) must match bit for bit.
 #include <cmath>
 #include <cstring>
 
