@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
+#include "tessera/core/cpu.h"
 #include "tessera/core/memory.h"
 #include "tessera/core/thread_pool.h"
 #include "tl/runtime/library.h"
@@ -53,31 +53,13 @@ void launch(int64_t num_blocks, int64_t arena_bytes, TlBlockFn fn, void* ctx) {
       threads);
 }
 
-// The L3 this CPU's cores share, from sysfs: sysconf can report the host's whole L3 instead (our VM:
-// sysfs 32 MiB, sysconf 384 MiB, so a 128 MiB output never streamed). 0 when sysfs has no answer.
-int64_t sysfs_l3_bytes() {
-  for (int index = 0; index < 8; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
-    int level = 0;
-    std::string type, size;
-    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size) || level != 3 || type == "Instruction")
-      continue;
-    const int64_t unit = size.back() == 'K' ? 1024 : size.back() == 'M' ? 1024 * 1024 : 1;
-    return std::atoll(size.c_str()) * unit;
-  }
-  return 0;
-}
-
 // Outputs larger than half the last-level cache are streamed (TESSERA_TL_STREAM_BYTES overrides; 0 = never).
 int64_t stream_bytes() {
   if (const char* v = std::getenv("TESSERA_TL_STREAM_BYTES"); v && *v) {
     const int64_t n = std::atoll(v);
     return n > 0 ? n : INT64_MAX;
   }
-  int64_t l3 = sysfs_l3_bytes();
-  if (l3 <= 0) l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return (l3 > 0 ? l3 : int64_t(32) << 20) / 2;  // the inputs want the other half
+  return cpu_features().l3_bytes / 2;  // the inputs want the other half
 }
 
 void gemm(const TlGemmArgs* args) { tile_gemm(*args); }

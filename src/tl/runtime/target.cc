@@ -1,4 +1,7 @@
-// The host target (see tessera/tl/target.h).
+// The host target (see tessera/tl/target.h): the registry's kTlVector slot says which flags and vector
+// width the active level's generated code gets.
+#include "backends/cpu/registry.h"
+#include "backends/cpu/tl_vector.h"
 #include "tessera/core/cpu.h"
 #include "tessera/tl/target.h"
 
@@ -7,23 +10,11 @@ namespace tessera::tl {
 Target Target::host() {
   Target t;
   const CpuFeatures& f = cpu_features();
-  const Isa isa = active_isa();
-  t.isa = isa_name(isa);
+  t.isa = isa_name(active_isa());
   t.cpu = f.model_name + " | " + cpu_feature_string();
-  const std::vector<std::string> avx2 = {"-mavx2", "-mfma", "-mf16c"};
-  std::vector<std::string> avx512 = avx2;
-  for (const char* x : {"-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl"}) avx512.push_back(x);
-  if (isa == f.best && isa != Isa::kScalar) {
-    t.isa_flags = {"-march=native"};  // built at run time for this machine: use all of it
-  } else if (isa == Isa::kAvx512Bf16 || isa == Isa::kAmx) {  // tl emits no tile instructions
-    t.isa_flags = avx512;
-    for (const char* x : {"-mavx512bf16", "-mavx512vbmi", "-mavx512vnni"}) t.isa_flags.push_back(x);
-  } else if (isa == Isa::kAvx512) {
-    t.isa_flags = avx512;
-  } else if (isa == Isa::kAvx2) {
-    t.isa_flags = avx2;
-  }
-  t.vector_lanes = isa >= Isa::kAvx512 ? 16 : (isa == Isa::kAvx2 ? 8 : 0);
+  const auto* v = static_cast<const cpu::TlVectorFlags*>(cpu::choose_kernel(cpu::Slot::kTlVector, "tl vector code").table);
+  t.vector_lanes = v->lanes;
+  for (const char* const* flag = v->flags; *flag; ++flag) t.isa_flags.push_back(*flag);
   return t;
 }
 

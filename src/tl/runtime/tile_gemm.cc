@@ -4,9 +4,12 @@
 #include "tl/runtime/tile_gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
 
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/registry.h"
 #include "backends/cpu/tl_gemv.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/dtype.h"
@@ -25,13 +28,51 @@ bool to_src_type(int32_t t, cpu::GemmSrcType* out) {
   }
 }
 
-const cpu::GemmKernelSet* choose(cpu::GemmSrcType a, cpu::GemmSrcType b) {
-  const Isa isa = active_isa();
-  const bool any_f32 = a == cpu::GemmSrcType::kF32 || b == cpu::GemmSrcType::kF32;
-  if (isa >= Isa::kAvx512Bf16 && !any_f32) return cpu::gemm_kernels_avx512bf16();
-  if (isa >= Isa::kAvx512) return cpu::gemm_kernels_avx512();
-  if (isa >= Isa::kAvx2) return cpu::gemm_kernels_avx2();
+// A T.gemm runs per tile, thousands of times per kernel: each choice is asked of the registry once per
+// level (and operand types), then kept.
+constexpr int kLevels = int(Isa::kAmx) + 1;
+
+const char* refuse_packed(const cpu::KernelImpl& impl, const void* table, const void* problem) {
+  const auto* types = static_cast<const cpu::GemmSrcType*>(problem);
+  if (impl.need == Isa::kAmx) return "refused: T.gemm tiles are too small for AMX tile configuration per call";
+  const auto* ks = static_cast<const cpu::GemmKernelSet*>(table);
+  if (ks && (!ks->accepts(types[0]) || !ks->accepts(types[1]))) return "refused: operand types not accepted";
   return nullptr;
+}
+
+const cpu::GemmKernelSet* choose(cpu::GemmSrcType a, cpu::GemmSrcType b) {
+  static std::atomic<const void*> cache[kLevels][4][4];
+  static const void* const kUnset = &cache;
+  static std::once_flag init;
+  std::call_once(init, [] {
+    for (auto& level : cache)
+      for (auto& row : level)
+        for (auto& c : row) c.store(kUnset);
+  });
+  std::atomic<const void*>& slot = cache[int(active_isa())][int(a)][int(b)];
+  const void* table = slot.load(std::memory_order_acquire);
+  if (table == kUnset) {
+    const cpu::GemmSrcType types[2] = {a, b};
+    table = cpu::choose_kernel(cpu::Slot::kGemmPacked, "tl T.gemm", refuse_packed, types).table;
+    slot.store(table, std::memory_order_release);
+  }
+  return static_cast<const cpu::GemmKernelSet*>(table);
+}
+
+cpu::TlGemvFn choose_gemv() {
+  static std::atomic<const void*> cache[kLevels];
+  static const void* const kUnset = &cache;
+  static std::once_flag init;
+  std::call_once(init, [] {
+    for (auto& c : cache) c.store(kUnset);
+  });
+  std::atomic<const void*>& slot = cache[int(active_isa())];
+  const void* table = slot.load(std::memory_order_acquire);
+  if (table == kUnset) {
+    table = cpu::choose_kernel(cpu::Slot::kTlGemv, "tl T.gemm, few rows").table;
+    slot.store(table, std::memory_order_release);
+  }
+  return reinterpret_cast<cpu::TlGemvFn>(table);
 }
 
 float element(const void* p, int32_t type, int64_t off) {
@@ -88,11 +129,11 @@ cpu::GemmTile pick_tile(const cpu::GemmKernelSet& ks, int m, int n) {
 // packed path would convert and pack every B element for one or two rows of A).
 bool gemv(const TlGemmArgs& g, int m_valid) {
   const bool fp8 = DataType(g.b_type) == DataType::kFloat8E4M3;
-  if (active_isa() < Isa::kAvx512Bf16 || DataType(g.a_type) != DataType::kBFloat16 || g.a_stride_k != 1 ||
-      g.b_stride_k != 1 || !(fp8 || DataType(g.b_type) == DataType::kBFloat16))
+  if (DataType(g.a_type) != DataType::kBFloat16 || g.a_stride_k != 1 || g.b_stride_k != 1 ||
+      !(fp8 || DataType(g.b_type) == DataType::kBFloat16))
     return false;
-  const cpu::TlGemvFn fn = cpu::tl_gemv_avx512bf16();
-  if (!fn) return false;
+  const cpu::TlGemvFn fn = choose_gemv();
+  if (!fn) return false;  // scalar level: the tile loops
   cpu::TlGemvArgs v{};
   v.a = static_cast<const uint16_t*>(g.a);
   v.lda = g.a_stride_m;

@@ -57,17 +57,38 @@ inline vm bmask(bool b) { return b ? all_m() : vm{}; }
 // Lanes [0, n) active.
 inline vm first_n(int64_t n) { return iota() < splat<vi>(int32_t(n < VW ? n : VW)); }
 inline bool any(vm m) {
-#ifdef TLRT_AVX512_MASKS
-  if constexpr (VW == 16) return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
+#if defined(TLRT_AVX512_MASKS) && TESSERA_TL_VW == 16  // a plain function: `if constexpr` would not discard
+  return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
+#elif defined(__AVX__) && TESSERA_TL_VW == 8
+  return !_mm256_testz_si256((__m256i)m, (__m256i)m);
 #endif
   const vm zero = {};
   return std::memcmp(&m, &zero, sizeof(vm)) != 0;
 }
 
 // Widening / narrowing lane conversions. GCC splits __builtin_convertvector between 32- and 64-byte
-// vectors into 256-bit halves; the AVX-512 instructions do it in one step.
+// vectors into 256-bit halves, and on AVX2 widens 16 to 32 bytes through two 128-bit halves; the
+// AVX-512 / AVX2 instructions do it in one step.
 template <class To, class From>
 inline To convert(From x) {
+#if defined(__AVX2__)
+  if constexpr (VW == 8 && sizeof(To) == 32 && sizeof(From) == 16 && std::is_integral_v<elem_t<To>>) {
+    if constexpr (std::is_signed_v<elem_t<From>>) return (To)_mm256_cvtepi16_epi32((__m128i)x);
+    return (To)_mm256_cvtepu16_epi32((__m128i)x);
+  }
+  if constexpr (VW == 8 && sizeof(To) == 32 && sizeof(From) == 8 && std::is_integral_v<elem_t<To>>) {
+    long long bytes;
+    std::memcpy(&bytes, &x, 8);
+    if constexpr (std::is_signed_v<elem_t<From>>) return (To)_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(bytes));
+    return (To)_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+  }
+  if constexpr (VW == 8 && sizeof(To) == 16 && sizeof(From) == 32 && std::is_integral_v<elem_t<From>>) {
+    // the low two bytes of every 32-bit lane: gathered per 128-bit half, then the halves joined
+    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+    return (To)_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8((__m256i)x, pick), 0x08));
+  }
+#endif
 #ifdef TLRT_AVX512_MASKS
   if constexpr (VW == 16 && sizeof(To) == 64 && sizeof(From) == 32) {
     if constexpr (std::is_signed_v<elem_t<From>>) return (To)_mm512_cvtepi16_epi32((__m256i)x);
@@ -108,6 +129,9 @@ inline R raw_load_m(const void* p, vm m) {
     if constexpr (sizeof(elem_t<R>) == 1) return (R)_mm_maskz_loadu_epi8(k, p);
   }
 #endif
+#if defined(__AVX2__)
+  if constexpr (VW == 8 && sizeof(elem_t<R>) == 4) return (R)_mm256_maskload_epi32(static_cast<const int*>(p), (__m256i)m);
+#endif
   R r = {};
   const elem_t<R>* s = static_cast<const elem_t<R>*>(p);
   for (int l = 0; l < VW; ++l)
@@ -123,6 +147,9 @@ inline void raw_store_m(void* p, R v, vm m) {
     if constexpr (sizeof(elem_t<R>) == 2) return _mm256_mask_storeu_epi16(p, k, (__m256i)v);
     if constexpr (sizeof(elem_t<R>) == 1) return _mm_mask_storeu_epi8(p, k, (__m128i)v);
   }
+#endif
+#if defined(__AVX2__)
+  if constexpr (VW == 8 && sizeof(elem_t<R>) == 4) return _mm256_maskstore_epi32(static_cast<int*>(p), (__m256i)m, (__m256i)v);
 #endif
   elem_t<R>* d = static_cast<elem_t<R>*>(p);
   for (int l = 0; l < VW; ++l)
@@ -174,8 +201,9 @@ inline vh enc_bf16(vf x) {
     return (vh)_mm512_cvtneps_pbh((__m512)x);
 #endif
   const vu u = (vu)x;
-  const vi nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
   const vu r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  if (__builtin_expect(!any(x != x), 1)) return convert<vh>(r);  // no NaN lane: one compare, no select
+  const vi nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
   return convert<vh>(nan ? (((u >> 16) & 0x8000u) | 0x7FC0u) : r);
 }
 // Small floats decode with integer ops only (multiplying tiny f32 values by 2^k would be exact but slow:
