@@ -20,6 +20,9 @@ constexpr double kNotAvailable = std::numeric_limits<double>::quiet_NaN();
 struct Options {
   bool full = false;  // every case instead of the quick subset
   int threads = 0;    // threads for us and the peers (the pool size when the run starts)
+  // Quick runs: compute-bound cases shrink by this factor (0, 1] on a machine or ISA level slower than
+  // the one the quick sizes were chosen for (quick_scale.h); 1 with --full.
+  double quick_scale = 1;
 };
 
 struct Row {

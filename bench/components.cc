@@ -16,8 +16,9 @@ Dense GEMMs D[M,N] = A[M,K] . B[N,K]^T with bf16 output:
   bf16_gemm_nt  bf16 A and B
   fp8_gemm_nt   e4m3 A with per-token (1,128) fp32 scales, e4m3 B with per-block (128,128) fp32 scales
 Shapes: DeepGEMM's (N,K) list (2112,7168) (576,7168) (24576,1536) (32768,512) (7168,16384)
-(4096,7168) (7168,2048) with M in {1, 4, 64, 128, 1024}. The quick default skips cases whose single
-call would take over 0.05 s at 800 GFLOP/s (M=1024 with the three largest shapes); --full runs all.
+(4096,7168) (7168,2048) with M in {1, 4, 64, 128, 1024}. The quick default skips M=64 and cases whose
+single call would take over 0.05 s at 800 GFLOP/s times the quick scale (tessera bench --help; at scale 1:
+M=1024 with the three largest shapes); --full runs all.
 
 Method: every result (ours and the peers') is verified first with a float64 random-vector check
 (D.t against A.(B^T.t)); then a warm-up call and timed calls (at least 5, about 0.3 s); the median is

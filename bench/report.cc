@@ -51,7 +51,7 @@ GeoMeans geo_means(const std::vector<const Row*>& rows) {
 }
 
 void print_table(std::FILE* out, const std::vector<Row>& rows) {
-  std::fprintf(out, "%-14s %5s %6s %6s %10s %9s %8s %8s %-6s %-15s %7s %9s\n", "op", "M", "N", "K", "time_ms",
+  std::fprintf(out, "%-14s %5s %6s %6s %10s %9s %8s %8s %-6s %-19s %7s %9s\n", "op", "M", "N", "K", "time_ms",
                "GFLOP/s", "GB/s", "%limit", "limit", "peer", "xpeer", "xOpenBLAS");
   for (const Row& r : rows) {
     std::fprintf(out, "%-14s %5lld %6lld %6lld ", r.op.c_str(), (long long)r.m, (long long)r.n, (long long)r.k);
@@ -60,7 +60,7 @@ void print_table(std::FILE* out, const std::vector<Row>& rows) {
       continue;
     }
     const char* limit = r.limit_name == "dram_read_gbps" ? "dram" : r.limit_name == "bf16_peak_gflops" ? "bf16pk" : "";
-    std::fprintf(out, "%10.3f %9.1f %8.1f %8s %-6s %-15s %7s %9s\n", r.time_ms, r.gflops, r.gbps,
+    std::fprintf(out, "%10.3f %9.1f %8.1f %8s %-6s %-19s %7s %9s\n", r.time_ms, r.gflops, r.gbps,
                  format_pct(r.pct_of_limit).c_str(), limit, r.peer.empty() ? "n/a" : r.peer.c_str(),
                  format_ratio(r.peer_ratio).c_str(), format_ratio(r.openblas_ratio).c_str());
   }

@@ -9,7 +9,19 @@
 
 namespace tessera::bench {
 
+namespace {
+double g_default_budget_s = 0.3;
+int g_default_min_reps = 5;
+}  // namespace
+
+void set_timing_defaults(double budget_s, int min_reps) {
+  g_default_budget_s = budget_s;
+  g_default_min_reps = min_reps;
+}
+
 Timing time_median(const std::function<void(int64_t)>& call, double budget_s, int min_reps, int max_reps) {
+  if (budget_s < 0) budget_s = g_default_budget_s;
+  if (min_reps < 0) min_reps = g_default_min_reps;
   call(0);
   std::vector<double> samples;
   const int64_t start = now_ns();

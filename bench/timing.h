@@ -13,8 +13,13 @@ struct Timing {
 };
 
 // call(i) runs the operation once; i counts calls (0 = the warm-up) so a caller can rotate inputs.
-Timing time_median(const std::function<void(int64_t)>& call, double budget_s = 0.3, int min_reps = 5,
+// budget_s < 0 / min_reps < 0: the run's defaults (set_timing_defaults).
+Timing time_median(const std::function<void(int64_t)>& call, double budget_s = -1, int min_reps = -1,
                    int max_reps = 20000);
+// The defaults of time_median: 0.3 s and at least 5 samples, or less for the quick suite (its medians
+// of hundreds of short calls hardly move, and on a slow level a long call then costs 4 calls, not 6,
+// so the run fits in a few minutes on two cores).
+void set_timing_defaults(double budget_s, int min_reps);
 
 // Lets spinning worker threads of a library that just ran (OpenMP, OpenBLAS) go to sleep before the
 // next measurement, so they do not steal cores from it.

@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 printf '\n==> C++ tests (ctest)\n'
 ctest --test-dir build/py --output-on-failure -j2 --timeout 600
+printf '\n==> dispatch smoke suite under QEMU CPU models (scripts/smoke_qemu.sh)\n'
+scripts/smoke_qemu.sh
 printf '\n==> Python tests (pytest)\n'
 .venv/bin/python -m pytest tests/python -q
 printf '\n==> all tests passed in %ss\n' "$(( $(date +%s) - start ))"

@@ -7,11 +7,21 @@
 
 #include "bench.h"
 #include "commands.h"
+#include "peers/onednn_matmul.h"
+#include "quick_scale.h"
+#include "timing.h"
+#include "tessera/core/cpu.h"
 #include "tessera/core/thread_pool.h"
+#include "tessera/core/timer.h"
 #include "tessera/info.h"
 
 namespace tessera::cli {
 namespace {
+
+// Timed calls per implementation and case in the quick suite (--full: 0.3 s, at least 5): with about
+// 100 cases and up to three implementations each, this keeps the quick run under 3 minutes on two cores.
+constexpr double kQuickTimingBudgetSeconds = 0.15;
+constexpr int kQuickMinSamples = 3;
 
 void usage(std::FILE* out) {
   std::fprintf(out,
@@ -20,7 +30,14 @@ void usage(std::FILE* out) {
                "Runs benchmarks of tessera against peer libraries in the same process and prints one row per case\n"
                "(time, GFLOP/s, GB/s, percent of this machine's measured limit, ratio to each peer), then\n"
                "geometric means and the project's targets. Without a component: every component's quick suite.\n"
-               "Progress goes to stderr; the exit code is 1 when any case failed its result check.\n"
+               "Progress goes to stderr; the exit code is 1 when any case failed its result check (a peer\n"
+               "that fails or refuses this CPU costs only its own columns).\n"
+               "\n"
+               "Quick runs size their compute-bound cases by this machine: a bf16 GEMM probe at the active ISA\n"
+               "level below 600 GFLOP/s scales them down (fewer large-M GEMMs, fewer rows and requests), so a\n"
+               "slow level runs smaller problems rather than taking longer. Peers: oneDNN is capped at the\n"
+               "TESSERA_ISA level; where it refuses bf16 matmul it runs fp32 matmul on operands converted per\n"
+               "call, shown as oneDNN-fp32. The report's first lines say which.\n"
                "\n"
                "components:\n");
   for (const bench::Component& c : bench::components()) std::fprintf(out, "  %-8s %s\n", c.name, c.summary);
@@ -97,16 +114,32 @@ int run_bench(int argc, char** argv) {
   const MachineLimits& limits = machine_limits(refresh);
   for (const std::string& w : machine_limits_warnings(limits))
     std::fprintf(stderr, "tessera bench: warning: machine limits: %s\n", w.c_str());
+  // Before any peer runs: says which oneDNN runs, at which ISA cap, and whether bf16 or the fp32 fallback.
+  const std::string peer_line = bench::OnednnMatmul::description();
+  std::fprintf(stderr, "[bench] peer: %s\n", peer_line.c_str());
   bench::Options options;
   options.full = full;
   options.threads = num_threads();
+  double probe = 0;
+  if (!full) {
+    bench::set_timing_defaults(kQuickTimingBudgetSeconds, kQuickMinSamples);
+    probe = bench::probe_gemm_gflops();
+    options.quick_scale = bench::quick_scale_for(probe, full);
+    std::fprintf(stderr, "[bench] quick sizes: bf16 GEMM probe %.0f GFLOP/s at level %s -> scale %.2f%s\n", probe,
+                 isa_name(active_isa()), options.quick_scale,
+                 options.quick_scale < 1 ? " (compute-bound cases shrink; --full runs the listed sizes)" : "");
+  }
 
   std::vector<bench::Row> rows;
+  const int64_t run_start = now_ns();
   for (const bench::Component& c : bench::components()) {
     if (only && only != &c) continue;
+    const int64_t start = now_ns();
     std::vector<bench::Row> part = c.run(options, limits);
+    std::fprintf(stderr, "[bench] %s: %zu rows in %.1f s\n", c.name, part.size(), double(now_ns() - start) * 1e-9);
     rows.insert(rows.end(), part.begin(), part.end());
   }
+  std::fprintf(stderr, "[bench] all components in %.1f s\n", double(now_ns() - run_start) * 1e-9);
 
   if (json) {
     bench::print_json(stdout, rows);
@@ -116,6 +149,11 @@ int run_bench(int argc, char** argv) {
         "(%s)\n\n",
         limits.version.c_str(), limits.cpu_model.c_str(), options.threads, limits.bf16_peak_gflops,
         limits.dram_read_gbps, refresh ? "measured at the start of this run" : "tessera info cache");
+    std::printf("peer: %s\n", peer_line.c_str());
+    if (options.quick_scale < 1)
+      std::printf("quick sizes scaled by %.2f for level %s (bf16 GEMM probe %.0f GFLOP/s; see tessera bench --help)\n",
+                  options.quick_scale, isa_name(active_isa()), probe);
+    std::printf("\n");
     bench::print_table(stdout, rows);
     bench::print_summary(stdout, rows);
   }

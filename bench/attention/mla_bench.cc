@@ -10,6 +10,7 @@
 #include "attention/mla_peer.h"
 #include "attention/mla_problem.h"
 #include "limit_pct.h"
+#include "quick_scale.h"
 #include "timing.h"
 
 namespace tessera::bench {
@@ -55,7 +56,7 @@ void run_case(const MlaCase& c, const MachineLimits& lim, Row* row) {
     set_dram_read_pct(row, row->gbps, lim);
   }
   if (!MlaPeer::available()) return;
-  row->peer = "dequant+oneDNN";
+  row->peer = "dequant+" + OnednnMatmul::label();
   try {
     MlaPeer peer(p);
     peer.run(0, poisoned.data());
@@ -78,8 +79,14 @@ std::vector<Row> run_mla_bench(const Options& options, const MachineLimits& limi
   std::vector<Row> rows;
   int total = 0, index = 0;
   for (const MlaCase& c : kCases) total += c.quick || options.full;
-  for (const MlaCase& c : kCases) {
+  for (MlaCase c : kCases) {
     if (!c.quick && !options.full) continue;
+    // Slower levels: fewer requests (decode) or query rows (prefill); the per-query work stays the same.
+    if (c.op == MlaOp::kPrefill) {
+      c.s_q = int(scaled_size(c.s_q, options.quick_scale, 8, 8));
+    } else {
+      c.b = int(scaled_size(c.b, options.quick_scale, 1, 1));
+    }
     Row row;
     row.component = "attention";
     row.op = mla_op_name(c.op);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attention/mla_bench.h"
+#include "peers/onednn_matmul.h"
 
 namespace tessera::bench {
 namespace {
@@ -38,8 +39,8 @@ void print_mla_summary(std::FILE* out, const std::vector<Row>& rows) {
     if (!any) std::fprintf(out, "\nFlashMLA geometric means (rows that passed):\n");
     any = true;
     const GeoMeans g = geo_means(group);
-    std::fprintf(out, "  %-18s %2d rows: %7s of limit  %7s dequant+oneDNN\n", op, g.rows,
-                 format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str());
+    std::fprintf(out, "  %-18s %2d rows: %7s of limit  %7s dequant+%s\n", op, g.rows,
+                 format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(), OnednnMatmul::label().c_str());
   }
   if (!any) return;
   std::fprintf(out, "\nFlashMLA targets (each row against its own limit: 60%% of bf16 peak if compute-bound, "

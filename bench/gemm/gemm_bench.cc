@@ -57,7 +57,7 @@ class GemmBench {
   std::vector<Row> run() {
     int per_op = 0;
     for (const GemmShapeNK& s : gemm_nk_shapes())
-      for (int64_t m : gemm_ms()) per_op += gemm_case_selected(m, s.n, s.k, opt_.full);
+      for (int64_t m : gemm_ms()) per_op += gemm_case_selected(m, s.n, s.k, opt_.full, opt_.quick_scale);
     const int total = per_op * int(gemm_ops().size());
     int index = 0;
     for (const std::string& op : gemm_ops())
@@ -70,7 +70,7 @@ class GemmBench {
   void run_shape(const std::string& op, const GemmShapeNK& s, int total, int* index) {
     std::vector<int64_t> ms;
     for (int64_t m : gemm_ms())
-      if (gemm_case_selected(m, s.n, s.k, opt_.full)) ms.push_back(m);
+      if (gemm_case_selected(m, s.n, s.k, opt_.full, opt_.quick_scale)) ms.push_back(m);
     if (ms.empty()) return;
     const uint64_t seed = uint64_t(s.n) * 1000003u + uint64_t(s.k) + (is_fp8(op) ? 77 : 0);
 
@@ -169,7 +169,7 @@ class GemmBench {
 
     // ---- oneDNN (bf16), or dequantise + oneDNN (fp8) ----
     if (OnednnMatmul::available()) {
-      row->peer = fp8 ? "dequant+oneDNN" : "oneDNN";
+      row->peer = fp8 ? "dequant+" + OnednnMatmul::label() : OnednnMatmul::label();
       run_peer(row->peer.c_str(), *row, [&] {
         OnednnMatmul mm(m, n, k);
         AlignedPtr<uint16_t> a_bf16, b_bf16;

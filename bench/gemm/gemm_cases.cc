@@ -18,9 +18,10 @@ const std::vector<int64_t>& gemm_ms() {
   return ms;
 }
 
-bool gemm_case_selected(int64_t m, int64_t n, int64_t k, bool full) {
+bool gemm_case_selected(int64_t m, int64_t n, int64_t k, bool full, double quick_scale) {
   if (full) return true;
-  const double seconds = 2.0 * double(m) * double(n) * double(k) / (kQuickAssumedGflops * 1e9);
+  if (m == 64) return false;
+  const double seconds = 2.0 * double(m) * double(n) * double(k) / (kQuickAssumedGflops * quick_scale * 1e9);
   return seconds <= kQuickMaxCallSeconds;
 }
 

@@ -8,6 +8,7 @@
 #include "gemm/gemm_bench.h"
 #include "gemm/gemm_cases.h"
 #include "gemm/kernel_ceiling_row.h"
+#include "peers/onednn_matmul.h"
 
 namespace tessera::bench {
 namespace {
@@ -83,26 +84,29 @@ void print_gemm_summary(std::FILE* out, const std::vector<Row>& rows) {
   }
 
   std::fprintf(out, "\ntargets:\n");
+  const std::string peer = OnednnMatmul::label();  // "oneDNN-fp32" where bf16 matmul was refused
   if (!select(rows, "bf16_gemm_nt", 128, INT64_MAX).empty()) {
     const GeoMeans g = geo_means(select(rows, "bf16_gemm_nt", 128, INT64_MAX));
-    std::fprintf(out, "  BF16 M>=128: %s of bf16 peak (target 85%%), %s oneDNN (target 1.0x) %s%s\n",
-                 format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(),
+    std::fprintf(out, "  BF16 M>=128: %s of bf16 peak (target 85%%), %s %s (target 1.0x) %s%s\n",
+                 format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(), peer.c_str(),
                  verdict(g.pct_of_limit, 85, g.peer_ratio, 1.0), start_note(g).c_str());
   }
   if (!select(rows, "fp8_gemm_nt", 128, INT64_MAX).empty()) {
     const GeoMeans g = geo_means(select(rows, "fp8_gemm_nt", 128, INT64_MAX));
     std::fprintf(out,
-                 "  FP8 (1,128)x(128,128) M>=128: %s of bf16 peak (target 80%%), %s dequant+oneDNN (target 1.3x) %s%s\n",
-                 format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(),
+                 "  FP8 (1,128)x(128,128) M>=128: %s of bf16 peak (target 80%%), %s dequant+%s (target 1.3x) "
+                 "%s%s\n",
+                 format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(), peer.c_str(),
                  verdict(g.pct_of_limit, 80, g.peer_ratio, 1.3), start_note(g).c_str());
   }
   if (!select(rows, "fp8_gemm_nt", 1, kGemmDecodeMaxM).empty()) {
     const GeoMeans g = geo_means(select(rows, "fp8_gemm_nt", 1, kGemmDecodeMaxM));
     const double ratio = decode_ratio_vs_onednn_bf16(rows);
     std::fprintf(out,
-                 "  Decode M in {1,4}: %s of DRAM read counting FP8 weight bytes (target 80%%), %s oneDNN bf16 GEMV "
+                 "  Decode M in {1,4}: %s of DRAM read counting FP8 weight bytes (target 80%%), %s %s GEMV "
                  "(target 1.6x) %s%s\n",
                  format_pct(g.pct_of_limit).c_str(), format_ratio(ratio).c_str(),
+                 (peer == "oneDNN" ? "oneDNN bf16" : peer).c_str(),
                  verdict(g.pct_of_limit, 80, ratio, 1.6), start_note(g).c_str());
   }
   if (const Row* kernel = kernel_ceiling_row(rows)) {

@@ -2,6 +2,7 @@
 // timed; the dense GEMM doing the same work runs right after ours in the same process.
 #include "gemm/grouped_bench.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -9,6 +10,7 @@
 #include "gemm/gemm_bench.h"
 #include "gemm/grouped_runs.h"
 #include "limit_pct.h"
+#include "quick_scale.h"
 #include "timing.h"
 
 namespace tessera::bench {
@@ -60,8 +62,16 @@ std::vector<Row> run_grouped_gemm_bench(const Options& options, const MachineLim
   std::vector<Row> rows;
   int total = 0, index = 0;
   for (const GroupedCase& c : grouped_cases()) total += c.quick || options.full;
-  for (const GroupedCase& c : grouped_cases()) {
+  for (GroupedCase c : grouped_cases()) {
     if (!c.quick && !options.full) continue;
+    // Slower levels: fewer rows in all - fewer per contiguous group (not below the 128-row alignment),
+    // then fewer groups (masked and decode groups are small already).
+    if (options.quick_scale < 1) {
+      const double rows = double(c.groups * c.rows_per_group) * options.quick_scale;
+      if (c.layout != GroupedLayout::kMasked)
+        c.rows_per_group = scaled_size(c.rows_per_group, options.quick_scale, kGroupedAlignment, kGroupedAlignment);
+      c.groups = std::clamp(int64_t(rows / double(c.rows_per_group)), int64_t(1), c.groups);
+    }
     std::fprintf(stderr, "[bench gemm grouped %d/%d] %s G=%lld rows/group=%lld%s n=%lld k=%lld\n", ++index, total, c.op,
                  (long long)c.groups, (long long)c.rows_per_group, c.uneven ? " (0.7-1.3x)" : "", (long long)c.n,
                  (long long)c.k);

@@ -24,6 +24,13 @@ void OnednnMatmul::run(const void*, const void*, void*) {
   fail(ErrorCode::kNotImplemented, "OnednnMatmul::run: this build has no oneDNN");
 }
 
+std::string OnednnMatmul::label() {
+  return "oneDNN";
+}
+std::string OnednnMatmul::description() {
+  return "oneDNN: not in this build (TESSERA_WITH_PEERS=OFF or not found)";
+}
+
 std::string OnednnMatmul::implementation() const {
   return "n/a";
 }
