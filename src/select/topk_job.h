@@ -6,9 +6,13 @@
 
 #include "tessera/select.h"
 
+namespace tessera::cpu {
+struct SelectKernelTable;
+}
+
 namespace tessera::select::detail {
 
-struct SelectKernels;
+using SelectKernels = cpu::SelectKernelTable;  // select/topk_row.h
 struct Bf16Selection;
 
 struct TopkJob {

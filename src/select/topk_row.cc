@@ -4,8 +4,8 @@
 #include <climits>
 #include <cstring>
 
+#include "backends/cpu/registry.h"
 #include "select/radix_select.h"
-#include "tessera/core/cpu.h"
 #include "tessera/core/memory.h"
 
 namespace tessera::select::detail {
@@ -57,12 +57,7 @@ int32_t lower_bound(int32_t threshold) {
 }  // namespace
 
 SelectKernels select_kernels() {
-  if (int(active_isa()) >= int(Isa::kAvx512)) {
-    const cpu::SelectFilterFn filter = cpu::select_filter_avx512();
-    const cpu::SelectCompactFn compact = cpu::select_compact_avx512();
-    if (filter && compact) return {filter, compact, cpu::select_bf16_kernels_avx512()};
-  }
-  return {cpu::select_filter_scalar(), cpu::select_compact_scalar(), cpu::select_bf16_kernels_scalar()};
+  return cpu::kernels_for<cpu::SelectKernelTable>(cpu::Slot::kSelect, "topk");
 }
 
 int64_t candidate_capacity(int k) {

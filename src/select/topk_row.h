@@ -7,13 +7,9 @@
 
 namespace tessera::select::detail {
 
-// The kernels for the active instruction set (AVX-512 or the scalar reference): the streaming filter
-// and compaction of the general path, and the bf16 in-cache path's kernels (select/topk_bf16.h).
-struct SelectKernels {
-  cpu::SelectFilterFn filter;
-  cpu::SelectCompactFn compact;
-  cpu::SelectBf16Kernels bf16;
-};
+// The kernels the registry picks for the active instruction set: the streaming filter and compaction of
+// the general path, and the bf16 in-cache path's kernels (select/topk_bf16.h).
+using SelectKernels = cpu::SelectKernelTable;
 SelectKernels select_kernels();
 
 struct RowRef {

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "tessera/core/cpu.h"
+
 namespace tessera::cpu {
 
 // Entries the candidate arrays must hold beyond `capacity`: a filter stores whole vectors.
@@ -104,13 +106,21 @@ struct SelectBf16Kernels {
   SelectEmitFn emit;
 };
 
-SelectFilterFn select_filter_scalar();
-SelectCompactFn select_compact_scalar();
-SelectBf16Kernels select_bf16_kernels_scalar();
-// nullptr when the library was built without AVX-512 kernels.
-SelectFilterFn select_filter_avx512();
-SelectCompactFn select_compact_avx512();
+// One ISA's whole set: the registry's table for Slot::kSelect (registry.h).
+struct SelectKernelTable {
+  SelectFilterFn filter;
+  SelectCompactFn compact;
+  SelectBf16Kernels bf16;
+};
+
+const SelectKernelTable* select_kernels_scalar();
 // Only after cpu_features() reported AVX-512 (F, BW, DQ, VL).
+const SelectKernelTable* select_kernels_avx512();
+// The Highway set of `level` (avx2, or avx512 and above); nullptr when no target of that level was built.
+const SelectKernelTable* select_kernels_hwy(Isa level);
+
+// The bf16 parts of the scalar and avx512 sets (each folder's select_bf16.cc).
+SelectBf16Kernels select_bf16_kernels_scalar();
 SelectBf16Kernels select_bf16_kernels_avx512();
 
 }  // namespace tessera::cpu

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "backends/cpu/registry.h"
 #include "backends/cpu/select_kernels.h"
 #include "test_util.h"
 
@@ -36,8 +37,12 @@ std::vector<int32_t> random_keys(Rng& rng, int64_t n, int mode) {
 }
 
 TEST(RadixSelect, KthLargestAndCompaction) {
-  std::vector<cpu::SelectCompactFn> compactions = {cpu::select_compact_scalar()};
-  if (isa_supported(Isa::kAvx512) && cpu::select_compact_avx512()) compactions.push_back(cpu::select_compact_avx512());
+  std::vector<cpu::SelectCompactFn> compactions = {cpu::select_kernels_scalar()->compact};
+  for (Isa level : all_isas())
+    if (isa_supported(level))
+      compactions.push_back(static_cast<const cpu::SelectKernelTable*>(
+                                cpu::choose_kernel_at(cpu::Slot::kSelect, level, "radix_select_test").table)
+                                ->compact);
   Rng rng(5);
   for (int mode = 0; mode < 4; ++mode)
     for (int64_t n : {1, 2, 17, 1000, 5000})

@@ -78,7 +78,7 @@ TEST_P(Bf16Path, AnyWindowSelectsExactlyOrDeclines) {
   EXPECT_GT(declined, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, Bf16Path, ::testing::Values(Isa::kScalar, Isa::kAvx512),
+INSTANTIATE_TEST_SUITE_P(Isas, Bf16Path, ::testing::ValuesIn(all_isas()),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 }  // namespace

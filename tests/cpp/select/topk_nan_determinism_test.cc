@@ -1,11 +1,10 @@
-// NaN policy, determinism across runs and thread counts (including rows split across threads), and the
-// scalar/AVX-512 filters entry for entry.
+// NaN policy and determinism across runs and thread counts (including rows split across threads), at
+// the active level (TESSERA_ISA caps it). The vector kernels entry for entry: select_kernels_test.cc.
 #include <gtest/gtest.h>
 
 #include <climits>
 #include <cstring>
 
-#include "backends/cpu/select_kernels.h"
 #include "select/topk_harness.h"
 
 namespace tessera::test {
@@ -97,39 +96,6 @@ TEST(TopkDeterminism, RunsAndThreadCounts) {
       }
     }
   }
-}
-
-// The AVX-512 filter appends the same entries in the same order and stops at the same positions as
-// the scalar reference, for every threshold regime, tail length and capacity.
-TEST(TopkFilter, Avx512MatchesScalar) {
-  if (!isa_supported(Isa::kAvx512) || !cpu::select_filter_avx512()) GTEST_SKIP() << "no AVX-512";
-  Rng rng(11);
-  for (int elem : {2, 4})
-    for (int64_t n : {1, 15, 16, 31, 33, 64, 127, 129, 1000, 4099})
-      for (int32_t threshold : {INT_MIN, -5, 0, 1 << 20, INT_MAX - 1, INT_MAX}) {
-        std::vector<uint8_t> row(size_t(n * elem));
-        for (auto& b : row) b = uint8_t(rng.bits32());
-        for (int64_t cap : {int64_t(64), int64_t(100), int64_t(5000)}) {
-          std::vector<int32_t> k1(size_t(cap + 64)), i1(size_t(cap + 64)), k2(size_t(cap + 64)), i2(size_t(cap + 64));
-          cpu::SelectFilterArgs a{row.data(), elem, 3 % n, n,       threshold, k1.data(),
-                                  i1.data(),  0,    cap,   INT_MAX, INT_MIN,   int(rng.index(1025))};
-          cpu::SelectFilterArgs b = a;
-          b.keys = k2.data();
-          b.index = i2.data();
-          cpu::select_filter_scalar()(&a);
-          cpu::select_filter_avx512()(&b);
-          const std::string what = "elem=" + std::to_string(elem) + " n=" + std::to_string(n) +
-                                   " thr=" + std::to_string(threshold) + " cap=" + std::to_string(cap);
-          ASSERT_EQ(a.pos, b.pos) << what;
-          ASSERT_EQ(a.count, b.count) << what;
-          ASSERT_EQ(a.min_key, b.min_key) << what;
-          ASSERT_EQ(a.max_key, b.max_key) << what;
-          for (int64_t j = 0; j < a.count; ++j) {
-            ASSERT_EQ(k1[size_t(j)], k2[size_t(j)]) << what << " entry " << j;
-            ASSERT_EQ(i1[size_t(j)], i2[size_t(j)]) << what << " entry " << j;
-          }
-        }
-      }
 }
 
 }  // namespace

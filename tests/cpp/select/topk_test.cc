@@ -1,7 +1,7 @@
 // tessera::select::topk against an independent reference: every shape class (short rows, V not a
 // multiple of the vector width, long rows that flush the candidate buffer, rows split across threads),
-// every output mode, both dtypes and index types, tie-heavy and special-value distributions, and both
-// ISAs (the scalar filter and AVX-512).
+// every output mode, both dtypes and index types, tie-heavy and special-value distributions, and every
+// ISA level.
 #include <gtest/gtest.h>
 
 #include "select/topk_harness.h"
@@ -53,7 +53,7 @@ TEST_P(TopkShapes, MatchesReferenceInEveryMode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(IsaDtype, TopkShapes,
-                         ::testing::Combine(::testing::Values(Isa::kScalar, Isa::kAvx512), ::testing::Bool()));
+                         ::testing::Combine(::testing::ValuesIn(all_isas()), ::testing::Bool()));
 
 class TopkDistributions : public ::testing::TestWithParam<std::tuple<Dist, bool>> {};
 

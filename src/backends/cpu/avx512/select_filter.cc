@@ -2,7 +2,7 @@
 // transform (shift + ternary logic), a compare against the threshold, running min/max; vectors with a
 // hit append their passing lanes with vpcompressd into registers and plain stores (a compress straight
 // to memory is microcoded and slow on AMD Zen 4/5). Four vectors per iteration share one branch, so
-// the common no-hit case is a handful of ops per 256 bytes. Must match select_filter_scalar() entry
+// the common no-hit case is a handful of ops per 256 bytes. Must match the scalar filter entry
 // for entry (tests/cpp/select checks it).
 #include <immintrin.h>
 
@@ -216,12 +216,9 @@ int64_t compact(int32_t* keys, int32_t* index, int64_t n, int32_t kth, int64_t t
 
 }  // namespace
 
-SelectFilterFn select_filter_avx512() {
-  return filter;
-}
-
-SelectCompactFn select_compact_avx512() {
-  return compact;
+const SelectKernelTable* select_kernels_avx512() {
+  static const SelectKernelTable table = {filter, compact, select_bf16_kernels_avx512()};
+  return &table;
 }
 
 }  // namespace tessera::cpu

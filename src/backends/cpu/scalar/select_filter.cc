@@ -69,12 +69,9 @@ int64_t compact(int32_t* keys, int32_t* index, int64_t n, int32_t kth, int64_t t
 
 }  // namespace
 
-SelectFilterFn select_filter_scalar() {
-  return filter;
-}
-
-SelectCompactFn select_compact_scalar() {
-  return compact;
+const SelectKernelTable* select_kernels_scalar() {
+  static const SelectKernelTable table = {filter, compact, select_bf16_kernels_scalar()};
+  return &table;
 }
 
 }  // namespace tessera::cpu
