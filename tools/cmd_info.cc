@@ -14,7 +14,7 @@ namespace tessera::cli {
 namespace {
 
 constexpr const char* kHelp =
-    "usage: tessera info [--json] [--refresh]\n"
+    "usage: tessera info [--json] [--refresh] [--kernels]\n"
     "\n"
     "Prints the CPU model, its ISA features, the ISA tessera's kernels use (TESSERA_ISA caps it), the\n"
     "thread count (TESSERA_NUM_THREADS sets it) and this machine's measured limits, for 1 thread and all\n"
@@ -23,7 +23,9 @@ constexpr const char* kHelp =
     "CPU count, thread count and version under $XDG_CACHE_HOME/tessera (else ~/.cache/tessera).\n"
     "\n"
     "  --json     one JSON object (all-thread figures unsuffixed, 1-thread figures with _1t)\n"
-    "  --refresh  measure again and rewrite the cache\n";
+    "  --refresh  measure again and rewrite the cache\n"
+    "  --kernels  the kernel registry: for every kernel slot, the implementation each ISA level gets\n"
+    "             (without measuring anything); a scalar entry under a SIMD level is a slow path\n";
 
 std::string when(int64_t unix_time) {
   const std::time_t t = std::time_t(unix_time);
@@ -90,12 +92,14 @@ void print_text(const MachineLimits& m) {
 }  // namespace
 
 int run_info(int argc, char** argv) {
-  bool json = false, refresh = false;
+  bool json = false, refresh = false, kernels = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json")) {
       json = true;
     } else if (!std::strcmp(argv[i], "--refresh")) {
       refresh = true;
+    } else if (!std::strcmp(argv[i], "--kernels")) {
+      kernels = true;
     } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
       std::printf("%s", kHelp);
       return kExitOk;
@@ -103,6 +107,13 @@ int run_info(int argc, char** argv) {
       std::fprintf(stderr, "tessera info: unknown option '%s'\n\n%s", argv[i], kHelp);
       return kExitUsage;
     }
+  }
+  if (kernels) {
+    std::printf("%s", kernel_registry_matrix().c_str());
+    std::printf("\nThis CPU runs level %s (best available: %s); a level above it names what a CPU with it "
+                "would run.\nTESSERA_VERBOSE_DISPATCH=1 prints each call's choice and every refusal.\n",
+                isa_name(active_isa()), isa_name(cpu_features().best));
+    return kExitOk;
   }
   MachineLimits m = machine_limits(refresh);
   // Two processes copying into each other's shared memory (measured by the ep component, not cached).

@@ -9,8 +9,11 @@
 // written), like STREAM's copy. DRAM copies use non-temporal stores (as large memcpy implementations
 // do); L2 copies use ordinary stores. "All threads" figures use tessera::num_threads() threads.
 //
+// The limits are those of the active ISA level (TESSERA_ISA caps it): under TESSERA_ISA=avx2 the fp32
+// peak is the ymm FMA rate and there is no bf16 instruction, as on an AVX2-only CPU.
+//
 // Results are cached as one JSON file per key (CPU model, logical CPU count, thread count, tessera
-// version) in $XDG_CACHE_HOME/tessera, else ~/.cache/tessera.
+// version, ISA level) in $XDG_CACHE_HOME/tessera, else ~/.cache/tessera.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,7 @@ struct MachineLimits {
   int logical_cpus = 0;
   int threads = 0;  // pool threads the all-thread figures used
   std::string version;
+  std::string isa;  // the active level the limits were measured at ("amx", "avx2", ...)
 
   // ---- detected facts (not measured) ----
   int64_t l2_bytes = 0;  // per core
@@ -112,6 +116,10 @@ bool machine_limits_from_json(const std::string& text, MachineLimits* out);
 // rates well below threads x the 1-thread rate, or all-thread figures below the 1-thread ones. Empty
 // when the figures look consistent; each entry is one sentence.
 std::vector<std::string> machine_limits_warnings(const MachineLimits& limits);
+
+// The kernel registry as a table: one line per kernel slot, one column per ISA level (amx .. scalar),
+// naming the implementation that level runs (`tessera info --kernels`).
+std::string kernel_registry_matrix();
 
 // The version string of this build ("0.1.0").
 const char* tessera_version();

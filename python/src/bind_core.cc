@@ -8,6 +8,7 @@
 
 #include "bindings.h"
 #include "tessera/core/cpu.h"
+#include "tessera/info.h"
 #include "tessera/core/thread_pool.h"
 
 namespace nb = nanobind;
@@ -27,6 +28,9 @@ nb::dict cpu_info() {
   info["features"] = features;
   info["best_isa"] = isa_name(f.best);
   info["active_isa"] = isa_name(active_isa());
+  info["l1d_bytes"] = f.l1d_bytes;
+  info["l2_bytes"] = f.l2_bytes;
+  info["l3_bytes"] = f.l3_bytes;
   return info;
 }
 
@@ -38,6 +42,8 @@ void bind_core(nb::module_& m) {
         "Sets the thread count; n <= 0 restores the default (logical CPUs or TESSERA_NUM_THREADS).");
   m.def("cpu_info", &cpu_info, "Vendor, model, feature flags, best and active ISA of this machine.");
   m.def("active_isa", [] { return std::string(isa_name(active_isa())); });
+  m.def("kernel_registry", &kernel_registry_matrix,
+        "The kernel registry as text: per kernel slot, the implementation each ISA level runs.");
   m.def(
       "set_isa",
       [](std::optional<std::string> name) { set_isa_cap(name ? isa_from_name(*name) : Isa::kAmx); },

@@ -20,6 +20,7 @@ __all__ = [
     "TesseraError",
     "TesseraRuntimeError",
     "cpu_info",
+    "kernel_registry",
     "jit",
     "num_threads",
     "set_isa",
@@ -47,8 +48,15 @@ def set_num_threads(n: int) -> None:
 
 def cpu_info() -> dict:
     """This machine as tessera sees it: ``vendor``, ``model``, ``logical_cpus``, ``features`` (list),
-    ``best_isa`` (what the hardware supports) and ``active_isa`` (what kernels use now)."""
+    ``best_isa`` (what the hardware supports), ``active_isa`` (what kernels use now) and the data cache
+    sizes ``l1d_bytes``, ``l2_bytes`` (per core) and ``l3_bytes`` (shared)."""
     return _C.cpu_info()
+
+
+def kernel_registry() -> str:
+    """The kernel registry as text: for every kernel slot, the implementation each ISA level runs
+    (the same table as ``tessera info --kernels``)."""
+    return _C.kernel_registry()
 
 
 def set_isa(name) -> None:

@@ -3,7 +3,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
+
+#include <unistd.h>
 
 #include "tessera/core/error.h"
 
@@ -40,10 +43,36 @@ bool request_amx_permission() {
 }
 #endif
 
+// Size in bytes of the level-`level` data (or unified) cache of cpu0 as sysfs reports it, else 0.
+int64_t sysfs_cache_bytes(int level) {
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    int l = 0;
+    std::string type, size;
+    if (!(level_file >> l) || !(type_file >> type) || !(size_file >> size)) continue;
+    if (l != level || type == "Instruction" || size.empty()) continue;
+    const int64_t unit = (size.back() == 'K' || size.back() == 'k') ? 1024 : size.back() == 'M' ? 1 << 20 : 1;
+    return std::atoll(size.c_str()) * unit;
+  }
+  return 0;
+}
+
+void detect_caches(CpuFeatures* f) {
+  const int sysconf_names[4] = {0, _SC_LEVEL1_DCACHE_SIZE, _SC_LEVEL2_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE};
+  int64_t* out[4] = {nullptr, &f->l1d_bytes, &f->l2_bytes, &f->l3_bytes};
+  for (int level = 1; level <= 3; ++level) {
+    int64_t v = sysfs_cache_bytes(level);
+    if (v <= 0) v = sysconf(sysconf_names[level]);
+    if (v > 0) *out[level] = v;
+  }
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
   f.logical_cpus = int(std::thread::hardware_concurrency());
   if (f.logical_cpus <= 0) f.logical_cpus = 1;
+  detect_caches(&f);
 #ifdef TESSERA_X86
   unsigned r[4];
   cpuid(0, 0, r);

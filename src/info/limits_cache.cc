@@ -24,18 +24,20 @@ struct Key {
   std::string cpu_model;
   int logical_cpus, threads;
   std::string version;
+  std::string isa;
   std::string text() const {
-    return cpu_model + "|" + std::to_string(logical_cpus) + "|" + std::to_string(threads) + "|" + version;
+    return cpu_model + "|" + std::to_string(logical_cpus) + "|" + std::to_string(threads) + "|" + version + "|" + isa;
   }
   bool matches(const MachineLimits& m) const {
-    return m.cpu_model == cpu_model && m.logical_cpus == logical_cpus && m.threads == threads && m.version == version;
+    return m.cpu_model == cpu_model && m.logical_cpus == logical_cpus && m.threads == threads &&
+           m.version == version && m.isa == isa;
   }
 };
 
 Key current_key() {
   const CpuFeatures& f = cpu_features();
   return Key{f.model_name.empty() ? std::string("unknown") : f.model_name, f.logical_cpus, num_threads(),
-             tessera_version()};
+             tessera_version(), isa_name(active_isa())};
 }
 
 std::string cache_dir() {

@@ -26,6 +26,7 @@ const Field kFields[] = {
     {"logical_cpus", &MachineLimits::logical_cpus},
     {"threads", &MachineLimits::threads},
     {"version", &MachineLimits::version},
+    {"isa", &MachineLimits::isa},
     {"l2_bytes", &MachineLimits::l2_bytes},
     {"l3_bytes", &MachineLimits::l3_bytes},
     {"fp32_peak_gflops_1t", &MachineLimits::fp32_peak_gflops_1t},

@@ -32,30 +32,6 @@ constexpr double kComputeRepSeconds = 0.02;
 constexpr double kBandwidthRepSeconds = 0.01;
 constexpr int64_t kMiB = 1 << 20;
 
-// ---- cache sizes: sysfs describes what this (possibly virtual) machine sees; sysconf can report
-// the host's whole L3 instead (measured on our VM: sysfs 32 MiB, sysconf 384 MiB) ----
-int64_t sysfs_cache_bytes(int level) {
-  for (int index = 0; index < 8; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
-    int l = 0;
-    std::string type, size;
-    if (!(level_file >> l) || !(type_file >> type) || !(size_file >> size)) continue;
-    if (l != level || type == "Instruction") continue;
-    int64_t value = std::atoll(size.c_str());
-    if (!size.empty() && (size.back() == 'K' || size.back() == 'k')) value *= 1024;
-    if (!size.empty() && size.back() == 'M') value *= kMiB;
-    return value;
-  }
-  return 0;
-}
-
-int64_t cache_bytes(int level, int64_t fallback) {
-  int64_t v = sysfs_cache_bytes(level);
-  if (v <= 0) v = sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
-  return v > 0 ? v : fallback;
-}
-
 // ---- compute peaks ----
 
 // Iterations of `fn` that take about kComputeRepSeconds on one thread (doubling until a run is long
@@ -180,7 +156,7 @@ double measure_dram_now(const char* fn, Share share) {
   static BandwidthBuffers buffers;
   std::lock_guard<std::mutex> lock(mutex);
   const info::PeakLoops loops = info::select_peak_loops();
-  if (!buffers.dram) make_dram_buffer(cache_bytes(3, 32 * kMiB), &buffers);
+  if (!buffers.dram) make_dram_buffer(cpu_features().l3_bytes, &buffers);
   return median_rate(num_threads(), [&](int t, int nt) { return share(*loops.stream, buffers, t, nt); }) * 1e-9;
 }
 
@@ -215,8 +191,9 @@ MachineLimits measure_machine_limits() {
   m.logical_cpus = f.logical_cpus;
   m.threads = num_threads();
   m.version = tessera_version();
-  m.l2_bytes = cache_bytes(2, 1 * kMiB);
-  m.l3_bytes = cache_bytes(3, 32 * kMiB);
+  m.isa = isa_name(active_isa());
+  m.l2_bytes = cpu_features().l2_bytes;
+  m.l3_bytes = cpu_features().l3_bytes;
 
   const info::PeakLoops loops = info::select_peak_loops();
   measure_compute(loops.f32_fma, m.threads, &m.fp32_peak_gflops_1t, &m.fp32_peak_gflops);

@@ -50,24 +50,26 @@ constexpr cpu::StreamKernels kPortableStream{"portable", portable_read_sum, port
 
 }  // namespace
 
+// The loops of the active level, so a capped run (TESSERA_ISA=avx2) measures the limits of a CPU that
+// has only that level.
 PeakLoops select_peak_loops() {
-  const CpuFeatures& f = cpu_features();
+  const Isa level = active_isa();
   PeakLoops loops{portable_f32_loop, "portable", nullptr, "none", nullptr, "none", &kPortableStream};
-  if (int(f.best) >= int(Isa::kAvx2)) {
+  if (int(level) >= int(Isa::kAvx2)) {
     loops.f32_fma = cpu::peak_f32_fma_avx2();
     loops.f32_name = "avx2 vfmadd231ps ymm";
     loops.stream = cpu::stream_kernels_avx2();
   }
-  if (int(f.best) >= int(Isa::kAvx512)) {
+  if (int(level) >= int(Isa::kAvx512)) {
     loops.f32_fma = cpu::peak_f32_fma_avx512();
     loops.f32_name = "avx512 vfmadd231ps zmm";
     loops.stream = cpu::stream_kernels_avx512();
   }
-  if (int(f.best) >= int(Isa::kAvx512Bf16)) {
+  if (int(level) >= int(Isa::kAvx512Bf16)) {
     loops.bf16_dot = cpu::peak_bf16_dot_avx512bf16();
     loops.bf16_name = "avx512bf16 vdpbf16ps zmm";
   }
-  if (int(f.best) >= int(Isa::kAmx)) {
+  if (int(level) >= int(Isa::kAmx)) {
     loops.bf16_amx = cpu::peak_bf16_amx();
     loops.bf16_amx_name = "amx tdpbf16ps 2x2 tiles";
   }

@@ -5,6 +5,7 @@
 // set_isa_cap(); TESSERA_FORCE_REFERENCE=1 is the same as TESSERA_ISA=scalar.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace tessera {
@@ -24,6 +25,9 @@ struct CpuFeatures {
   bool avx512_bf16 = false, avx512_vbmi = false, avx512_vnni = false, avx512_fp16 = false;
   bool amx_bf16 = false;  // tiles and tdpbf16ps usable: CPUID, XCR0 tile state and the Linux permission
   int logical_cpus = 1;
+  // Data cache sizes this (possibly virtual) machine reports, per core for L1/L2 and shared for L3; from
+  // sysfs first (sysconf can report the host's whole L3 inside a VM), else sysconf, else a typical size.
+  int64_t l1d_bytes = 32 << 10, l2_bytes = 1 << 20, l3_bytes = 32 << 20;
   Isa best = Isa::kScalar;  // best level the hardware and OS support
 };
 

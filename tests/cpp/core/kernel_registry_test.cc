@@ -1,0 +1,65 @@
+// The kernel registry: every slot ends in a portable implementation, choices respect the level, and no
+// SIMD level is left with a scalar-speed implementation.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backends/cpu/registry.h"
+#include "test_util.h"
+
+namespace tessera {
+namespace {
+
+using cpu::Slot;
+using test::all_isas;
+using test::isa_supported;
+using test::IsaCapScope;
+
+TEST(KernelRegistry, EverySlotEndsInAPortableImplementation) {
+  for (int s = 0; s < int(Slot::kCount); ++s) {
+    const cpu::SlotInfo& info = cpu::slot_info(Slot(s));
+    ASSERT_GT(info.count, 0) << info.name;
+    EXPECT_EQ(info.impls[info.count - 1].need, Isa::kScalar) << info.name;
+    for (int i = 1; i < info.count; ++i)  // most specialised first
+      EXPECT_GE(int(info.impls[i - 1].need), int(info.impls[i].need)) << info.name << " entry " << i;
+  }
+}
+
+TEST(KernelRegistry, ChoiceNeverExceedsTheLevel) {
+  for (Isa level : all_isas()) {
+    if (!isa_supported(level)) continue;
+    for (int s = 0; s < int(Slot::kCount); ++s) {
+      const cpu::KernelChoice c = cpu::choose_kernel_at(Slot(s), level, "registry_test");
+      ASSERT_NE(c.impl, nullptr) << cpu::slot_info(Slot(s)).name << " at " << isa_name(level);
+      EXPECT_LE(int(c.impl->need), int(level)) << c.impl->name;
+      EXPECT_STREQ(c.impl->name, cpu::planned_kernel(Slot(s), level));
+    }
+  }
+}
+
+TEST(KernelRegistry, ActiveLevelFollowsTheCap) {
+  IsaCapScope cap(Isa::kScalar);
+  for (int s = 0; s < int(Slot::kCount); ++s)
+    EXPECT_EQ(cpu::choose_kernel(Slot(s), "registry_test").impl->need, Isa::kScalar) << cpu::slot_info(Slot(s)).name;
+}
+
+TEST(KernelRegistry, RefusalFallsThroughToTheNextImplementation) {
+  const cpu::RefuseFn refuse_first = [](const cpu::KernelImpl& k, const void*, const void* problem) -> const char* {
+    return &k == static_cast<const cpu::KernelImpl*>(problem) ? "refused by the test" : nullptr;
+  };
+  const cpu::SlotInfo& info = cpu::slot_info(Slot::kGemmPacked);
+  const cpu::KernelChoice first = cpu::choose_kernel(Slot::kGemmPacked, "registry_test");
+  if (first.impl == &info.impls[info.count - 1]) GTEST_SKIP() << "only the portable implementation runs here";
+  const cpu::KernelChoice next = cpu::choose_kernel(Slot::kGemmPacked, "registry_test", refuse_first, first.impl);
+  ASSERT_NE(next.impl, nullptr);
+  EXPECT_NE(next.impl, first.impl);
+}
+
+TEST(KernelRegistry, MatrixNamesEverySlot) {
+  const std::string text = cpu::kernel_matrix_text();
+  for (int s = 0; s < int(Slot::kCount); ++s)
+    EXPECT_NE(text.find(cpu::slot_info(Slot(s)).name), std::string::npos) << cpu::slot_info(Slot(s)).name;
+}
+
+}  // namespace
+}  // namespace tessera
