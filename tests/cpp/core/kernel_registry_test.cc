@@ -63,3 +63,23 @@ TEST(KernelRegistry, MatrixNamesEverySlot) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// The point of the registry: no SIMD level is left with a scalar-speed implementation of any slot. Checked
+// on the plan (names only), so it holds for levels this CPU lacks too.
+TEST(KernelRegistry, NoSimdLevelRunsPortableCode) {
+  for (Isa level : test::all_isas()) {
+    if (level == Isa::kScalar) continue;
+    for (int s = 0; s < int(cpu::Slot::kCount); ++s) {
+      const cpu::SlotInfo& info = cpu::slot_info(cpu::Slot(s));
+      const cpu::KernelImpl& portable = info.impls[info.count - 1];
+      EXPECT_STRNE(cpu::planned_kernel(cpu::Slot(s), level), portable.name)
+          << info.name << " runs its portable implementation at " << isa_name(level);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera
