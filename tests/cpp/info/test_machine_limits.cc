@@ -133,6 +133,14 @@ TEST(MachineLimitsCache, RefreshWritesTheCacheAndLaterReadsReturnIt) {
   write_file(path, other);
   EXPECT_FALSE(load_cached_machine_limits(&loaded));
 
+  // Limits measured at another ISA level (another TESSERA_ISA cap) are not this level's.
+  std::string other_isa = machine_limits_to_json(measured);
+  const size_t isa_at = other_isa.find("\"isa\": \"" + measured.isa + "\"");
+  ASSERT_NE(isa_at, std::string::npos) << other_isa;
+  other_isa.replace(isa_at, 8 + measured.isa.size() + 1, "\"isa\": \"other\"");
+  write_file(path, other_isa);
+  EXPECT_FALSE(load_cached_machine_limits(&loaded));
+
   // A corrupt file is not used either; machine_limits(refresh) rewrites it.
   write_file(path, "{\"cpu_model\": ");
   EXPECT_FALSE(load_cached_machine_limits(&loaded));
@@ -151,6 +159,7 @@ TEST(MachineLimitsCache, UsesAConsistentFileAndRemeasuresADisturbedOne) {
   consistent.cpu_model = first.cpu_model;
   consistent.logical_cpus = first.logical_cpus;
   consistent.version = first.version;
+  consistent.isa = first.isa;
   consistent.threads = 2;
   consistent.fp32_peak_gflops_1t = 100, consistent.fp32_peak_gflops = 200;
   consistent.bf16_peak_gflops_1t = 200, consistent.bf16_peak_gflops = 400;
