@@ -54,18 +54,25 @@ HWY_INLINE PackedLayout packed_layout() {
 // Appends the packed candidates (key << 16 | element - base) of 16-bit keys k with key >= lo, for
 // elements at offset `at` from base (at + lanes <= 65536). As int32 a packed candidate orders like its
 // key, so the test runs on the packed lanes: packed >= lo << 16.
-HWY_INLINE int64_t append_packed(V16 k, int32_t at, const PackedLayout& layout, V32 lo_packed, int32_t* packed,
-                                 int64_t count) {
+// pos: the lanes' positions (layout.positions + at), which a caller stepping through vectors keeps
+// running instead of broadcasting `at` each time.
+HWY_INLINE int64_t append_packed_at(V16 k, V16 pos, const PackedLayout& layout, V32 lo_packed, int32_t* packed,
+                                    int64_t count) {
   const D32 d;
   const V16 kq = hn::BitCast(D16(), hn::TableLookupLanes(hn::BitCast(d, k), layout.quarter_order));
-  const V16 pos = hn::Add(layout.positions, hn::Set(D16(), int16_t(uint16_t(at))));
   const V32 p0 = hn::ZipLower(d, pos, kq), p1 = hn::ZipUpper(d, pos, kq);
+  // mask_bits sets only the low kLanes32 bits, so xor complements them without a separate zero-extension.
   const uint64_t half = live_bits(kLanes32, kLanes32);
-  const uint64_t b0 = ~mask_bits(d, hn::Lt(p0, lo_packed)) & half, b1 = ~mask_bits(d, hn::Lt(p1, lo_packed)) & half;
+  const uint64_t b0 = mask_bits(d, hn::Lt(p0, lo_packed)) ^ half, b1 = mask_bits(d, hn::Lt(p1, lo_packed)) ^ half;
   hn::StoreU(gather(gather_of_bits(b0), p0), d, packed + count);
   count += int64_t(hwy::PopCount(b0));
   hn::StoreU(gather(gather_of_bits(b1), p1), d, packed + count);
   return count + int64_t(hwy::PopCount(b1));
+}
+HWY_INLINE int64_t append_packed(V16 k, int32_t at, const PackedLayout& layout, V32 lo_packed, int32_t* packed,
+                                 int64_t count) {
+  return append_packed_at(k, hn::Add(layout.positions, hn::Set(D16(), int16_t(uint16_t(at)))), layout, lo_packed,
+                          packed, count);
 }
 
 // Expected hits per 1024 elements from which a collect pass gathers every vector (two per 128-element
@@ -117,6 +124,8 @@ HWY_INLINE void collect_blocks(const int16_t* row, int64_t end, int64_t base, in
   const V32 lo_packed = hn::ShiftLeft<16>(widen_lower(lo));
   int64_t pos = scan->pos, count = scan->count;
   V16 mn = scan->mn, mx = scan->mx;
+  const V16 step = hn::Set(d, int16_t(kLanes16));
+  V16 positions = hn::Add(layout.positions, hn::Set(d, int16_t(uint16_t(pos - base))));
   while (pos + kBlock <= end && count + kBlock <= cap) {
     if (pos + kPrefetchBytes / 2 < end)
       for (int64_t b = 0; b < kBlock * 2; b += 64)
@@ -126,7 +135,8 @@ HWY_INLINE void collect_blocks(const int16_t* row, int64_t end, int64_t base, in
         const V16 k = ordered_key_bf16(hn::LoadU(d, row + pos + at));
         mn = hn::Min(mn, k);
         mx = hn::Max(mx, k);
-        count = append_packed(k, int32_t(pos + at - base), layout, lo_packed, packed, count);
+        count = append_packed_at(k, positions, layout, lo_packed, packed, count);
+        positions = hn::Add(positions, step);  // wraps like the int16 sum of append_packed
       }
     } else if (bf16_block_passes<kBlock>(row + pos, lo, &mn, &mx) && enable) {
       count = collect_block_hits<kBlock>(row, pos, base, lo, dense, layout, packed, count);

@@ -1,8 +1,8 @@
 // Lane tools of the Highway top-k kernels (select_filter-inl.h, select_bf16-inl.h): ordered keys, mask
 // bits, and moving selected lanes to the front of a vector in order ("gathering" them, the compress of
-// a filter). AVX-512 has vpcompressd; AVX2 has none, so there a mask of 8 lanes indexes a 2 KiB table of
-// lane orders, widened to a vpermd index once and applied to every vector sharing the mask (keys and
-// positions), one load-and-widen plus one permute per vector.
+// a filter). AVX-512 has vpcompressd; AVX2 has none, so there a mask of 8 lanes indexes an 8 KiB table of
+// lane orders, loaded as a vpermd index once and applied to every vector sharing the mask (keys and
+// positions), one load plus one permute per vector.
 #if defined(TESSERA_HWY_SELECT_LANES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TESSERA_HWY_SELECT_LANES_INL_H_
 #undef TESSERA_HWY_SELECT_LANES_INL_H_
@@ -56,9 +56,16 @@ HWY_INLINE int32_t max3(int32_t a, int32_t b, int32_t c) {
 // Lane i of the mask as bit i.
 template <class D>
 HWY_INLINE uint64_t mask_bits(D d, hn::Mask<D> m) {
+#if HWY_TARGET == HWY_AVX2
+  // StoreMaskBits goes through a byte copy that GCC turns into partial-register moves on every call;
+  // the movemask value it copies is already zero-extended (Highway 1.0.3's x86_256-inl.h).
+  (void)d;
+  return hn::detail::BitsFromMask(m);
+#else
   uint64_t bits = 0;
   hn::StoreMaskBits(d, m, reinterpret_cast<uint8_t*>(&bits));
   return bits;
+#endif
 }
 
 // The lowest `lanes` bits set: the live lanes of a vector that ends `lanes` entries before its data does.
@@ -110,28 +117,30 @@ HWY_INLINE void store_first(D d, hn::Vec<D> v, T* out, int64_t room) {
 
 #if HWY_TARGET == HWY_AVX2
 
-// kLaneOrder[m]: the positions of the set bits of m in increasing order, then zeros.
+// kLaneOrder[m]: the positions of the set bits of m in increasing order, then zeros. Stored as int32
+// lanes (8 KiB) so an index vector is one plain load, not a load plus a widening shuffle per gather.
 struct LaneOrderTable {
-  uint8_t order[256][8];
+  int32_t order[256][8];
 };
 constexpr LaneOrderTable make_lane_order_table() {
   LaneOrderTable t{};
   for (int m = 0; m < 256; ++m) {
     int out = 0;
     for (int lane = 0; lane < 8; ++lane)
-      if (m >> lane & 1) t.order[m][out++] = uint8_t(lane);
+      if (m >> lane & 1) t.order[m][out++] = lane;
   }
   return t;
 }
 alignas(64) constexpr LaneOrderTable kLaneOrder = make_lane_order_table();
 
-// The lanes selected by 8 mask bits, as a permutation applied to any int32 vector.
+// The lanes selected by 8 mask bits, as a permutation applied to any int32 vector. bits < 256: every
+// caller masks them to the vector's lanes already (masking again here costs two ops per gather in the
+// dense loops, the compiler not knowing a movemask's range).
 struct LaneGather {
   hn::Indices256<int32_t> index;
 };
 HWY_INLINE LaneGather gather_of_bits(uint64_t bits) {
-  const hn::Rebind<uint8_t, D32> d8;
-  return {hn::IndicesFromVec(D32(), hn::PromoteTo(D32(), hn::LoadU(d8, kLaneOrder.order[bits & 0xFF])))};
+  return {hn::IndicesFromVec(D32(), hn::Load(D32(), kLaneOrder.order[bits]))};
 }
 HWY_INLINE LaneGather gather_of_mask(hn::Mask<D32> m) {
   return gather_of_bits(mask_bits(D32(), m));
