@@ -37,17 +37,9 @@ void finalize_impl(const GemmProblem& p, const float* tile, int64_t ldt, int64_t
     }
 }
 
-// The SIMD finalize the registry gives the active level (nullptr: the portable loops above), chosen
-// again only when the level changes (tests cap it).
+// The SIMD finalize the registry gives the active level (nullptr: the portable loops above).
 cpu::FinalizeFn finalize_kernel() {
-  thread_local int level = -1;
-  thread_local cpu::FinalizeFn fn = nullptr;
-  const Isa now = active_isa();
-  if (int(now) != level) {
-    fn = reinterpret_cast<cpu::FinalizeFn>(cpu::choose_kernel(cpu::Slot::kGemmFinalize, "gemm finalize").table);
-    level = int(now);
-  }
-  return fn;
+  return reinterpret_cast<cpu::FinalizeFn>(cpu::cached_kernel(cpu::Slot::kGemmFinalize, "gemm finalize"));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // An implementation whose `get` is null is the component's own portable code (the table is null).
 #include "backends/cpu/registry.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -164,6 +165,21 @@ const KernelImpl* planned_impl(Slot slot, Isa level) {
   return nullptr;
 }
 }  // namespace
+
+const void* cached_kernel(Slot slot, const char* caller) {
+  struct Cached {
+    std::atomic<const KernelImpl*> impl{nullptr};  // set last: the table below is valid once it is
+    std::atomic<const void*> table{nullptr};       // may stay null (the component's portable code)
+  };
+  static Cached cache[int(Slot::kCount)][int(Isa::kAmx) + 1];
+  const Isa level = active_isa();
+  Cached& c = cache[int(slot)][int(level)];
+  if (c.impl.load(std::memory_order_acquire)) return c.table.load(std::memory_order_relaxed);
+  const KernelChoice k = choose_kernel_at(slot, level, caller);
+  c.table.store(k.table, std::memory_order_relaxed);
+  c.impl.store(k.impl, std::memory_order_release);
+  return k.table;
+}
 
 const char* planned_kernel(Slot slot, Isa level) {
   const KernelImpl* k = planned_impl(slot, level);

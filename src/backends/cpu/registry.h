@@ -61,6 +61,10 @@ KernelChoice choose_kernel(Slot slot, const char* caller, const RefuseFn refuse 
 KernelChoice choose_kernel_at(Slot slot, Isa level, const char* caller, const RefuseFn refuse = nullptr,
                               const void* problem = nullptr);
 
+// The table choose_kernel() gives `slot` at the active level when nothing refuses, chosen once per
+// level and kept (for hot paths that ask per token or per tile; the level can change at run time).
+const void* cached_kernel(Slot slot, const char* caller);
+
 template <class Table>
 const Table& kernels_for(Slot slot, const char* caller) {
   return *static_cast<const Table*>(choose_kernel(slot, caller).table);

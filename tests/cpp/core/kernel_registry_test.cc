@@ -83,3 +83,21 @@ TEST(KernelRegistry, NoSimdLevelRunsPortableCode) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(KernelRegistry, CachedChoiceFollowsTheLevel) {
+  for (Isa level : test::all_isas()) {
+    if (!test::isa_supported(level)) continue;
+    test::IsaCapScope cap(level);
+    for (int s = 0; s < int(cpu::Slot::kCount); ++s) {
+      const void* want = cpu::choose_kernel(cpu::Slot(s), "registry_test").table;
+      EXPECT_EQ(cpu::cached_kernel(cpu::Slot(s), "registry_test"), want) << cpu::slot_info(cpu::Slot(s)).name;
+      EXPECT_EQ(cpu::cached_kernel(cpu::Slot(s), "registry_test"), want) << "second call";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera

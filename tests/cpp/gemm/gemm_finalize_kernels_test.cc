@@ -112,7 +112,6 @@ void check(cpu::FinalizeFn fn, const Case& k, std::mt19937& rng) {
 }
 
 TEST(GemmFinalizeKernels, EverySimdFinalizeMatchesTheScalarRule) {
-  const cpu::SlotInfo& slot = cpu::slot_info(cpu::Slot::kGemmFinalize);
   int tested = 0;
   for (Isa level : test::all_isas()) {
     if (level == Isa::kScalar || !test::isa_supported(level)) continue;
@@ -131,7 +130,6 @@ TEST(GemmFinalizeKernels, EverySimdFinalizeMatchesTheScalarRule) {
                 check(fn, {rows, cols, transposed, d_bf16, stream, c}, rng);
     ++tested;
   }
-  (void)slot;
   if (tested == 0) GTEST_SKIP() << "no SIMD level on this CPU";
 }
 

@@ -127,8 +127,11 @@ TEST(TlGemv, NanWeightGivesNan) {
 }
 
 TEST(TlGemv, EveryVectorLevelHasOne) {
-  for (Isa level : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16})
-    if (isa_supported(level)) EXPECT_NE(kernel_at(level), nullptr) << isa_name(level);
+  for (Isa level : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+    if (isa_supported(level)) {
+      EXPECT_NE(kernel_at(level), nullptr) << isa_name(level);
+    }
+  }
 }
 
 }  // namespace
