@@ -28,7 +28,11 @@ dnnl::cpu_isa onednn_isa(Isa isa) {
     case Isa::kAmx:
       break;
   }
+#if DNNL_VERSION_MAJOR >= 3
+  return dnnl::cpu_isa::isa_default;  // no cap (3.x renamed 2.x's `all`)
+#else
   return dnnl::cpu_isa::all;
+#endif
 }
 
 dnnl::matmul::primitive_desc make_pd(const dnnl::engine& engine, dt type, int64_t m, int64_t n, int64_t k) {
