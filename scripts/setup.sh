@@ -34,6 +34,21 @@ step "pip install build and test requirements"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r requirements.txt
 
+# torch: the DeepSeek-compatible modules take and return torch tensors, and the tests of that path (and
+# the runners of DeepSeek's own suites, tools/upstream/) need it. PyPI's Linux wheel is the CUDA build
+# (~5 GiB with its libraries; it runs on CPUs without a GPU). Skipped with a warning on a disk with less
+# than 12 GiB free or with TESSERA_SKIP_TORCH=1: the torch tests then skip and say why.
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  free_kib=$(df -Pk .venv | awk 'NR == 2 {print $4}')
+  if [ "${TESSERA_SKIP_TORCH:-0}" = 1 ] || [ "${free_kib:-0}" -lt $((12 * 1024 * 1024)) ]; then
+    echo "setup: WARNING: not installing torch (TESSERA_SKIP_TORCH=${TESSERA_SKIP_TORCH:-0}," \
+         "$((free_kib / 1024 / 1024)) GiB free); torch-tensor tests will be skipped" >&2
+  else
+    step "pip install torch (the modules' torch-tensor interface and its tests)"
+    .venv/bin/python -m pip install -q torch
+  fi
+fi
+
 step "build and install tessera into .venv (C++ library, CLI, tests, Python extension)"
 mkdir -p build
 # Progress lines go to the terminal, everything to build/setup-pip.log; a failed build fails the script.
