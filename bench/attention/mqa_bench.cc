@@ -31,7 +31,7 @@ struct MqaCase {
   bool full_only;
 };
 
-// Spec section 6 shapes (S in {2048, 8192}, S_kv in {8192, 65536}) scaled to two cores; decode: batch
+// DeepGEMM's MQA-logits test shapes (S in {2048, 8192}, S_kv in {8192, 65536}) scaled to two cores; decode: batch
 // 64 with next_n 1 and 2 (DeepGEMM's paged test), 4096 tokens of context.
 const MqaCase kCases[] = {
     {"mqa_prefill", 512, 2048, 1, false}, {"mqa_prefill", 512, 8192, 1, false}, {"mqa_prefill", 2048, 8192, 1, true},
@@ -81,7 +81,7 @@ double reference_logit(const Operands& o, int64_t i, int64_t j) {
 }
 
 // Worst |error| / (1e-3 * rms of the checked logits) over sampled rows and keys: <= 1 passes (bf16 peers
-// round their scores, so the bound is the spec's FP8 calc_diff scale, not fp32 rounding).
+// round their scores, so the bound is DeepGEMM's FP8 calc_diff scale, not fp32 rounding).
 double check_error(const Operands& o, const float* logits, int64_t ld,
                    const std::vector<std::pair<int64_t, int64_t>>& ij) {
   std::vector<double> ref, got;

@@ -1,4 +1,4 @@
-// The GEMM benchmark suite: DeepGEMM's dense (N, K) test shapes (specs/deep_gemm.md section 6) with
+// The GEMM benchmark suite: DeepGEMM's dense (N, K) test shapes (DeepGEMM's API, docs/gemm.md) with
 // M in {1, 4, 64, 128, 1024}, for bf16_gemm_nt and fp8_gemm_nt.
 #pragma once
 

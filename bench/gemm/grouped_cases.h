@@ -1,5 +1,5 @@
-// The grouped GEMM cases of `tessera bench gemm`: DeepGEMM's MoE test shapes (specs/deep_gemm.md
-// section 6) scaled to a 2-core CPU - fewer rows per group, (N, K) from the spec's list - plus FP4-weight
+// The grouped GEMM cases of `tessera bench gemm`: DeepGEMM's MoE test shapes scaled
+// to a 2-core CPU - fewer rows per group, (N, K) from DeepGEMM's list - plus FP4-weight
 // decode. JSON `op` names say the dtype and the layout.
 #pragma once
 

@@ -1,6 +1,6 @@
 // tessera/flash_mla.h - FlashMLA's attention on the CPU: MLA decode over a paged KV cache (dense bf16/fp16,
 // or sparse over an FP8 cache), sparse MLA prefill, dense MHA prefill (forward), and the FP8 KV-cache
-// quantiser (specs/flash_mla.md).
+// quantiser (FlashMLA's API, docs/attention.md).
 //
 // Conventions shared by every function:
 //  - MQA/GQA over one latent vector per KV head: V is the first d_v elements of each K row (dense prefill:
@@ -66,7 +66,8 @@ struct SchedMeta {
 //    k_cache[block_table[i, t / page_block_size], t % page_block_size]. causal: query j of s_q sees keys
 //    0..L-s_q+j (bottom-right). h_q % h_k == 0; query head h uses KV head h / (h_q / h_k).
 //  Sparse (indices given): is_fp8_kvcache, h_k == 1, q [b, s_q, h_q, 576|512] bf16, k_cache
-//    [blocks, block_size, 1, 656|584] (float8_e4m3fn|int8|uint8 bytes; V32 | MODEL1 layout, spec section 4);
+//    [blocks, block_size, 1, 656|584] (float8_e4m3fn|int8|uint8 bytes; V32 | MODEL1 layout, FlashMLA's API,
+// docs/attention.md);
 //    indices [b, s_q, topk] int32 flat slots (block * block_size + offset); a slot < 0 or >= blocks *
 //    block_size is invalid and skipped. topk_length [b]: only the first topk_length[i] entries count.
 //    extra_k_cache / extra_indices_in_kvcache [b, s_q, extra_topk] / extra_topk_length: a second cache in

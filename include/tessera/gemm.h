@@ -1,6 +1,6 @@
 // tessera/gemm.h - DeepGEMM's dense GEMMs on the CPU.
 //
-// Every function computes D = C + A.B in place into d (DeepGEMM semantics, specs/deep_gemm.md):
+// Every function computes D = C + A.B in place into d (DeepGEMM semantics, DeepGEMM's API, docs/gemm.md):
 //  - suffix nt/nn/tn/tt: first letter A ('n': [M,K], 't': [K,M]), second letter B ('t': [N,K],
 //    'n': [K,N]); every variant is the nt GEMM on transposed views, scale factors transposed with their data;
 //  - each operand may be K-major (stride(-1) == 1) or MN-major (stride(-2) == 1), leading strides free;
@@ -59,7 +59,7 @@ void fp8_fp4_gemm_tn(const ScaledTensor& a, const ScaledTensor& b, const TensorV
 void fp8_fp4_gemm_tt(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
                      const TensorView* c = nullptr, const Recipe& recipe = {});
 
-// ---- layout utilities (exact DeepGEMM shapes and strides; see specs/deep_gemm.md 1.8) ----
+// ---- layout utilities (exact DeepGEMM shapes and strides; see DeepGEMM's API, docs/gemm.md) ----
 // align(x, 16 / element_size)
 int64_t get_tma_aligned_size(int64_t x, int64_t element_size);
 // Copies fp32 SF [(G,) MN, SFK] into dst, whose strides must be (1, align(MN, 4)) or

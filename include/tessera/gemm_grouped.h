@@ -1,5 +1,5 @@
 // tessera/gemm_grouped.h - DeepGEMM's MoE GEMMs and the rest of its GEMM API on the CPU
-// (specs/deep_gemm.md sections 1.4-1.7). Conventions as in gemm.h: outputs written in place, fp32
+// (DeepGEMM's API, docs/gemm.md). Conventions as in gemm.h: outputs written in place, fp32
 // accumulation with one rounding, bitwise identical for any thread count, every argument validated
 // (tessera::Error naming the argument and the rule) before any output is touched.
 #pragma once

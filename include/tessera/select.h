@@ -1,4 +1,4 @@
-// tessera/select.h - DeepSelect's top-k on the CPU (specs/flash_mla.md section 9).
+// tessera/select.h - DeepSelect's top-k on the CPU (DeepSelect's API, docs/attention.md).
 //
 // topk() picks, per row of `input` [b, V] (bfloat16 or float32, stride(1) == 1, any row stride), the
 // `topk` largest elements of the row's range [begin[i], end[i]) (defaults 0 and V) and writes their

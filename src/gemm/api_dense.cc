@@ -1,4 +1,4 @@
-// Public dense GEMMs: bf16_gemm_*, cublaslt_gemm_*, fp8_fp4_gemm_* (specs/deep_gemm.md 1.2, 1.3).
+// Public dense GEMMs: bf16_gemm_*, cublaslt_gemm_*, fp8_fp4_gemm_* (DeepGEMM's API, docs/gemm.md).
 #include <utility>
 
 #include "gemm/operands.h"

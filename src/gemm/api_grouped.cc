@@ -1,4 +1,4 @@
-// M-grouped GEMMs (specs/deep_gemm.md 1.4): the contiguous layout (per-row group ids or psum ends) and
+// M-grouped GEMMs (DeepGEMM's API, docs/gemm.md): the contiguous layout (per-row group ids or psum ends) and
 // the masked layout. Each group's rows become one GemmProblem; all of them run as one batch.
 #include <cstring>
 #include <vector>

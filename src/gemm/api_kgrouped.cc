@@ -1,4 +1,4 @@
-// K-grouped GEMMs (specs/deep_gemm.md 1.5, MoE weight gradients): D[g] = C[g] + A[K_g]^T . B[K_g]. Each
+// K-grouped GEMMs (DeepGEMM's API, docs/gemm.md; MoE weight gradients): D[g] = C[g] + A[K_g]^T . B[K_g]. Each
 // group is one GemmProblem over its K range; all of them run as one batch.
 #include <cstring>
 #include <vector>
@@ -11,7 +11,7 @@ namespace {
 
 struct KRange {
   int64_t k0, k1;
-  int64_t sf_k;  // K values the group's scale-factor rows cover: ceil(sf_k / gran_k) rows (the spec's rule)
+  int64_t sf_k;  // K values the group's scale-factor rows cover: ceil(sf_k / gran_k) rows (DeepGEMM's rule)
 };
 
 int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }

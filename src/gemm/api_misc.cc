@@ -1,4 +1,4 @@
-// The rest of DeepGEMM's GEMM API (specs/deep_gemm.md 1.2, 1.6, 1.7): fp8_gemm_nt_skip_head_mid, einsum,
+// The rest of DeepGEMM's GEMM API (DeepGEMM's API, docs/gemm.md): fp8_gemm_nt_skip_head_mid, einsum,
 // fp8_einsum and tf32_hc_prenorm_gemm, each reduced to GemmProblems.
 #include <cstring>
 #include <vector>

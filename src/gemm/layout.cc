@@ -1,4 +1,4 @@
-// DeepGEMM's scale-factor layout utilities (specs/deep_gemm.md 1.8): exact shapes and strides, even
+// DeepGEMM's scale-factor layout utilities (DeepGEMM's API, docs/gemm.md): exact shapes and strides, even
 // though the CPU kernels read any layout.
 #include <cmath>
 

@@ -17,7 +17,7 @@ THREAD_COUNTS = (1, 2, 3)
 
 @dataclass(frozen=True)
 class Quant:
-    """How A and B are quantised and how the GEMM is told (spec section 2 and DeepGEMM's tests)."""
+    """How A and B are quantised and how the GEMM is told (DeepGEMM's API, docs/gemm.md and DeepGEMM's tests)."""
     name: str
     a_fp4: bool
     b_fp4: bool

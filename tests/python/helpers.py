@@ -5,7 +5,7 @@ import numpy as np
 BF16 = np.dtype(ml_dtypes.bfloat16)
 E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
 
-# Layout letter pairs: how A and B are *given* to <fn>_{layout} (DeepGEMM spec section 0).
+# Layout letter pairs: how A and B are *given* to <fn>_{layout} (DeepGEMM's API, docs/gemm.md).
 LAYOUTS = ("nt", "nn", "tn", "tt")
 
 

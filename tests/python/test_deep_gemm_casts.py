@@ -1,4 +1,4 @@
-"""deep_gemm math utilities and FP8 quantisers (spec sections 1.9 and 2): shapes, scale values,
+"""deep_gemm math utilities and FP8 quantisers (DeepGEMM's API, docs/gemm.md): shapes, scale values,
 bit-exact codes (checked with ml_dtypes' encoder, independent of tessera's), dequantisation error."""
 import ml_dtypes
 import numpy as np
@@ -49,7 +49,8 @@ def block_amax(x, rows, cols):
 
 
 def check_quantised(x, q, sf, rows, cols, use_ue8m0):
-    """sf follows spec section 2 per block; q = e4m3(x * (1/sf)) bit for bit; q * sf is close to x."""
+    """sf follows DeepGEMM's per-block scale rule (docs/gemm.md); q = e4m3(x * (1/sf)) bit for bit; q * sf is close
+    to x."""
     amax = np.maximum(block_amax(x, rows, cols), np.float32(1e-4))
     r_idx, c_idx = np.arange(x.shape[0]) // rows, np.arange(x.shape[1]) // cols
     if use_ue8m0:

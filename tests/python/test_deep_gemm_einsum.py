@@ -1,4 +1,4 @@
-"""deep_gemm.einsum and fp8_einsum (spec section 1.6) against float64 references: the three bf16
+"""deep_gemm.einsum and fp8_einsum (DeepGEMM's API, docs/gemm.md) against float64 references: the three bf16
 expressions (accumulating fp32 and plain bf16 outputs, padded strides), the FP8 'bhr,hdr->bhd' with
 per-token and per-block scales, not-implemented expressions, determinism and bad input."""
 import numpy as np

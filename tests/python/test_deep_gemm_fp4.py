@@ -1,4 +1,4 @@
-"""deep_gemm FP4 utilities (spec sections 1.9 and 2): per_token_cast_to_fp4 (scales, the midpoint
+"""deep_gemm FP4 utilities (DeepGEMM's API, docs/gemm.md): per_token_cast_to_fp4 (scales, the midpoint
 rule bit for bit, nibble order, packed UE8M0), transpose_packed_fp4, cast_back_from_fp4, bad input."""
 import ml_dtypes
 import numpy as np

@@ -1,4 +1,4 @@
-"""deep_gemm M-grouped GEMMs, contiguous layout (spec section 1.4): m_grouped_{bf16,fp8_fp4}_gemm_{nt,nn}
+"""deep_gemm M-grouped GEMMs, contiguous layout (DeepGEMM's API, docs/gemm.md): m_grouped_{bf16,fp8_fp4}_gemm_{nt,nn}
 _contiguous with per-row group ids (-1 padding rows written as zeros) and psum layouts (gaps, empty
 groups, rows after the last end; zeros with ensure_zero_padding, untouched without), every FP8/FP4
 recipe with float32 and packed UE8M0 scale factors, K tails, float64 references, bitwise

@@ -1,4 +1,4 @@
-"""deep_gemm M-grouped GEMMs, masked layout (spec section 1.4): m_grouped_{bf16,fp8_fp4}_gemm_nt_masked
+"""deep_gemm M-grouped GEMMs, masked layout (DeepGEMM's API, docs/gemm.md): m_grouped_{bf16,fp8_fp4}_gemm_nt_masked
 against float64 references for every FP8/FP4 recipe and both scale-factor styles, rows at or beyond
 masked_m untouched (poisoned before the call), empty and full groups, DeepGEMM's 20-rows-per-group
 decode case, bitwise determinism across thread counts, aliases and legacy names."""

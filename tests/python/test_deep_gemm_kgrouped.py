@@ -1,4 +1,4 @@
-"""deep_gemm K-grouped GEMMs (spec section 1.5): k_grouped_{bf16,fp8}_gemm_tn_contiguous with K sizes
+"""deep_gemm K-grouped GEMMs (DeepGEMM's API, docs/gemm.md): k_grouped_{bf16,fp8}_gemm_tn_contiguous with K sizes
 (multiples of the alignment) or psum layouts (odd sizes, gaps, empty groups), per-channel scale
 factors (gran_k 32 and 128, K tails) as float32 or packed UE8M0, c absent / separate / d itself,
 DeepGEMM's SM90 form k_grouped_fp8_gemm_nt_contiguous, bitwise determinism, bad input."""

@@ -1,4 +1,4 @@
-"""deep_gemm.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor (spec section 1.8): bit-exact
+"""deep_gemm.get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor (DeepGEMM's API, docs/gemm.md): bit-exact
 packing per group (never across a group boundary), shape and strides, psum layouts with gaps and
 empty groups, and the argument checks."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""Scale-factor layout utilities: exact shapes, strides and values (DeepGEMM spec section 1.8)."""
+"""Scale-factor layout utilities: exact shapes, strides and values (DeepGEMM's API, docs/gemm.md)."""
 import numpy as np
 import pytest
 

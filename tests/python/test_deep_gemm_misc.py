@@ -1,4 +1,4 @@
-"""deep_gemm.tf32_hc_prenorm_gemm (spec section 1.7: each split's partial sums and their total against
+"""deep_gemm.tf32_hc_prenorm_gemm (DeepGEMM's API, docs/gemm.md: each split's partial sums and their total against
 float64) and fp8_gemm_nt_skip_head_mid (section 1.2: column mapping, skipped columns untouched, both
 scale-factor styles), with determinism and bad input; DeepGEMM's argument names and defaults."""
 import inspect

@@ -1,4 +1,4 @@
-"""deep_gemm runtime knobs (spec section 1.1): real thread control via set/get_num_sms, inert GPU knobs
+"""deep_gemm runtime knobs (DeepGEMM's API, docs/gemm.md): real thread control via set/get_num_sms, inert GPU knobs
 that keep DeepGEMM's defaults and validation, the contiguous-layout alignment."""
 import pytest
 

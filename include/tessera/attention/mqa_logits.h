@@ -1,5 +1,5 @@
 // tessera/attention/mqa_logits.h - DeepGEMM's MQA logits: the lightning indexer of DeepSeek sparse
-// attention (specs/deep_gemm.md section 3), on the CPU.
+// attention (DeepGEMM's API, docs/gemm.md), on the CPU.
 //
 //   logit[i, j] = sum_h w[i, h] * relu(score(q[i, h, :], k[j, :]))
 //

@@ -1,5 +1,5 @@
 // tessera/ep/elastic_buffer.h - DeepEP's ElasticBuffer (v2): expert-parallel dispatch and combine
-// between CPU ranks (specs/deep_ep.md section 2; the contract is repeated in docs/ep.md).
+// between CPU ranks (DeepEP's API; the contract is in docs/ep.md).
 //
 // Every rank owns a receive region in POSIX shared memory with one fixed slot area per source rank;
 // senders on the same node write each token once, straight into the receiver's slots, and publish

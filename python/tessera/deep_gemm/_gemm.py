@@ -1,6 +1,6 @@
 """Dense GEMMs with DeepGEMM's names, argument names, defaults and in-place convention.
 
-Every function computes ``d = c + a @ b`` into the caller's ``d`` and returns None (spec section 0):
+Every function computes ``d = c + a @ b`` into the caller's ``d`` and returns None (DeepGEMM's API, docs/gemm.md):
 the suffix says how A and B are given (``nt``: A [M, K], B [N, K]; ``nn``: B [K, N]; ``tn``: A [K, M],
 B [K, N]; ``tt``: A [K, M], B [N, K]); operands may be K-major or MN-major with free leading strides;
 ``d`` (and ``c``, which may be ``d`` itself) is row-major bfloat16 or float32. ``compiled_dims`` is a

@@ -1,4 +1,4 @@
-"""MoE GEMMs with DeepGEMM's names, argument names, defaults and aliases (spec sections 1.4 and 1.5).
+"""MoE GEMMs with DeepGEMM's names, argument names, defaults and aliases (DeepGEMM's API, docs/gemm.md).
 
 M-grouped: the experts share N and K, A's rows are split into groups, D is bfloat16.
   contiguous: A [M_sum, K], B [G, N, K] ('nt') or [G, K, N] ('nn'), D [M_sum, N]. ``grouped_layout``

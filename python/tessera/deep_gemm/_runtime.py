@@ -1,4 +1,4 @@
-"""DeepGEMM's runtime knobs (spec section 1.1).
+"""DeepGEMM's runtime knobs (DeepGEMM's API, docs/gemm.md).
 
 ``set_num_sms``/``get_num_sms`` are real: on the CPU an "SM" is a worker thread, so they set and read
 tessera's thread count (shared by every tessera component). The others tune GPU kernels or their JIT

@@ -1,4 +1,4 @@
-"""The FP8 KV-cache layouts of sparse MLA decode and their quantiser (specs/flash_mla.md section 4).
+"""The FP8 KV-cache layouts of sparse MLA decode and their quantiser (FlashMLA's API, docs/attention.md).
 
 V32 (656 bytes per token): 512 e4m3 values in 4 tiles of 128, 4 float32 tile scales, 64 bf16 RoPE values.
 MODEL1 (584 bytes per token, laid out per block): block_size * 576 bytes of (448 e4m3 in 7 tiles of 64,

@@ -1,4 +1,4 @@
-// flash_mla_with_kvcache and get_mla_metadata (specs/flash_mla.md sections 2-3).
+// flash_mla_with_kvcache and get_mla_metadata (FlashMLA's API, docs/attention.md).
 #include <cmath>
 #include <utility>
 

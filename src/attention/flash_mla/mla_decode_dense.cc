@@ -1,4 +1,4 @@
-// Dense decode over a paged bf16/fp16 KV cache (specs/flash_mla.md section 3, dense).
+// Dense decode over a paged bf16/fp16 KV cache (FlashMLA's API, docs/attention.md; dense).
 // Group g = (request b, KV head kvh) with rows (s, h) for the s_q query tokens and the h_q / h_k query
 // heads of that KV head; the token list is the request's cache positions 0..L-1. bf16 cache rows with a
 // contiguous last dimension are read in place by the bf16 kernels; others are converted per tile.

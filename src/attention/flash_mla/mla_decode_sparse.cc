@@ -1,4 +1,4 @@
-// Sparse decode over an FP8 KV cache (specs/flash_mla.md sections 3-4, sparse).
+// Sparse decode over an FP8 KV cache (FlashMLA's API, docs/attention.md; sparse).
 // Group g = (request b, query token s) with the h_q heads as rows; its token list is the valid entries of
 // indices[b, s, :topk_length[b]] followed by the valid entries of the extra cache's list. An index < 0 or
 // >= blocks * block_size is skipped, so unreferenced slots are never read. Tokens are dequantised into

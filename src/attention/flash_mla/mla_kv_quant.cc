@@ -1,4 +1,4 @@
-// The FP8 KV-cache quantiser and dequantiser (specs/flash_mla.md section 4), byte for byte.
+// The FP8 KV-cache quantiser and dequantiser (FlashMLA's API, docs/attention.md), byte for byte.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

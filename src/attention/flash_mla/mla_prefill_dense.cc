@@ -1,5 +1,5 @@
-// flash_attn_varlen_fwd: dense MHA prefill forward over variable-length requests (specs/flash_mla.md
-// section 6). Group g = (request i, KV head kvh) with rows (query j, head) for the n_q(i) queries and the
+// flash_attn_varlen_fwd: dense MHA prefill forward over variable-length requests (FlashMLA's API,
+// docs/attention.md). Group g = (request i, KV head kvh) with rows (query j, head) for the n_q(i) queries and the
 // h_q / h_kv query heads of that KV head; the token list is the request's keys 0..n_kv(i)-1, with V rows
 // from v (separate_v). bf16 rows with a contiguous last dimension are read in place.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// flash_mla_sparse_fwd: sparse MLA prefill over a bf16 kv (specs/flash_mla.md section 5).
+// flash_mla_sparse_fwd: sparse MLA prefill over a bf16 kv (FlashMLA's API, docs/attention.md).
 // Group g = (query token s, KV head kvh) with the h_q / h_kv query heads of that KV head as rows; its
 // token list is the valid entries of indices[s, kvh, :topk_length[s]] (0 <= index < s_kv).
 #include <cmath>

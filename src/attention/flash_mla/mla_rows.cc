@@ -120,7 +120,7 @@ Fp8Cache check_fp8_cache(const char* fn, const char* arg, const TensorView& c) {
                   "' must not overlap blocks (stride(0) >= block_size * stride(1)), got strides ", c.strides_str());
   } else {
     TESSERA_CHECK(c.strides[1] == 584 || c.shape[1] == 1, fn, ": argument '", arg, "' (MODEL1 layout) must have "
-                  "stride(1) == 584 bytes (the per-block layout of specs/flash_mla.md 4), got strides ",
+                  "stride(1) == 584 bytes (FlashMLA's per-block FP8 layout, docs/attention.md), got strides ",
                   c.strides_str());
     g.token_stride = 576;
     TESSERA_CHECK(c.shape[0] == 1 || g.block_stride >= g.block_size * 584, fn, ": argument '", arg,

@@ -1,5 +1,5 @@
 // Test harness for tessera/flash_mla.h: random problems with NaN-poisoned unused cache slots, float64
-// references, and comparisons with the tolerances of specs/flash_mla.md section 7.
+// references, and comparisons with the tolerances of FlashMLA's own tests (docs/attention.md)
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,7 @@ constexpr Tolerance kPrefillStatTol{1e-6, 2.01 / 65536, 1e-10};
 // lse +inf, max -inf. The sink factor 1/(1+exp(sink-lse)) scales out when given.
 // slack[c] bounds the error of the kernels' documented numerics for short lists: p rounded to bf16 (unit
 // roundoff 2^-8) before p.v gives |err| <= 2^-8 * sum_t w_t |v_tc|, plus the bf16 rounding of out.
-// The spec's tolerances assume lists of hundreds of tokens, where this term is far below them.
+// FlashMLA's tolerances assume lists of hundreds of tokens, where this term is far below them.
 struct RefRow {
   std::vector<double> out, slack;
   double lse, max_logit;

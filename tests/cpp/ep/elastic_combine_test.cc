@@ -1,4 +1,4 @@
-// ElasticBuffer.combine bit-for-bit against the reference reduction order (spec section 2: bias,
+// ElasticBuffer.combine bit-for-bit against the reference reduction order (DeepEP's API, docs/ep.md: bias,
 // then one contribution per destination in ascending order of its last top-k lane; hybrid: node
 // partials reduced at the forwarder; expand: local copies summed first unless multiple reduction is
 // off), combined top-k weights, and the dispatch -> combine round trip of the weights.

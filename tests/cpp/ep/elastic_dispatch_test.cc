@@ -1,4 +1,4 @@
-// ElasticBuffer.dispatch against the reference all-to-all (spec section 4): received rows, scale
+// ElasticBuffer.dispatch against the reference all-to-all (DeepEP's API, docs/ep.md): received rows, scale
 // packs, experts, weights and metadata per source rank, per-expert counts and aligned prefix sums,
 // expanded copies, zero padding, cached == fresh, repeats, worst-case sizing without CPU sync.
 #include <cstring>

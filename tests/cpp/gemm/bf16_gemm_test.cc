@@ -1,4 +1,4 @@
-// bf16_gemm_{nt,nn,tn,tt} against the float64 formula at every ISA level (specs/deep_gemm.md 1.3).
+// bf16_gemm_{nt,nn,tn,tt} against the float64 formula at every ISA level (DeepGEMM's API, docs/gemm.md).
 #include <gtest/gtest.h>
 
 #include "gemm/gemm_cases.h"

@@ -1,5 +1,5 @@
 // cublaslt_gemm_{nt,nn,tn,tt}: plain D = A.B (+C) with bf16 or raw float8_e4m3fn operands, no scale
-// factors (specs/deep_gemm.md 1.3), at every ISA level.
+// factors (DeepGEMM's API, docs/gemm.md), at every ISA level.
 #include <gtest/gtest.h>
 
 #include "gemm/gemm_cases.h"

@@ -1,6 +1,6 @@
 // fp8_fp4_gemm_{nt,nn,tn,tt} with every scale-factor style (fp32 K- and MN-major, packed UE8M0 int32),
 // granularity (per-token, per-block, per-channel, FP4 1x32) and way of passing the recipe, against
-// the float64 formula D = C + sum_k (A*sfa)(B*sfb) (specs/deep_gemm.md 1.2, 2), at every ISA level.
+// the float64 formula D = C + sum_k (A*sfa)(B*sfb) (DeepGEMM's API, docs/gemm.md), at every ISA level.
 #include <gtest/gtest.h>
 
 #include "gemm/gemm_cases.h"

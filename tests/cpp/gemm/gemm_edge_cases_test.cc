@@ -1,5 +1,5 @@
 // Degenerate sizes (M == 0 / N == 0: no write; K == 0: d = c or zeros) and writes confined to a
-// window of a larger buffer, for every GEMM family and layout (specs/deep_gemm.md section 0).
+// window of a larger buffer, for every GEMM family and layout (DeepGEMM's API, docs/gemm.md).
 #include <gtest/gtest.h>
 
 #include <cmath>

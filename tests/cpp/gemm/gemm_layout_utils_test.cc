@@ -1,4 +1,4 @@
-// DeepGEMM's scale-factor layout utilities (specs/deep_gemm.md 1.8, 2): exact values, shapes and
+// DeepGEMM's scale-factor layout utilities (DeepGEMM's API, docs/gemm.md): exact values, shapes and
 // strides; errors leave dst untouched.
 #include <gtest/gtest.h>
 

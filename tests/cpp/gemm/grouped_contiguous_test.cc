@@ -1,4 +1,4 @@
-// M-grouped GEMMs, contiguous layout (specs/deep_gemm.md 1.4): bf16 and FP8 (per-token A, per-block B,
+// M-grouped GEMMs, contiguous layout (DeepGEMM's API, docs/gemm.md): bf16 and FP8 (per-token A, per-block B,
 // fp32 scales), 'nt' and 'nn', per-row ids with -1 padding rows and psum ends with gaps and empty
 // groups, with and without ensure_zero_padding, at every ISA level; K == 0, M_sum == 0; bitwise
 // determinism across thread counts.

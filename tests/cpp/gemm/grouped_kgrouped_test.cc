@@ -1,4 +1,4 @@
-// K-grouped GEMMs (specs/deep_gemm.md 1.5): D[g] = C[g] + A[K_g]^T B[K_g] in fp32 for bf16 and FP8 with
+// K-grouped GEMMs (DeepGEMM's API, docs/gemm.md): D[g] = C[g] + A[K_g]^T B[K_g] in fp32 for bf16 and FP8 with
 // per-channel scales (fp32 and packed UE8M0, gran_k 32 and 128, K tails), K sizes or psum ends (gaps,
 // empty groups), c absent / separate / d itself, the SM90 'nt' form, determinism and bad input.
 #include <gtest/gtest.h>

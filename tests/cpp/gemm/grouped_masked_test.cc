@@ -1,4 +1,4 @@
-// M-grouped GEMMs, masked layout (specs/deep_gemm.md 1.4): D[g, :masked_m[g]] = A[g, :masked_m[g]] B[g]^T
+// M-grouped GEMMs, masked layout (DeepGEMM's API, docs/gemm.md): D[g, :masked_m[g]] = A[g, :masked_m[g]] B[g]^T
 // for bf16 and FP8, rows at or beyond masked_m[g] untouched (poisoned before the call), empty and full
 // groups, at every ISA level; bitwise determinism across thread counts.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The other GEMMs of gemm_grouped.h (specs/deep_gemm.md 1.2, 1.6, 1.7): einsum's three expressions,
+// The other GEMMs of gemm_grouped.h (DeepGEMM's API, docs/gemm.md): einsum's three expressions,
 // fp8_einsum 'bhr,hdr->bhd' (other expressions: not implemented), tf32_hc_prenorm_gemm with splits (each
 // split's partial sums) and fp8_gemm_nt_skip_head_mid (column mapping, skipped columns untouched).
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-"""DeepGEMM's scale-factor layout utilities (spec section 1.8) with its exact shapes and strides.
+"""DeepGEMM's scale-factor layout utilities (DeepGEMM's API, docs/gemm.md) with its exact shapes and strides.
 
 The CPU kernels read scale factors in any layout; these functions still produce the layouts DeepGEMM
 produces ("MN-major, TMA-aligned": the MN dimension contiguous, each column padded to a multiple of

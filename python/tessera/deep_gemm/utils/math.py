@@ -1,4 +1,4 @@
-"""DeepGEMM's math utilities and FP8 quantisers (spec sections 1.9 and 2).
+"""DeepGEMM's math utilities and FP8 quantisers (DeepGEMM's API, docs/gemm.md).
 
 Quantisation of one block: amax = max|x| clamped below at 1e-4; sf = amax / 448; with ``use_ue8m0``
 sf becomes the next power of two (ceil_to_ue8m0); q = e4m3(x * (1 / sf)), all in float32, the cast

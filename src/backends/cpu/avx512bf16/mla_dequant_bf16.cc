@@ -1,4 +1,4 @@
-// FP8 KV-cache tokens -> bf16 K rows for the avx512bf16 MLA set (layouts: specs/flash_mla.md section 4).
+// FP8 KV-cache tokens -> bf16 K rows for the avx512bf16 MLA set (layouts: FlashMLA's API, docs/attention.md).
 // Every e4m3 value is a bf16 value, so 64 bytes become 64 bf16 with two byte-table lookups. The tile scale
 // is then applied exactly: for a power of two 2^k that keeps every result normal (the quantiser's scales
 // and every UE8M0 scale in range) it is an integer add of k to the bf16 exponent of the non-zero,

@@ -1,5 +1,5 @@
-// Row conversions of the Highway MLA set, all into fp32 rows: FP8 KV-cache tokens (layouts: specs/flash_mla.md
-// section 4) and bf16/fp16 query or K rows. Every dequantised value is e4m3 -> fp32, times the tile
+// Row conversions of the Highway MLA set, all into fp32 rows: FP8 KV-cache tokens (layouts: FlashMLA's API,
+// docs/attention.md) and bf16/fp16 query or K rows. Every dequantised value is e4m3 -> fp32, times the tile
 // scale in fp32, rounded to bf16 (nearest even; NaN -> quiet NaN) and widened back: the same bits as the
 // scalar set and the bf16 values the avx512bf16 set computes with.
 #if defined(TESSERA_HWY_MLA_DEQUANT_INL_H_) == defined(HWY_TARGET_TOGGLE)
