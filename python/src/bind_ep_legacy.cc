@@ -104,7 +104,8 @@ nb::tuple ll_combine(ep::Buffer& buf, const ArrayRef& x, const ArrayRef& topk_id
 
 void bind_ep_legacy(nb::module_& m) {
   nb::class_<ep::LegacyHandle>(m, "EpLegacyHandle", "Opaque handle of a legacy Buffer dispatch.")
-      .def_ro("num_recv_tokens", &ep::LegacyHandle::num_recv_tokens);
+      .def_ro("num_recv_tokens", &ep::LegacyHandle::num_recv_tokens)
+      .def_ro("rank_prefix_matrix", &ep::LegacyHandle::rank_prefix_matrix);
   nb::class_<ep::LowLatencyHandle>(m, "EpLowLatencyHandle", "Handle of a low-latency dispatch.")
       .def_ro("src_info", &ep::LowLatencyHandle::src_info)
       .def_ro("layout_range", &ep::LowLatencyHandle::layout_range)

@@ -95,7 +95,6 @@ void write_direct_rows(const DispatchPlan& plan, int threads) {
   const Routing& r = *plan.routing;
   const std::vector<char*>& x_at = *plan.direct_x;
   const cpu::EpKernels& k = kernels();
-  const int K = r.num_topk;
   parallel_range(threads, r.num_tokens, [&](int64_t t0, int64_t t1) {
     if (!r.dest_mask.empty()) {
       // Per destination the running slot (the token's index in its send list), from the chunk start.
@@ -115,16 +114,14 @@ void write_direct_rows(const DispatchPlan& plan, int threads) {
       k.store_fence();
       return;
     }
-    for (int64_t t = t0; t < t1; ++t) {
-      for (int kk = 0; kk < K; ++kk) {
-        const int d = r.rank_of_lane(t, kk);
-        if (d < 0 || !x_at[size_t(d)]) continue;
-        bool seen = false;  // a destination of an earlier lane was written already
-        for (int j = 0; j < kk && !seen; ++j) seen = r.rank_of_lane(t, j) == d;
-        if (seen) continue;
-        k.copy(x_at[size_t(d)] + int64_t(r.slot[size_t(t * K + kk)]) * plan.hidden_bytes,
-               plan.own.x + t * plan.own.x_stride, size_t(plan.hidden_bytes), 1);
-      }
+    // More than 64 ranks: per destination its tokens in this chunk, from the send lists (which also
+    // hold the tokens of a legacy dispatch without topk_idx, whose tokens have no lanes).
+    for (int d = 0; d < r.num_ranks; ++d) {
+      if (!x_at[size_t(d)]) continue;
+      const auto& list = r.send_list[size_t(d)];
+      for (auto it = std::lower_bound(list.begin(), list.end(), int32_t(t0)); it != list.end() && *it < t1; ++it)
+        k.copy(x_at[size_t(d)] + int64_t(it - list.begin()) * plan.hidden_bytes, plan.own.x + *it * plan.own.x_stride,
+               size_t(plan.hidden_bytes), 1);
     }
     k.store_fence();
   });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ep/group_state.h"
 #include "ep/inputs.h"
 #include "ep/kernels.h"
 #include "ep/legacy_state.h"
@@ -40,6 +41,41 @@ void check_layout(const LegacyDispatchArgs& a, const Routing& r, int R) {
   }
 }
 
+
+// Every rank's num_tokens_per_rank and num_tokens_per_expert, gathered once per fresh dispatch: they
+// give DeepEP's rank prefix matrix (the handle's first element) and this rank's per-expert receive
+// counts, which a dispatch without topk_idx cannot count from the records (they carry no experts) and
+// an asynchronous one would only know once its event was waited on.
+struct GatheredLayout {
+  std::vector<int32_t> rank_prefix;  // [R * R]: tokens ranks 0..i send to rank j, at i * R + j
+  std::vector<int> expert_counts;    // per local expert, aligned up to expert_alignment
+};
+
+GatheredLayout gather_layout(const Comm& comm, const LegacyDispatchArgs& a, int R, int me) {
+  const TensorView& per_expert = a.num_tokens_per_expert;
+  const int E = int(per_expert.shape[0]);
+  TESSERA_CHECK(E % R == 0, kDispatch, ": argument 'num_tokens_per_expert' must have a multiple of the ", R,
+                " ranks entries (experts), got ", per_expert.shape_str());
+  const size_t row = size_t(R + E);
+  std::vector<int32_t> mine(row), all(row * size_t(R));
+  for (int d = 0; d < R; ++d) mine[size_t(d)] = a.num_tokens_per_rank.ptr<int32_t>()[d * a.num_tokens_per_rank.strides[0]];
+  for (int e = 0; e < E; ++e) mine[size_t(R + e)] = per_expert.ptr<int32_t>()[e * per_expert.strides[0]];
+  comm.group().state().net->allgather(mine.data(), all.data(), row * sizeof(int32_t), comm.timeout_s(),
+                                      "Buffer.dispatch: layout gather");
+  GatheredLayout g;
+  g.rank_prefix.assign(size_t(R) * size_t(R), 0);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < R; ++j)
+      g.rank_prefix[size_t(i * R + j)] = (i ? g.rank_prefix[size_t((i - 1) * R + j)] : 0) + all[size_t(i) * row + size_t(j)];
+  const int per_rank = E / R, align = a.expert_alignment;
+  for (int e = 0; e < per_rank; ++e) {
+    int64_t n = 0;
+    for (int s = 0; s < R; ++s) n += all[size_t(s) * row + size_t(R + me * per_rank + e)];
+    g.expert_counts.push_back(int((n + align - 1) / align * align));
+  }
+  return g;
+}
+
 }  // namespace
 
 LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
@@ -70,10 +106,10 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
     TESSERA_CHECK(h.owner == st_.get(), kDispatch, ": argument 'handle' was made by another buffer");
     TESSERA_CHECK(!given(a.topk_idx) && !given(a.topk_weights), kDispatch,
                   ": topk_idx and topk_weights must be None with a cached handle");
-    TESSERA_CHECK(in.tokens == h.routing->num_tokens && a.x.dtype == h.x_dtype && in.hidden == h.hidden &&
-                      in.packs == h.sf_packs,
-                  kDispatch, ": argument 'x' ", a.x.shape_str(), " must match the cached dispatch's tokens, dtype ",
-                  "and hidden size");
+    // The handle fixes the routing only: as in DeepEP, a cached dispatch may send another dtype or
+    // hidden size (FP8 first, then BF16 with the same layout); every rank passes the same x.
+    TESSERA_CHECK(in.tokens == h.routing->num_tokens, kDispatch, ": argument 'x' ", a.x.shape_str(),
+                  " must have the cached dispatch's ", h.routing->num_tokens, " tokens");
     op->routing = h.routing;
     op->out.handle = std::const_pointer_cast<LegacyHandle>(a.handle);
     op->rows = a.handle->num_recv_tokens;
@@ -93,6 +129,10 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
       own_w = f32_rows(kDispatch, "topk_weights", a.topk_weights, in.tokens, op->routing->num_topk, &op->w);
     }
     op->out.handle = std::make_shared<LegacyHandle>();
+    GatheredLayout gathered = gather_layout(comm, a, R, me);
+    op->out.handle->rank_prefix_matrix = std::move(gathered.rank_prefix);
+    // DeepEP returns no counts with num_worst_tokens (the outputs are sized without a CPU sync).
+    if (a.num_worst_tokens == 0) op->out.num_recv_tokens_per_expert_list = std::move(gathered.expert_counts);
   }
   const Routing& r = *op->routing;
   // Contiguous scale packs and weights are read in place (copied only when strided: a copy of 0.9 MB of
@@ -138,9 +178,7 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
   if (with_topk && given(a.topk_weights)) op->out.recv_topk_weights = allocate_tensor(DType::kF32, {op->rows, int64_t(r.num_topk)});
 
   const LegacyState* st = st_.get();
-  const int alignment = a.expert_alignment;
-  const bool worst = a.num_worst_tokens > 0;
-  auto finish = [op, st, &comm, in, me, alignment, worst, cached] {
+  auto finish = [op, st, &comm, in, me, cached] {
     if (!op->received) dispatch_receive(comm, op->seq, op->plan, op->ds);
     const Routing& rr = *op->routing;
     const RecvLayout layout = layout_of(op->ds.groups);
@@ -167,10 +205,6 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
     if (out.sf) std::memset(out.sf + layout.total * out.sf_row, 0, size_t(tail * out.sf_row));
     if (out.topk) std::fill_n(out.topk + layout.total * rr.num_topk, tail * rr.num_topk, -1);
     if (out.w) std::fill_n(out.w + layout.total * rr.num_topk, tail * rr.num_topk, 0.0f);
-    if (!worst && rr.num_topk > 0) {
-      const ExpertCounts counts = count_local_experts(op->ds.groups, rr.num_topk, me, rr.experts_per_rank, alignment);
-      op->out.num_recv_tokens_per_expert_list.assign(counts.aligned.begin(), counts.aligned.end());
-    }
     if (cached) {
       const LegacyHandleData& h = *op->out.handle->data;
       for (size_t s = 0; s < layout.count.size(); ++s)

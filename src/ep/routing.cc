@@ -135,11 +135,14 @@ Routing route_mask(const char* fn, const TensorView& mask, const TensorView& top
   }
   r.send_list.assign(size_t(num_ranks), {});
   r.slot.assign(size_t(r.num_tokens * r.num_topk), -1);
+  // Destination masks as fill_destinations makes them: direct writes walk them, lanes may be absent.
+  if (num_ranks <= 64) r.dest_mask.assign(size_t(r.num_tokens), 0);
   const uint8_t* m = mask.ptr<uint8_t>();
   for (int64_t t = 0; t < r.num_tokens; ++t) {
     for (int d = 0; d < num_ranks; ++d) {
       if (!m[t * mask.strides[0] + d * mask.strides[1]]) continue;
       r.send_list[size_t(d)].push_back(int32_t(t));
+      if (!r.dest_mask.empty()) r.dest_mask[size_t(t)] |= uint64_t(1) << d;
     }
     for (int k = 0; k < r.num_topk; ++k) {
       const int dst = r.rank_of_lane(t, k);

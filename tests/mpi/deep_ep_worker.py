@@ -98,7 +98,9 @@ def check_elastic(group, ranks, me):
     # Cached dispatch equals fresh; async without CPU sync is worst-case sized.
     cx, cidx, _, same, _ = buf.dispatch(mine["x"], handle=handle)
     expect_equal(cx, recv_x, "cached recv_x")
-    assert same is handle and cidx is None
+    # As DeepEP, the cached dispatch returns recv_topk_idx again (the first dispatch's rows).
+    assert same is handle and cidx is not recv_idx
+    expect_equal(cidx, recv_idx, "cached recv_topk_idx")
     ax, _, _, ah, aev = buf.dispatch(mine["x"], topk_idx=mine["idx"], num_experts=E, async_with_compute_stream=True,
                                      do_cpu_sync=False)
     assert ax.shape[0] == ranks * 128

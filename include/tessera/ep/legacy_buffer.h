@@ -1,5 +1,5 @@
 // tessera/ep/legacy_buffer.h - DeepEP's legacy Buffer (v1): dispatch layout, normal dispatch/combine
-// and the low-latency (decode) dispatch/combine (specs/deep_ep.md section 3, docs/ep.md).
+// and the low-latency (decode) dispatch/combine (docs/ep.md).
 //
 // Same transport as ElasticBuffer (tessera/ep/elastic_buffer.h): shared-memory slots inside a node,
 // MPI between nodes, always in direct mode (one message per destination rank). The receive region of
@@ -52,6 +52,7 @@ struct LowLatencyHandleData;
 // Opaque handles (DeepEP passes tuples; code only hands them back).
 struct LegacyHandle {
   int64_t num_recv_tokens = 0;
+  std::vector<int32_t> rank_prefix_matrix;  // [R * R] row-major: tokens ranks 0..i send to rank j
   std::shared_ptr<const detail::LegacyHandleData> data;
 };
 struct LowLatencyHandle {

@@ -1,10 +1,12 @@
 """DeepEP's ``ElasticBuffer`` (v2) on CPU ranks: the same class, methods, argument names and defaults
-(see /work/shared/specs/deep_ep.md section 2 and docs/ep.md).
+(see docs/ep.md).
 
 GPU-only knobs are accepted and have no effect: num_sms is the number of worker threads (0: automatic),
 num_qps, sl_idx, num_allocated_qps, num_gpu_timeout_secs, allocate_on_comm_stream and
 prefer_overlap_with_compute change nothing. Arrays are numpy arrays (ml_dtypes for bfloat16 / float8)
-or torch CPU tensors; outputs follow the input's kind.
+or torch CPU tensors; outputs follow the input's kind (torch outputs are views of tessera's memory).
+``do_cpu_sync`` takes any truthy value; a cached dispatch returns the first dispatch's recv_topk_idx.
+Deviations: docs/compat.md.
 """
 import contextlib
 import math
@@ -12,24 +14,74 @@ import math
 import numpy as np
 
 from .. import _C
-from .._arrays import optional_ref, to_ref
-from .._errors import NotImplementedInTessera
-from . import _group
+from .._arrays import is_torch_tensor, like, optional_ref, to_ref
+from . import _dtypes, _group
 from ._event import EventHandle, overlap
 from ._native import output
 
 
+# DeepEP's buffer sizes are multiples of 2 MiB.
+_BUFFER_ALIGNMENT = 2 << 20
+
+
+def _align(n: int, alignment: int) -> int:
+    return (n + alignment - 1) // alignment * alignment
+
+
 class EPHandle:
-    """What ``ElasticBuffer.dispatch`` returns for ``combine`` and cached dispatch. Attributes follow
-    DeepEP (arrays are numpy; without CPU sync they are filled once the event was waited on)."""
+    """What ``ElasticBuffer.dispatch`` returns for ``combine`` and cached dispatch, with DeepEP's
+    attributes. Arrays are the dispatch input's kind (torch tensors for torch input), made once per
+    handle and then the same objects on every access. ``topk_idx`` is a copy of the caller's
+    topk_idx, or with ``do_handle_copy=False`` the caller's object itself (as in DeepEP; tessera's
+    cached dispatch and combine use the routing recorded at dispatch, so later changes to that object
+    do not reroute them). Without CPU sync the arrays are complete once the event was waited on."""
 
-    def __init__(self, native, owner):
+    _ARRAYS = {  # name: (dtype, columns: None (1-D) or a function of num_topk)
+        "psum_num_recv_tokens_per_scaleup_rank": (np.int32, None),
+        "psum_num_recv_tokens_per_expert": (np.int32, None),
+        "num_unaligned_recv_tokens_per_expert": (np.int32, None),
+        "recv_src_metadata": (np.int32, lambda k: k + 2),
+        "dst_buffer_slot_idx": (np.int32, lambda k: k),
+    }
+    # Hybrid-mode forwarding state lives inside the native handle.
+    token_metadata_at_forward = None
+    channel_linked_list = None
+
+    def __init__(self, native, owner, topk_idx=None, reference=None, recv_topk_idx=None, event=None):
         self._native = native
+        self._event = event  # the dispatch's native event while it may be pending
         self._owner = owner
+        self._reference = reference
+        self._topk_idx = topk_idx
+        self._recv_topk_idx = recv_topk_idx  # what cached dispatches return as recv_topk_idx
+        self._cache = {}
+        self.cached_recv_src_metadata_before_sort = None
 
-    def _array(self, name, dtype, cols=None):
-        flat = np.frombuffer(getattr(self._native, name), dtype=dtype).copy()
-        return flat if cols is None else flat.reshape(-1, cols)
+    def _array(self, name):
+        if name not in self._cache:
+            if self._event is not None:
+                # The arrays are copied once, so only after the dispatch completed (waiting twice is
+                # harmless: a finished event returns at once).
+                if not self._event.done():
+                    self._event.wait()
+                self._event = None
+            dtype, cols = self._ARRAYS[name]
+            flat = np.frombuffer(getattr(self._native, name), dtype=dtype).copy()
+            array = flat if cols is None else flat.reshape(-1, cols(self._native.num_topk))
+            self._cache[name] = like(array, self._reference)
+        return self._cache[name]
+
+    def __getattr__(self, name):
+        if name in EPHandle._ARRAYS:
+            return self._array(name)
+        raise AttributeError(f"'EPHandle' object has no attribute {name!r}")
+
+    @property
+    def topk_idx(self):
+        if self._topk_idx is None:
+            flat = np.frombuffer(self._native.topk_idx, dtype=np.int64).copy()
+            self._topk_idx = like(flat.reshape(-1, self._native.num_topk), self._reference)
+        return self._topk_idx
 
     do_expand = property(lambda self: self._native.do_expand)
     num_experts = property(lambda self: self._native.num_experts)
@@ -39,26 +91,18 @@ class EPHandle:
     num_recv_tokens = property(lambda self: self._native.num_recv_tokens)
     num_expanded_tokens = property(lambda self: self._native.num_expanded_tokens)
     num_recv_tokens_per_expert_list = property(lambda self: list(self._native.num_recv_tokens_per_expert_list))
-    topk_idx = property(lambda self: self._array("topk_idx", np.int64, self._native.num_topk))
-    psum_num_recv_tokens_per_scaleup_rank = property(
-        lambda self: self._array("psum_num_recv_tokens_per_scaleup_rank", np.int32))
-    psum_num_recv_tokens_per_expert = property(lambda self: self._array("psum_num_recv_tokens_per_expert", np.int32))
-    num_unaligned_recv_tokens_per_expert = property(
-        lambda self: self._array("num_unaligned_recv_tokens_per_expert", np.int32))
-    recv_src_metadata = property(lambda self: self._array("recv_src_metadata", np.int32, self._native.num_topk + 2))
-    dst_buffer_slot_idx = property(lambda self: self._array("dst_buffer_slot_idx", np.int32, self._native.num_topk))
-    # Hybrid-mode forwarding state lives inside the native handle.
-    token_metadata_at_forward = None
-    channel_linked_list = None
 
-
-def _experimental(name: str):
-    def method(*args, **kwargs):
-        raise NotImplementedInTessera(
-            f"ElasticBuffer.{name}: experimental in DeepEP and not implemented in tessera.deep_ep "
-            "(see docs/ep.md)")
-    method.__name__ = name
-    return method
+    def deterministic_sort(self, do_cpu_sync, is_cached_dispatch, recv_x, recv_sf, recv_topk_idx,
+                           recv_topk_weights, channel_linked_list=None) -> None:
+        """DeepEP's epilogue for deterministic=True: puts the received rows of a non-expanded dispatch
+        in (source rank, source token) order, in place. tessera's dispatch already writes them in that
+        order, so this is a stable no-op on its outputs; it exists for code that calls it directly.
+        Expanded layouts are left as they are (as DeepEP leaves their rows)."""
+        if self.do_expand:
+            return
+        from ._sort import sort_received
+        sort_received(self, bool(do_cpu_sync), bool(is_cached_dispatch),
+                      (recv_x, recv_sf, recv_topk_idx, recv_topk_weights))
 
 
 def _split_x(fn, x):
@@ -172,14 +216,28 @@ class ElasticBuffer:
             optional_ref(topk_weights, fn, "topk_weights"),
             optional_ref(cumulative_local_expert_recv_stats, fn, "cumulative_local_expert_recv_stats", writable=True),
             int(num_experts or 0), int(num_max_tokens_per_rank or 0), int(expert_alignment or 0),
-            None if handle is None else handle._native, bool(do_handle_copy), do_cpu_sync, bool(do_expand),
+            None if handle is None else handle._native, bool(do_handle_copy),
+            None if do_cpu_sync is None else bool(do_cpu_sync), bool(do_expand),
             bool(do_zero_padding), bool(use_tma_aligned_col_major_sf), bool(async_with_compute_stream), int(num_sms))
-        out_handle = handle if handle is not None else EPHandle(native_handle, self)
         keep = (data, sf, topk_idx, topk_weights, cumulative_local_expert_recv_stats)
         recv = output(recv_x, data)
         if recv_sf is not None:
             recv = (recv, output(recv_sf, sf))
-        return (recv, output(recv_idx, data), output(recv_w, data), out_handle,
+        recv_topk_idx = output(recv_idx, data)
+        if handle is not None:
+            # DeepEP's cached dispatch returns recv_topk_idx again; the routing is the handle's, so
+            # these are the first dispatch's rows (a copy, like DeepEP's fresh output).
+            out_handle = handle
+            if recv_topk_idx is None and handle._recv_topk_idx is not None:
+                first = handle._recv_topk_idx
+                recv_topk_idx = first.clone() if is_torch_tensor(first) else first.copy()
+        else:
+            owned_idx = None
+            if topk_idx is not None:
+                owned_idx = topk_idx if not do_handle_copy else (
+                    topk_idx.clone() if is_torch_tensor(topk_idx) else np.array(topk_idx, copy=True))
+            out_handle = EPHandle(native_handle, self, owned_idx, data, recv_topk_idx, event)
+        return (recv, recv_topk_idx, output(recv_w, data), out_handle,
                 overlap(event, async_with_compute_stream, keep))
 
     def combine(self, x, handle, topk_weights=None, bias=None, num_sms: int = 0, num_qps: int = 0,
@@ -218,8 +276,10 @@ class ElasticBuffer:
     # ---- experimental (DeepEP v2): pipeline-parallel send/recv to ring neighbours ----
     @staticmethod
     def get_pp_buffer_size_hint(num_max_tensor_bytes: int, num_max_inflight_tensors: int) -> int:
-        return int(_C.EpElasticBuffer.get_pp_buffer_size_hint(int(num_max_tensor_bytes),
-                                                               int(num_max_inflight_tensors)))
+        # DeepEP's figure is a multiple of 2 MiB (so it is a valid num_bytes); tessera's rings need less.
+        return _align(int(_C.EpElasticBuffer.get_pp_buffer_size_hint(int(num_max_tensor_bytes),
+                                                                      int(num_max_inflight_tensors))),
+                      _BUFFER_ALIGNMENT)
 
     def pp_set_config(self, num_max_tensor_bytes: int, num_max_inflight_tensors: int) -> None:
         """Collective: sets up FIFO rings to the previous and next rank (flushes earlier operations)."""
@@ -301,16 +361,15 @@ class ElasticBuffer:
     # ---- experimental (DeepEP v2): Engram storage ----
     @staticmethod
     def get_engram_storage_size_hint(num_entries: int, hidden: int, num_max_tokens_per_rank: int,
-                                     dtype=None) -> int:
-        """DeepEP's size figure (1-byte dtypes include a 4-byte scale pack per 32 values)."""
-        itemsize = 2 if dtype is None else getattr(dtype, "itemsize", None)  # torch dtypes have an int
-        if not isinstance(itemsize, int):
-            itemsize = np.dtype(dtype).itemsize
-        name = {1: "float8_e4m3fn", 2: "bfloat16", 4: "float32"}.get(int(itemsize))
-        if name is None:
-            raise ValueError(f"ElasticBuffer.get_engram_storage_size_hint: unsupported dtype {dtype}")
-        return int(_C.EpElasticBuffer.get_engram_storage_size_hint(int(num_entries), int(hidden),
-                                                                    int(num_max_tokens_per_rank), name))
+                                     dtype=None) -> tuple:
+        """DeepEP's pair (receive bytes, storage bytes), each a multiple of 2 MiB: entries of
+        ``hidden`` values of ``dtype`` (a torch or numpy dtype; default bfloat16) padded to 32 bytes,
+        for num_max_tokens_per_rank fetched rows and num_entries stored ones. tessera's engram keeps
+        its own storage; the figures size a buffer the way DeepEP code does."""
+        size = 2 if dtype is None else _dtypes.itemsize(dtype, "ElasticBuffer.get_engram_storage_size_hint")
+        entry = _align(int(hidden) * size, 32)
+        return (_align(entry * int(num_max_tokens_per_rank), _BUFFER_ALIGNMENT),
+                _align(entry * int(num_entries), _BUFFER_ALIGNMENT))
 
     def engram_write(self, storage, sf=None) -> None:
         """Collective: this rank's ``[num_entries, hidden]`` entries (every rank the same shape and dtype;
@@ -319,9 +378,10 @@ class ElasticBuffer:
         fn = "ElasticBuffer.engram_write"
         self._rt("engram_write").engram_write(to_ref(storage, fn, "storage"), optional_ref(sf, fn, "sf"))
 
-    def engram_fetch(self, indices, num_qps: int = 0):
+    def engram_fetch(self, indices, num_qps: int = 0, use_tma_aligned_col_major_sf: bool = False):
         """Reads entries ``indices`` (int32 ``[T]`` or ``[T, P]``) from their owners. Returns a hook:
-        ``hook()`` gives ``(data [T, P * hidden], sf [T, P * packs] or None)``."""
+        ``hook()`` gives ``(data [T, P * hidden], sf [T, P * packs] or None)``. The scale factors are
+        row-major whatever ``use_tma_aligned_col_major_sf`` says (the values are DeepEP's)."""
         fn = "ElasticBuffer.engram_fetch"
         data, sf = self._rt("engram_fetch").engram_fetch(to_ref(indices, fn, "indices"))
         result = (output(data, indices), output(sf, indices))
@@ -331,5 +391,12 @@ class ElasticBuffer:
 
         return hook
 
-    # ---- experimental DeepEP features tessera does not provide ----
-    get_agrs_num_max_session_bytes = staticmethod(_experimental("get_agrs_num_max_session_bytes"))
+    @staticmethod
+    def get_agrs_num_max_session_bytes(group, shapes, dtype) -> int:
+        """Bytes one AGRS session gathers: per shape (one, or a sequence of shapes) every rank's
+        tensor of ``dtype`` (torch or numpy), each padded to 32 bytes, summed."""
+        fn = "ElasticBuffer.get_agrs_num_max_session_bytes"
+        num_ranks = _group.resolve(group, fn=fn).size()
+        size = _dtypes.itemsize(dtype, fn)
+        shape_list = shapes if len(shapes) > 0 and isinstance(shapes[0], (tuple, list)) else [shapes]
+        return sum(_align(num_ranks * math.prod(int(d) for d in sh) * size, 32) for sh in shape_list)

@@ -29,30 +29,40 @@ class _NativeEvent:
 
 class EventOverlap:
     """DeepEP's ``EventOverlap``: ``current_stream_wait()`` finishes the operation; as a context
-    manager the wait happens on exit. Hooks registered with ``register_hook_after_wait`` run after
-    the wait, in order."""
+    manager the wait happens on exit (``with event(release_handle=True):`` as in DeepEP). Hooks
+    registered with ``register_hook_after_wait`` run after the wait, in order. ``release_handle``
+    drops the event and the inputs it keeps alive, as DeepEP releases its handle."""
 
     def __init__(self, event=None, extra_tensors=None):
         self.event = event
         self.extra_tensors = extra_tensors
         self._hooks = []
+        self._release_on_exit = False
 
     def register_hook_after_wait(self, hook) -> None:
         self._hooks.append(hook)
 
-    def current_stream_wait(self) -> None:
+    def current_stream_wait(self, release_handle: bool = False) -> None:
         if self.event is not None:
             self.event.current_stream_wait()
         hooks, self._hooks = self._hooks, []
         for hook in hooks:
             hook()
+        if release_handle:
+            self.event = None
+            self.extra_tensors = None
+
+    def __call__(self, release_handle: bool = False) -> "EventOverlap":
+        self._release_on_exit = bool(release_handle)
+        return self
 
     def __enter__(self):
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        release, self._release_on_exit = self._release_on_exit, False
         if exc_type is None:
-            self.current_stream_wait()
+            self.current_stream_wait(release_handle=release)
 
 
 def overlap(native_event, is_async: bool, keep_alive) -> EventOverlap:

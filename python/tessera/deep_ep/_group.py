@@ -93,3 +93,19 @@ def resolve(group, comm=None, fn: str = "tessera.deep_ep") -> Group:
                          "torch.distributed group) or comm=")
     raise TypeError(f"{fn}: argument 'group' must be a tessera.deep_ep.Group, an mpi4py communicator or a "
                     f"torch.distributed ProcessGroup, got {type(group).__name__}")
+
+
+def get_physical_domain_size(group) -> tuple:
+    """DeepEP's (RDMA ranks, NVLink ranks) of ``group``: here (nodes, ranks per node). Collective when
+    ``group`` is a torch or mpi4py group (it is turned into a tessera Group)."""
+    topo = resolve(group, fn="get_physical_domain_size").topology()
+    return topo["num_nodes"], topo["num_ranks"] // topo["num_nodes"]
+
+
+def get_logical_domain_size(group, allow_hybrid_mode: bool = True) -> tuple:
+    """DeepEP's (scale-out ranks, scale-up ranks): (nodes, ranks per node) with hybrid mode, else
+    (all ranks, 1) on several nodes. Collective like get_physical_domain_size."""
+    topo = resolve(group, fn="get_logical_domain_size").topology()
+    if allow_hybrid_mode:
+        return topo["num_nodes"], topo["num_ranks"] // topo["num_nodes"]
+    return (topo["num_ranks"], 1) if topo["num_nodes"] > 1 else (1, topo["num_ranks"])

@@ -1,16 +1,19 @@
-"""DeepEP's legacy ``Buffer`` (v1) and ``Config`` on CPU ranks (spec section 3, docs/ep.md): the
+"""DeepEP's legacy ``Buffer`` (v1) and ``Config`` on CPU ranks (docs/ep.md): the
 dispatch layout, normal dispatch/combine and the low-latency (decode) pair.
 
-Handles are opaque (DeepEP's are tuples; code only hands them back), except the low-latency handle,
-which is DeepEP's tuple (src_info, layout_range, num_max_dispatch_tokens_per_rank, hidden,
-num_experts). Low-latency outputs live in two buffers owned by the Buffer that alternate between calls,
+Handles are tuples as in DeepEP. A normal dispatch's handle is (rank_prefix_matrix, None, None, None,
+is_token_in_rank, None): DeepEP's rank prefix matrix ([R, R] int32, entry [i][j] the tokens ranks 0..i
+send to rank j) and the caller's is_token_in_rank; the channel matrices, source indices and send heads
+of DeepEP's GPU kernels do not exist here (None). The low-latency handle is DeepEP's (src_info,
+layout_range, num_max_dispatch_tokens_per_rank, hidden, num_experts). Outputs are the caller's kind of
+array: torch CPU tensors in, torch tensors out (views of tessera's memory), numpy in, numpy out. Low-latency outputs live in two buffers owned by the Buffer that alternate between calls,
 as in DeepEP. Rank masking (enable_shrink and the mask-buffer methods), LogFMT combine and the
 per-rank wait-cost statistics are not implemented and say so.
 """
 import numpy as np
 
 from .. import _C
-from .._arrays import optional_ref, to_ref
+from .._arrays import like, optional_ref, to_ref
 from .._errors import NotImplementedInTessera
 from . import _group
 from ._event import EventHandle, EventOverlap, overlap
@@ -29,6 +32,46 @@ class Config:
         self.num_max_nvl_chunked_recv_tokens = num_max_nvl_chunked_recv_tokens
         self.num_max_rdma_chunked_send_tokens = num_max_rdma_chunked_send_tokens
         self.num_max_rdma_chunked_recv_tokens = num_max_rdma_chunked_recv_tokens
+
+    def get_nvl_buffer_size_hint(self, hidden_bytes: int, num_ranks: int) -> int:
+        """Bytes of the receive chunks this config describes (per channel, i.e. two SMs, and rank:
+        num_max_nvl_chunked_recv_tokens tokens of hidden_bytes plus room for 128 top-k entries and
+        128 scales each), a multiple of 128. tessera's Buffer sizes its slots by tokens, not chunks:
+        the figure only keeps code that sizes num_nvl_bytes from it working (it is generous)."""
+        per_token = int(hidden_bytes) + _NUM_MAX_TOPK * (8 + 4) + _NUM_MAX_SCALES * 4 + 16
+        total = (self.num_sms // 2) * int(num_ranks) * self.num_max_nvl_chunked_recv_tokens * per_token
+        return (total + 127) // 128 * 128
+
+    def get_rdma_buffer_size_hint(self, hidden_bytes: int, num_ranks: int) -> int:
+        """0: tessera's Buffer keeps every receive region in num_nvl_bytes (ranks on other hosts are
+        reached over MPI, which needs no registered buffer)."""
+        return 0
+
+
+# Room per token that Config.get_nvl_buffer_size_hint counts for top-k entries and scales.
+_NUM_MAX_TOPK = 128
+_NUM_MAX_SCALES = 128
+
+
+class DispatchHandle(tuple):
+    """A normal dispatch's handle: (rank_prefix_matrix, None, None, None, is_token_in_rank, None) as
+    DeepEP's tuple, plus the native handle that cached dispatch and combine use."""
+
+    def __new__(cls, native, is_token_in_rank, reference):
+        num_ranks = int(round(len(native.rank_prefix_matrix) ** 0.5))
+        prefix = np.asarray(native.rank_prefix_matrix, dtype=np.int32).reshape(num_ranks, num_ranks)
+        self = super().__new__(cls, (like(prefix, reference), None, None, None, is_token_in_rank, None))
+        self.native = native
+        return self
+
+
+def _native_handle(handle, fn):
+    if isinstance(handle, DispatchHandle):
+        return handle.native
+    if isinstance(handle, _C.EpLegacyHandle):
+        return handle
+    raise TypeError(f"{fn}: argument 'handle' must be the handle Buffer.dispatch returned, "
+                    f"got {type(handle).__name__}")
 
 
 class LowLatencyHandle(tuple):
@@ -92,7 +135,9 @@ class Buffer:
 
     @staticmethod
     def is_sm90_compiled() -> bool:
-        return False
+        """True: DeepEP gates its FP8 paths on this, and every FP8 path (FP8 normal dispatch, FP8
+        low-latency dispatch) exists on the CPU. No SM90 code is involved."""
+        return True
 
     @staticmethod
     def set_num_sms(new_num_sms: int) -> None:
@@ -146,8 +191,9 @@ class Buffer:
         if previous_event is not None:
             previous_event.current_stream_wait()
         data, sf = _split_x(fn, x)
+        native = None if handle is None else _native_handle(handle, fn)
         recv_x, recv_sf, recv_idx, recv_w, counts, native_handle, event = self._rt("dispatch").dispatch(
-            to_ref(data, fn, "x"), optional_ref(sf, fn, "x.sf"), handle,
+            to_ref(data, fn, "x"), optional_ref(sf, fn, "x.sf"), native,
             optional_ref(num_tokens_per_rank, fn, "num_tokens_per_rank"),
             optional_ref(num_tokens_per_rdma_rank, fn, "num_tokens_per_rdma_rank"),
             optional_ref(is_token_in_rank, fn, "is_token_in_rank"),
@@ -161,7 +207,8 @@ class Buffer:
         ev = overlap(event, async_finish, keep)
         if handle is not None:
             return recv, None, None, None, None, ev
-        return recv, output(recv_idx, data), output(recv_w, data), list(counts), native_handle, ev
+        return (recv, output(recv_idx, data), output(recv_w, data), list(counts),
+                DispatchHandle(native_handle, is_token_in_rank, data), ev)
 
     internode_dispatch = dispatch
 
@@ -174,7 +221,7 @@ class Buffer:
             previous_event.current_stream_wait()
         bias0, bias1 = (bias if isinstance(bias, tuple) else (bias, None))
         combined, combined_w, event = self._rt("combine").combine(
-            to_ref(x, fn, "x"), handle, optional_ref(topk_weights, fn, "topk_weights"),
+            to_ref(x, fn, "x"), _native_handle(handle, fn), optional_ref(topk_weights, fn, "topk_weights"),
             optional_ref(bias0, fn, "bias[0]"), optional_ref(bias1, fn, "bias[1]"), bool(async_finish))
         return output(combined, x), output(combined_w, x), overlap(event, async_finish, (x, topk_weights, bias0, bias1))
 
@@ -237,13 +284,14 @@ class Buffer:
         return result, ev, hook
 
     def get_next_low_latency_combine_buffer(self, handle):
-        """A bf16 [E_local, R * max, H] array to fill with expert outputs and pass as ``x`` (zero_copy)."""
+        """A bf16 [E_local, R * max, H] array to fill with expert outputs and pass as ``x`` (zero_copy);
+        a torch tensor (sharing the buffer's memory) when the dispatch was given torch tensors."""
         src_info, _, num_max, hidden, num_experts = handle
         shape = (num_experts // self.group_size, self.group_size * num_max, hidden)
         if self._combine_buffer is None or self._combine_buffer.shape != shape:
             import ml_dtypes
             self._combine_buffer = np.zeros(shape, dtype=ml_dtypes.bfloat16)
-        return self._combine_buffer
+        return like(self._combine_buffer, src_info)
 
     def low_latency_update_mask_buffer(self, rank_to_mask: int, mask: bool = False):
         _not_implemented("masking ranks (low_latency_update_mask_buffer)")

@@ -133,6 +133,74 @@ TEST(LegacyBuffer, LayoutDispatchCombineAndCache) {
                         size_t(mine.T * K * 4)), 0);
 }
 
+// Without topk_idx the records carry no experts: the rows still arrive (they came back as zeros once),
+// the per-expert counts come from every rank's num_tokens_per_expert (as DeepEP's), and the handle holds
+// DeepEP's rank prefix matrix.
+TEST(LegacyBuffer, DispatchWithoutTopkCarriesRowsCountsAndPrefix) {
+  const int R = world_group().size(), me = world_group().rank();
+  Config c;
+  c.seed = 43;
+  const auto in = all_inputs(c, R);
+  const RankInputs& mine = in[size_t(me)];
+  const int E = mine.E, epr = E / R;
+  Buffer buf(world_ptr(), legacy_config(false));
+  const DispatchLayout layout = buf.get_dispatch_layout(view_idx(mine), E);
+  LegacyDispatchArgs a;
+  a.x = view_x(mine);
+  a.num_tokens_per_rank = layout.num_tokens_per_rank.view;
+  a.is_token_in_rank = layout.is_token_in_rank.view;
+  a.num_tokens_per_expert = layout.num_tokens_per_expert.view;
+  a.expert_alignment = 4;
+  const LegacyDispatchResult d = buf.dispatch(a);
+  const std::vector<RefRow> rows = ref_rows(in, me, R);
+  ASSERT_EQ(d.recv_x.view.shape[0], int64_t(rows.size()));
+  EXPECT_FALSE(d.recv_topk_idx.defined());
+  for (size_t i = 0; i < rows.size(); ++i)
+    ASSERT_EQ(std::memcmp(d.recv_x.view.ptr<uint16_t>() + i * c.hidden,
+                          &in[size_t(rows[i].src)].x[size_t(rows[i].token * c.hidden)], size_t(c.hidden) * 2), 0)
+        << where(me, "recv_x without topk", int64_t(i), 0);
+  // Expected figures from every rank's inputs.
+  std::vector<int64_t> per_expert(size_t(E), 0);
+  std::vector<int32_t> sent(size_t(R * R), 0);
+  for (int s = 0; s < R; ++s) {
+    const RankInputs& src = in[size_t(s)];
+    for (int64_t t = 0; t < src.T; ++t) {
+      std::vector<bool> hit(size_t(R), false);
+      for (int k = 0; k < c.num_topk; ++k) {
+        const int64_t e = src.idx[size_t(t * c.num_topk + k)];
+        if (e < 0) continue;
+        ++per_expert[size_t(e)];
+        hit[size_t(e / epr)] = true;
+      }
+      for (int j = 0; j < R; ++j) sent[size_t(s * R + j)] += hit[size_t(j)];
+    }
+  }
+  ASSERT_EQ(d.num_recv_tokens_per_expert_list.size(), size_t(epr));
+  for (int e = 0; e < epr; ++e)
+    EXPECT_EQ(d.num_recv_tokens_per_expert_list[size_t(e)], int((per_expert[size_t(me * epr + e)] + 3) / 4 * 4));
+  ASSERT_EQ(d.handle->rank_prefix_matrix.size(), size_t(R * R));
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < R; ++j) {
+      int32_t want = 0;
+      for (int s = 0; s <= i; ++s) want += sent[size_t(s * R + j)];
+      EXPECT_EQ(d.handle->rank_prefix_matrix[size_t(i * R + j)], want) << "rank prefix [" << i << "][" << j << "]";
+    }
+  // Combine sums each token's copies: x times the number of ranks it went to (exact for 1..R copies of
+  // one bf16 value only when R <= 2, so compare against the fp32 sum rounded once).
+  LegacyCombineArgs ca;
+  ca.x = d.recv_x.view;
+  const LegacyCombineResult out = buf.combine(ca, *d.handle);
+  for (int64_t t = 0; t < mine.T; ++t) {
+    int copies = 0;
+    for (int j = 0; j < R; ++j) copies += layout.is_token_in_rank.view.ptr<uint8_t>()[t * R + j] ? 1 : 0;
+    for (int hh = 0; hh < c.hidden; ++hh) {
+      float acc = 0.0f;
+      for (int n = 0; n < copies; ++n) acc += bf16f(mine.x[size_t(t * c.hidden + hh)]);
+      ASSERT_EQ(out.combined_x.view.ptr<uint16_t>()[t * c.hidden + hh], f2bf16(acc)) << where(me, "combined_x", t, hh);
+    }
+  }
+}
+
 // The FP8 cast as docs/ep.md defines it, written here from tessera's scalar dtype conversions.
 void ref_cast(const uint16_t* x, int64_t H, bool round_scale, std::vector<uint8_t>& q, std::vector<float>& scale,
               std::vector<uint8_t>& exponent) {
