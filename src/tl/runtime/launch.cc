@@ -34,9 +34,15 @@ void launch(int64_t num_blocks, int64_t arena_bytes, TlBlockFn fn, void* ctx) {
   if (num_blocks <= 0) return;
   const int threads = int(num_blocks < num_threads() ? num_blocks : num_threads());
   if (threads <= 1) {
-    void* a = arena(arena_bytes);
-    for (int64_t b = 0; b < num_blocks; ++b) fn(ctx, b, a);
-    __builtin_ia32_sfence();  // kernels may have written with non-temporal stores
+    // Inline, but as a parallel region: its AMX tile configuration is then checked once per launch,
+    // not read back (sttilecfg, which waits for the tile products in flight) at every micro-kernel call.
+    parallel_run(
+        [&](int, int) {
+          void* a = arena(arena_bytes);
+          for (int64_t b = 0; b < num_blocks; ++b) fn(ctx, b, a);
+          __builtin_ia32_sfence();  // kernels may have written with non-temporal stores
+        },
+        1);
     return;
   }
   // Blocks are taken in runs of `chunk` consecutive ones: neighbouring blocks (usually neighbouring

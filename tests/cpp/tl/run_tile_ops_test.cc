@@ -1,5 +1,5 @@
 // Compiled kernels, tile operations: reductions (every kind, both dims, clear or not), cumsum, gemm
-// (dtypes, transposes, tails, clear_accum), atomics across parallel blocks, several grids in one
+// (dtypes, transposes, tails, clear_accum; large tiles on every level, AMX included), atomics across parallel blocks, several grids in one
 // program, and bitwise determinism across thread counts.
 #include <gtest/gtest.h>
 
@@ -144,6 +144,36 @@ DType dtype_of(DataType t) {
   }
 }
 
+// Runs kernel k (from gemm_kernel(g, ...)) on random M x N x K operands and checks C against float64.
+void check_gemm(const GemmCase& g, Kernel& k, int64_t m, int64_t n, int64_t kk, Rng& rng) {
+  std::vector<float> a(size_t(m * kk)), b(size_t(kk * n));
+  for (float& x : a) x = round_to(g.dtype, float(rng.normal()));
+  for (float& x : b) x = round_to(g.dtype, float(rng.normal()));
+  // a holds A as [M, K] (row-major) and b holds B as [K, N]; transposed operands are stored transposed.
+  std::vector<float> as(a.size()), bs(b.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t q = 0; q < kk; ++q) as[size_t(g.trans_a ? q * m + i : i * kk + q)] = a[size_t(i * kk + q)];
+  for (int64_t q = 0; q < kk; ++q)
+    for (int64_t j = 0; j < n; ++j) bs[size_t(g.trans_b ? j * kk + q : q * n + j)] = b[size_t(q * n + j)];
+  std::vector<uint8_t> ab = store_as(g.dtype, as), bb = store_as(g.dtype, bs);
+  std::vector<float> c(size_t(m * n), -1.0f);
+  const DType dt = dtype_of(g.dtype);
+  k({g.trans_a ? TensorView(ab.data(), dt, {kk, m}) : TensorView(ab.data(), dt, {m, kk}),
+     g.trans_b ? TensorView(bb.data(), dt, {n, kk}) : TensorView(bb.data(), dt, {kk, n}),
+     TensorView(c.data(), DType::kF32, {m, n})});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0, mag = 0;
+      for (int64_t q = 0; q < kk; ++q) {
+        want += double(a[size_t(i * kk + q)]) * b[size_t(q * n + j)];
+        mag += std::fabs(double(a[size_t(i * kk + q)]) * b[size_t(q * n + j)]);
+      }
+      ASSERT_NEAR(c[size_t(i * n + j)], want, 1e-5 * (1 + mag))
+          << isa_name(active_isa()) << " " << type_name(g.dtype) << " trans_a=" << g.trans_a << " trans_b=" << g.trans_b
+          << " M=" << m << " N=" << n << " K=" << kk << " at (" << i << ", " << j << ")";
+    }
+}
+
 TEST(TlRunTileOps, GemmDtypesLayoutsAndTails) {
   Rng rng = Rng::for_current_test();
   const GemmCase cases[] = {{DataType::kBFloat16, false, true}, {DataType::kBFloat16, false, false},
@@ -151,33 +181,27 @@ TEST(TlRunTileOps, GemmDtypesLayoutsAndTails) {
                             {DataType::kFloat8E4M3, false, true}, {DataType::kFloat16, false, false}};
   for (const GemmCase& g : cases) {
     Kernel k = gemm_kernel(g, 32, 48, 16);
-    for (auto [m, n, kk] : {std::tuple<int64_t, int64_t, int64_t>{32, 48, 16}, {45, 61, 37}, {1, 5, 3}, {70, 100, 50}}) {
-      std::vector<float> a(size_t(m * kk)), b(size_t(kk * n));
-      for (float& x : a) x = round_to(g.dtype, float(rng.normal()));
-      for (float& x : b) x = round_to(g.dtype, float(rng.normal()));
-      // a holds A as [M, K] (row-major) and b holds B as [K, N]; transposed operands are stored transposed.
-      std::vector<float> as(a.size()), bs(b.size());
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t q = 0; q < kk; ++q) as[size_t(g.trans_a ? q * m + i : i * kk + q)] = a[size_t(i * kk + q)];
-      for (int64_t q = 0; q < kk; ++q)
-        for (int64_t j = 0; j < n; ++j) bs[size_t(g.trans_b ? j * kk + q : q * n + j)] = b[size_t(q * n + j)];
-      std::vector<uint8_t> ab = store_as(g.dtype, as), bb = store_as(g.dtype, bs);
-      std::vector<float> c(size_t(m * n), -1.0f);
-      const DType dt = dtype_of(g.dtype);
-      k({g.trans_a ? TensorView(ab.data(), dt, {kk, m}) : TensorView(ab.data(), dt, {m, kk}),
-         g.trans_b ? TensorView(bb.data(), dt, {n, kk}) : TensorView(bb.data(), dt, {kk, n}),
-         TensorView(c.data(), DType::kF32, {m, n})});
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) {
-          double want = 0, mag = 0;
-          for (int64_t q = 0; q < kk; ++q) {
-            want += double(a[size_t(i * kk + q)]) * b[size_t(q * n + j)];
-            mag += std::fabs(double(a[size_t(i * kk + q)]) * b[size_t(q * n + j)]);
-          }
-          ASSERT_NEAR(c[size_t(i * n + j)], want, 1e-5 * (1 + mag))
-              << type_name(g.dtype) << " trans_a=" << g.trans_a << " trans_b=" << g.trans_b << " M=" << m << " N=" << n
-              << " K=" << kk << " at (" << i << ", " << j << ")";
-        }
+    for (auto [m, n, kk] : {std::tuple<int64_t, int64_t, int64_t>{32, 48, 16}, {45, 61, 37}, {1, 5, 3}, {70, 100, 50}})
+      check_gemm(g, k, m, n, kk, rng);
+  }
+}
+
+// Tiles large enough for the matrix unit (AMX takes bf16 and e4m3 T.gemms where the CPU has it) and
+// its K chunks of 128, on every level of this CPU from AMX down to AVX2 (up to the level the run
+// started at): 96-row blocks (32-row panels, a 22-row tail), 80 columns (a 16-column last panel), K
+// steps of 320 (chunks of 128, 128 and 64) and a last step of 60.
+TEST(TlRunTileOps, GemmLargeTilesOnEveryLevel) {
+  Rng rng = Rng::for_current_test();
+  const Isa top = active_isa();  // never above the level the run was started at (TESSERA_ISA)
+  const GemmCase cases[] = {{DataType::kBFloat16, false, true}, {DataType::kBFloat16, false, false},
+                            {DataType::kBFloat16, true, false}, {DataType::kFloat8E4M3, false, true}};
+  for (const GemmCase& g : cases) {
+    Kernel k = gemm_kernel(g, 96, 80, 320);
+    for (Isa level : {Isa::kAmx, Isa::kAvx512Bf16, Isa::kAvx2}) {
+      if (!isa_supported(level) || int(level) > int(top)) continue;
+      IsaCapScope cap(level);
+      for (auto [m, n, kk] : {std::tuple<int64_t, int64_t, int64_t>{150, 170, 700}, {96, 80, 320}, {33, 17, 45}})
+        check_gemm(g, k, m, n, kk, rng);
     }
   }
 }
@@ -232,21 +256,25 @@ TEST(TlRunTileOps, SeveralGridsRunInOrder) {
 }
 
 TEST(TlRunTileOps, BitwiseIdenticalForAnyThreadCount) {
-  Kernel k = gemm_kernel({DataType::kBFloat16, false, true}, 32, 48, 16);
   Rng rng = Rng::for_current_test();
   const int64_t m = 200, n = 150, kk = 333;
   std::vector<uint16_t> a = to_bf16(random_floats(rng, size_t(m * kk))), b = to_bf16(random_floats(rng, size_t(n * kk)));
-  std::vector<std::vector<float>> results;
-  for (int threads : {1, 2, 3}) {
-    set_num_threads(threads);
-    std::vector<float> c(size_t(m * n), 0.0f);
-    k({TensorView(a.data(), DType::kBF16, {m, kk}), TensorView(b.data(), DType::kBF16, {n, kk}),
-       TensorView(c.data(), DType::kF32, {m, n})});
-    results.push_back(c);
+  // Small tiles, and tiles large enough for the matrix unit's K chunks (where the CPU has one).
+  for (auto [bm, bn, bk] : {std::tuple<int, int, int>{32, 48, 16}, {96, 80, 320}}) {
+    Kernel k = gemm_kernel({DataType::kBFloat16, false, true}, bm, bn, bk);
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      std::vector<float> c(size_t(m * n), 0.0f);
+      k({TensorView(a.data(), DType::kBF16, {m, kk}), TensorView(b.data(), DType::kBF16, {n, kk}),
+         TensorView(c.data(), DType::kF32, {m, n})});
+      results.push_back(c);
+    }
+    set_num_threads(0);
+    for (size_t t = 1; t < results.size(); ++t)
+      EXPECT_EQ(0, std::memcmp(results[0].data(), results[t].data(), results[0].size() * 4))
+          << "tile " << bm << " x " << bn << " x " << bk << ", thread count index " << t;
   }
-  set_num_threads(0);
-  for (size_t t = 1; t < results.size(); ++t)
-    EXPECT_EQ(0, std::memcmp(results[0].data(), results[t].data(), results[0].size() * 4)) << "thread count index " << t;
 }
 
 }  // namespace
