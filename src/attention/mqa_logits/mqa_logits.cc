@@ -1,7 +1,7 @@
-// fp8_fp4_mqa_logits: validation, then blocks of kQueryBlock queries x chunks of kChunk keys as work
-// items. An item converts its keys to the kernel set's element type one tile of kTile rows at a time
-// (the tile and one query panel stay in L1 or close) and runs the kernel for each query of the block
-// on the rows inside its range.
+// fp8_fp4_mqa_logits: validation, then blocks of `query_block` queries x chunks of kChunk keys as work
+// items. An item builds its queries' panels, converts its keys to the kernel set's element type one
+// tile of `tile_rows` rows at a time (the tile and one query panel stay in L1 or close) and runs the
+// kernel for each query of the block on the rows inside its range.
 #include "tessera/attention/mqa_logits.h"
 
 #include <algorithm>
@@ -18,9 +18,7 @@ namespace {
 using detail::is_packed_fp4;
 
 constexpr const char* kFn = "fp8_fp4_mqa_logits";
-constexpr int64_t kQueryBlock = 4;
 constexpr int64_t kChunk = 4096;
-constexpr int kTile = 72;  // a multiple of the kernel's row blocks (24, 12, 6, 4, 3); tile + one query panel fit in L1
 
 struct Range {
   int64_t lo, hi;  // keys [lo, hi) of a query, already clipped to [0, S_kv)
@@ -156,8 +154,10 @@ void fp8_fp4_mqa_logits(const TensorView& q, const TensorView* q_sf, const Tenso
   // kernel runs plus the rows converted.
   std::vector<Item> items;
   std::vector<int64_t> cost;
-  for (int64_t q0 = 0; q0 < s; q0 += kQueryBlock) {
-    const int64_t q1 = std::min(s, q0 + kQueryBlock);
+  const cpu::MqaLogitsKernels& kernels = detail::mqa_kernels(kFn);
+  const int64_t query_block = kernels.query_block;
+  for (int64_t q0 = 0; q0 < s; q0 += query_block) {
+    const int64_t q1 = std::min(s, q0 + query_block);
     int64_t lo = INT64_MAX, hi = 0;
     for (int64_t i = q0; i < q1; ++i)
       if (ranges[size_t(i)].hi > ranges[size_t(i)].lo) {
@@ -175,8 +175,10 @@ void fp8_fp4_mqa_logits(const TensorView& q, const TensorView* q_sf, const Tenso
   }
   if (items.empty()) return;
 
-  const cpu::MqaLogitsKernels& kernels = detail::mqa_kernels(kFn);
-  const detail::QueryPanels panels = detail::build_query_panels(kernels, qs, s);
+  // Each item builds its block's query panels into its thread's scratch: one array of every query's
+  // panels (8 MiB at S = 512, H = 64, D = 128) was mapped and faulted in afresh by every call, 13% of
+  // a 512 x 2048 call on AMX. An item repeats the build per chunk only when a block spans several.
+  const int64_t panel_bytes = kernels.panel_bytes(qs.heads, dim), weight_elems = qs.weight_elems();
   const int64_t row_bytes = int64_t(dim) * kernels.key_bytes;  // of a converted key row
   const uint8_t* kv_data = static_cast<const uint8_t*>(kv.data);
   const uint8_t* sf_data = static_cast<const uint8_t*>(kv_sf.data);
@@ -184,11 +186,17 @@ void fp8_fp4_mqa_logits(const TensorView& q, const TensorView* q_sf, const Tenso
 
   detail::run_items_balanced(cost, [&](int64_t n) {
     const Item& it = items[size_t(n)];
-    auto* tile = static_cast<char*>(thread_scratch(0, size_t(kTile * row_bytes)));
-    auto* scale = static_cast<float*>(thread_scratch(1, size_t(kTile) * 4));
-    auto* tmp = static_cast<float*>(thread_scratch(2, size_t(kTile) * 4));
-    for (int64_t t0 = it.k0; t0 < it.k1; t0 += kTile) {
-      const int rows = int(std::min<int64_t>(kTile, it.k1 - t0));
+    const int tile_rows = kernels.tile_rows;
+    auto* panels = static_cast<char*>(thread_scratch(3, size_t((it.q1 - it.q0) * panel_bytes)));
+    auto* block_weights = static_cast<float*>(thread_scratch(4, size_t((it.q1 - it.q0) * weight_elems) * 4));
+    for (int64_t i = it.q0; i < it.q1; ++i)
+      detail::build_query_panel(kernels, qs, i, panels + (i - it.q0) * panel_bytes,
+                                block_weights + (i - it.q0) * weight_elems);
+    auto* tile = static_cast<char*>(thread_scratch(0, size_t(tile_rows * row_bytes)));
+    auto* scale = static_cast<float*>(thread_scratch(1, size_t(tile_rows) * 4));
+    auto* tmp = static_cast<float*>(thread_scratch(2, size_t(tile_rows) * 4));
+    for (int64_t t0 = it.k0; t0 < it.k1; t0 += tile_rows) {
+      const int rows = int(std::min<int64_t>(tile_rows, it.k1 - t0));
       detail::convert_key_rows(kernels, kf, kv_data + t0 * kv_row_bytes, kv_row_bytes, sf_data + t0 * sf_stride_bytes,
                                sf_stride_bytes, rows, tile, scale);
       for (int64_t i = it.q0; i < it.q1; ++i) {
@@ -196,8 +204,8 @@ void fp8_fp4_mqa_logits(const TensorView& q, const TensorView* q_sf, const Tenso
         if (r0 >= r1) continue;
         const int64_t col = compressed ? r0 - ranges[size_t(i)].lo : r0;
         float* direct = out.direct(i, col);
-        cpu::MqaRowsArgs a{panels.panel(i),
-                           panels.weight(i),
+        cpu::MqaRowsArgs a{panels + (i - it.q0) * panel_bytes,
+                           block_weights + (i - it.q0) * weight_elems,
                            qs.heads,
                            qs.head_vectors(),
                            dim,

@@ -53,10 +53,13 @@ struct MlaKernelSet {
   void (*pack_q)(const void* q, int m, int d_qk, void* packed);
   size_t (*scratch_bytes)(int m, int d_qk, int d_v);
   void (*attend_tile)(const MlaTileArgs& a);
-  // attend_tile may keep o's columns in a set-specific order; this restores the natural order of m rows
-  // (nullptr: o is always natural). Row-wise scaling and sums are valid in either order.
+  // attend_tile may keep o in a set-specific layout within its m * d_v floats (avx512bf16: columns
+  // permuted within rows; amx: also the rows of each full 16-row block as 16 x 16 tiles); this restores
+  // the natural order of m rows (nullptr: o is always natural). o is read only after it, and zeros are
+  // zeros in every layout.
   void (*o_to_natural)(float* o, int m, int d_v);
-  // FP8 tokens -> one K row of the set's type (spec section 4; e4m3 -> fp32 * scale -> bf16 values).
+  // FP8 tokens -> one K row of the set's type (FlashMLA's FP8 layouts, docs/attention.md; e4m3 -> fp32 *
+  // scale -> bf16 values).
   // V32: the 656 bytes of a token -> 576 elements. MODEL1: 576 data bytes and 7 UE8M0 scales -> 512.
   void (*dequant_v32)(const uint8_t* token, void* row);
   void (*dequant_model1)(const uint8_t* data, const uint8_t* scales, void* row);
@@ -69,6 +72,8 @@ constexpr int kMlaMaxRows = 128;
 
 const MlaKernelSet* mla_kernels_scalar();
 const MlaKernelSet* mla_kernels_avx512bf16();  // nullptr when built without that level
+// The AMX set (src/backends/cpu/amx/mla_*_amx.cc): the avx512bf16 set's numerics with tile products.
+const MlaKernelSet* mla_kernels_amx();
 // The fp32-FMA set written with Highway (src/backends/cpu/hwy/mla_kernels.cc) for `level` (kAvx2: 256-bit,
 // kAvx512 and above: 512-bit registers), or nullptr when that target was not built. fp32 K rows and
 // queries, fp32 p; d_v must be a multiple of the set's v_align (its vector length).

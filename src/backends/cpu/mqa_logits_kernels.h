@@ -64,6 +64,11 @@ struct MqaLogitsKernels {
   void (*e4m3_keys)(const uint8_t* src, int64_t n, void* dst);
   void (*mx_keys)(const MqaMxKeyArgs& args);
   MqaRowsFn rows;
+  // Key rows the prefill driver converts and hands to `rows` at a time: a multiple of the kernel's
+  // row blocks; the tile and one query panel stay in L1 or close.
+  int tile_rows = 72;
+  // Queries the prefill driver runs over each converted tile (the conversion is shared by them).
+  int query_block = 4;
 };
 
 // The bf16 sets. The scalar one is the reference; its panel layout ("pair-interleaved by head",
@@ -71,6 +76,9 @@ struct MqaLogitsKernels {
 // one the vdpbf16ps kernel reads, and both share its pack_query, panel_bytes and mx_keys.
 const MqaLogitsKernels* mqa_kernels_scalar();
 const MqaLogitsKernels* mqa_kernels_avx512bf16();  // nullptr when built without that level
+// The AMX set (amx/mqa_logits_amx.cc): the bf16 panel layout (its own pack_query), the vdpbf16ps
+// set's key conversions, rows by tdpbf16ps.
+const MqaLogitsKernels* mqa_kernels_amx();
 int64_t mqa_panel_bytes_bf16(int heads, int dim);
 void mqa_pack_query_bf16(const uint16_t* q_bf16, int heads, int dim, void* panel);
 void mqa_mx_keys_bf16(const MqaMxKeyArgs& args);

@@ -64,12 +64,14 @@ const KernelImpl kGemvFp4[] = {
 };
 
 const KernelImpl kMla[] = {
+    {"mla_amx", Isa::kAmx, [](Isa) -> const void* { return mla_kernels_amx(); }},
     {"mla_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return mla_kernels_avx512bf16(); }},
     {"mla_hwy", Isa::kAvx2, [](Isa l) -> const void* { return mla_kernels_hwy(l); }},
     {"mla_scalar", Isa::kScalar, [](Isa) -> const void* { return mla_kernels_scalar(); }},
 };
 
 const KernelImpl kMqaLogits[] = {
+    {"mqa_amx", Isa::kAmx, [](Isa) -> const void* { return mqa_kernels_amx(); }},
     {"mqa_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return mqa_kernels_avx512bf16(); }},
     {"mqa_hwy", Isa::kAvx2, [](Isa l) -> const void* { return mqa_kernels_hwy(l); }},
     {"mqa_scalar", Isa::kScalar, [](Isa) -> const void* { return mqa_kernels_scalar(); }},

@@ -1,7 +1,7 @@
 // The MQA-logits kernel sets of every level, below the drivers: key conversions exact for every FP8 and
 // FP4 code and MX exponent; the rows kernel against float64 for head counts around the vector widths,
 // every head dimension and row counts around the register block; a row's bits independent of the
-// block it lands in.
+// block it lands in; the AMX set against the vdpbf16ps set where the CPU has AMX.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -168,6 +168,71 @@ TEST_P(MqaKernels, ReluPassesNaNAndPaddedHeadsStayOut) {
   EXPECT_EQ(out[0], INFINITY) << k.name;
   EXPECT_TRUE(std::isnan(out[1])) << k.name;  // NaN passes relu
   EXPECT_EQ(out[2], 5.0f) << k.name;
+}
+
+// The AMX set against the vdpbf16ps set on the same bf16 operands: identical panels, logits equal to
+// fp32 summation-order differences, and a row's bits independent of the call (rows across several
+// 32-key blocks and tails).
+TEST(MqaKernelsAmx, MatchesTheVectorSetAndDoesNotDependOnTheBlock) {
+  if (!isa_supported(Isa::kAmx)) GTEST_SKIP() << "AMX not supported here";
+  auto set_at = [](Isa level) {
+    return static_cast<const cpu::MqaLogitsKernels*>(
+        cpu::choose_kernel_at(cpu::Slot::kMqaLogits, level, "mqa_kernels_test").table);
+  };
+  const cpu::MqaLogitsKernels& amx = *set_at(Isa::kAmx);
+  const cpu::MqaLogitsKernels& vec = *set_at(Isa::kAvx512Bf16);
+  ASSERT_STREQ(amx.name, "mqa_amx");
+  Rng rng = Rng::for_current_test();
+  for (int heads : {1, 7, 16, 20, 33, 64, 100, 128})
+    for (int dim : {32, 64, 128}) {
+      const int rows = 1 + int(rng.index(150)), nv = (heads + 15) / 16;
+      std::vector<uint16_t> q(size_t(heads * dim));
+      for (auto& v : q) v = f32_to_bf16(float(rng.uniform(-2, 2)));
+      std::vector<uint8_t> kc(size_t(rows * dim));
+      for (auto& v : kc) {
+        do v = uint8_t(rng.bits32()); while ((v & 0x7F) == 0x7F);
+      }
+      std::vector<float> weights(size_t(16 * nv), std::nanf("")), scale(static_cast<size_t>(rows));
+      for (int h = 0; h < heads; ++h) weights[size_t(h)] = float(rng.uniform(-1, 1));
+      for (auto& x : scale) x = float(rng.uniform(-0.5, 2));
+      const size_t bytes = size_t(amx.panel_bytes(heads, dim));
+      ASSERT_EQ(bytes, size_t(vec.panel_bytes(heads, dim)));
+      std::vector<char> panels(2 * bytes + 64, 0x5A);
+      char* p_amx = panels.data() + (64 - reinterpret_cast<uintptr_t>(panels.data()) % 64) % 64;
+      char* p_vec = p_amx + bytes;
+      amx.pack_query(q.data(), heads, dim, p_amx);
+      vec.pack_query(q.data(), heads, dim, p_vec);
+      ASSERT_EQ(std::memcmp(p_amx, p_vec, bytes), 0) << "panels differ, heads " << heads << " dim " << dim;
+      std::vector<uint16_t> tile(size_t(rows * dim));
+      amx.e4m3_keys(kc.data(), int64_t(rows) * dim, tile.data());
+
+      std::vector<float> got(static_cast<size_t>(rows)), want(static_cast<size_t>(rows));
+      amx.rows({p_amx, weights.data(), heads, nv, dim, tile.data(), dim, scale.data(), rows, got.data()});
+      vec.rows({p_vec, weights.data(), heads, nv, dim, tile.data(), dim, scale.data(), rows, want.data()});
+      for (int r = 0; r < rows; ++r) {
+        double mag = 0;
+        for (int h = 0; h < heads; ++h) {
+          double dot_mag = 0;
+          for (int d = 0; d < dim; ++d)
+            dot_mag += std::fabs(double(bf16_to_f32(q[size_t(h * dim + d)])) * bf16_to_f32(tile[size_t(r * dim + d)]));
+          mag += std::fabs(weights[size_t(h)]) * dot_mag * std::fabs(scale[size_t(r)]);
+        }
+        ASSERT_NEAR(got[size_t(r)], want[size_t(r)], 2e-6 * mag + 1e-30)
+            << "heads " << heads << " dim " << dim << " row " << r << " of " << rows;
+      }
+      // Every row again in calls of 1, 17 and 40 rows starting anywhere (tails, split blocks).
+      for (int len : {1, 17, 40}) {
+        std::vector<float> part(static_cast<size_t>(len));
+        for (int r0 = 0; r0 < rows; r0 += len) {
+          const int n = std::min(len, rows - r0);
+          amx.rows({p_amx, weights.data(), heads, nv, dim, tile.data() + int64_t(r0) * dim, dim, scale.data() + r0, n,
+                    part.data()});
+          for (int r = 0; r < n; ++r)
+            ASSERT_EQ(f32_bits(part[size_t(r)]), f32_bits(got[size_t(r0 + r)]))
+                << "heads " << heads << " dim " << dim << " row " << r0 + r << " in a call of " << n;
+        }
+      }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, MqaKernels, ::testing::ValuesIn(all_isas()),
