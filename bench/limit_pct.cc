@@ -1,5 +1,6 @@
 #include "limit_pct.h"
 
+#include "tessera/core/cpu.h"
 #include "timing.h"
 
 namespace tessera::bench {
@@ -15,6 +16,22 @@ void set_pct(Row* row, const char* name, double throughput, double now, double a
 }
 
 }  // namespace
+
+AttentionTargets attention_targets() {
+  switch (active_isa()) {
+    case Isa::kAmx:
+      return {30, 1.5, 3, "amx"};
+    case Isa::kAvx512Bf16:
+      return {60, 1, 1, "avx512bf16"};
+    case Isa::kAvx512:
+      return {50, 1, 1, "avx512"};
+    case Isa::kAvx2:
+      return {50, 1, 1, "avx2"};
+    case Isa::kScalar:
+      break;
+  }
+  return {0, 0, 0, "scalar"};
+}
 
 void set_bf16_peak_pct(Row* row, const MachineLimits& start) {
   set_pct(row, "bf16_peak_gflops", row->gflops, bf16_peak_gflops_now(), start.bf16_peak_gflops);

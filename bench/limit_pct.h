@@ -14,4 +14,16 @@ void set_dram_read_pct(Row* row, double gbps, const MachineLimits& start);
 // A row that reads and writes `gbps` of counted bytes: over the DRAM copy bandwidth.
 void set_dram_copy_pct(Row* row, double gbps, const MachineLimits& start);
 
+// The attention and MQA-logits targets of the active ISA level (the README's tables): percent of the
+// level's peak a compute-bound row must reach (amx 30 of the tile peak, avx512bf16 60 of vdpbf16ps,
+// avx512 and avx2 50 of the fp32 FMA peak; 0 at scalar: no target) and the least ratio to the peer
+// (amx: 1.5 for FlashMLA, 3 for MQA logits; 1 elsewhere).
+struct AttentionTargets {
+  double compute_pct;
+  double mla_peer_ratio;
+  double mqa_peer_ratio;
+  const char* level;
+};
+AttentionTargets attention_targets();
+
 }  // namespace tessera::bench

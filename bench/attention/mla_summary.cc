@@ -1,11 +1,13 @@
-// The FlashMLA summary: geometric means per op, then the decode targets (>= 70% of DRAM read on the
-// bytes a case must read, or >= 60% of bf16 peak where it is compute-bound).
+// The FlashMLA summary: geometric means per op, then the decode and prefill targets of the active level
+// (attention_targets(): a share of the level's peak where a row is compute-bound, else >= 70% of DRAM
+// read on the bytes it must read; and a least ratio to dequant + oneDNN).
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "attention/mla_bench.h"
+#include "limit_pct.h"
 #include "peers/onednn_matmul.h"
 
 namespace tessera::bench {
@@ -18,12 +20,14 @@ std::vector<const Row*> select_op(const std::vector<Row>& rows, const std::strin
   return out;
 }
 
-// Rows meeting their own limit's target (60% of bf16 peak when compute-bound, else 70% of DRAM read).
-int rows_meeting_target(const std::vector<const Row*>& rows) {
+// Rows meeting their own limit's target and the peer ratio (a row without a peer figure is judged on
+// its limit alone).
+int rows_meeting_target(const std::vector<const Row*>& rows, const AttentionTargets& t) {
   int met = 0;
   for (const Row* r : rows) {
-    const double target = r->limit_name == "bf16_peak_gflops" ? 60 : 70;
-    met += r->ok() && r->pct_of_limit >= target;
+    const double target = r->limit_name == "bf16_peak_gflops" ? t.compute_pct : 70;
+    const bool peer_ok = !std::isfinite(r->peer_ratio) || r->peer_ratio >= t.mla_peer_ratio;
+    met += r->ok() && r->pct_of_limit >= target && peer_ok;
   }
   return met;
 }
@@ -43,15 +47,20 @@ void print_mla_summary(std::FILE* out, const std::vector<Row>& rows) {
                  format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(), OnednnMatmul::label().c_str());
   }
   if (!any) return;
-  std::fprintf(out, "\nFlashMLA targets (each row against its own limit: 60%% of bf16 peak if compute-bound, "
-                    "else 70%% of DRAM read):\n");
-  const char* decode_ops[][2] = {{"sparse FP8 decode", "mla_sparse_v32"}, {"dense decode", "mla_dense"}};
+  const AttentionTargets t = attention_targets();
+  if (t.compute_pct <= 0) return;
+  std::fprintf(out,
+               "\nFlashMLA targets at %s (each row against its own limit: %.0f%% of the level's peak if "
+               "compute-bound, else 70%% of DRAM read; and >= %.1fx dequant+%s):\n",
+               t.level, t.compute_pct, t.mla_peer_ratio, OnednnMatmul::label().c_str());
+  const char* decode_ops[][2] = {
+      {"sparse FP8 decode", "mla_sparse_v32"}, {"dense decode", "mla_dense"}, {"sparse prefill", "mla_prefill"}};
   for (const auto& d : decode_ops) {
     std::vector<const Row*> group = select_op(rows, d[1]);
     if (std::string(d[1]) == "mla_sparse_v32")
       for (const Row* r : select_op(rows, "mla_sparse_model1")) group.push_back(r);
     if (group.empty()) continue;
-    const int met = rows_meeting_target(group);
+    const int met = rows_meeting_target(group, t);
     std::fprintf(out, "  %-18s %d of %zu rows meet their target, geomean %s of limit %s\n", d[0], met, group.size(),
                  format_pct(geo_means(group).pct_of_limit).c_str(), met == int(group.size()) ? "[met]" : "[not met]");
   }

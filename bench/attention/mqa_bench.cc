@@ -299,9 +299,13 @@ void print_mqa_summary(std::FILE* out, const std::vector<Row>& rows) {
     std::fprintf(out, "  %-12s %2d rows: %7s of bf16 peak  %7s dequant+%s\n", op, g.rows,
                  format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(),
                  OnednnMatmul::label().c_str());
-    if (std::string(op) == "mqa_prefill")
-      std::fprintf(out, "  target: MQA logits prefill (H 64, D 128) >= 60%% of bf16 peak: %s\n",
-                   std::isfinite(g.pct_of_limit) ? (g.pct_of_limit >= 60 ? "[met]" : "[not met]") : "[n/a]");
+    const AttentionTargets t = attention_targets();
+    if (t.compute_pct > 0 && std::isfinite(g.pct_of_limit)) {
+      const bool peer_ok = !std::isfinite(g.peer_ratio) || g.peer_ratio >= t.mqa_peer_ratio;
+      std::fprintf(out, "  target at %s: %s >= %.0f%% of the level's peak and >= %.0fx the peer: %s\n", t.level,
+                   op, t.compute_pct, t.mqa_peer_ratio,
+                   g.pct_of_limit >= t.compute_pct && peer_ok ? "[met]" : "[not met]");
+    }
   }
 }
 
