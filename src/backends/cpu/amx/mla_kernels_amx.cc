@@ -56,28 +56,13 @@ Scratch carve(void* base, int m, int d_qk, int d_v) {
   return sc;
 }
 
-// Every tile is 16 rows x 64 bytes (the GEMM's full configuration too, so the two never reload).
-const amx::TileConfig& full_tiles() {
-  static const amx::TileConfig config = [] {
-    amx::TileConfig c;
-    memset(&c, 0, sizeof(c));
-    c.palette = 1;
-    for (int t = 0; t < 8; ++t) {
-      c.colsb[t] = 64;
-      c.rows[t] = 16;
-    }
-    return c;
-  }();
-  return config;
-}
-
 size_t q_packed_bytes(int m, int d_qk) { return size_t(round16(m)) * size_t(d_qk) * 2; }
 size_t scratch_bytes(int m, int d_qk, int d_v) { return carve(nullptr, m, d_qk, d_v).bytes; }
 
 void attend_tile(const MlaTileArgs& a) {
   const Scratch sc = carve(a.scratch, a.m, a.d_qk, a.d_v);
   const int mp = round16(a.m);
-  amx::use_tile_config(full_tiles());
+  amx::use_tile_config(amx::full_tile_config());  // every tile 16 x 64 bytes
   mla_scores_amx(a.k_rows, a.nt, a.q_packed, mp, a.d_qk, sc.s, sc.k_stage);
   mla_softmax_avx512bf16(sc.s, a.nt, a.m, mp, a.scale, a.visible, a.row_max, a.row_sum, sc.alpha, sc.p_pairs);
   mla_pv_amx(a.v_rows ? a.v_rows : a.k_rows, a.nt, sc.p_pairs, sc.alpha, a.m, mp, a.d_v, a.o, sc.p_tiles,

@@ -33,26 +33,8 @@
 namespace tessera::cpu {
 namespace {
 
-using amx::TileConfig;
-
 // Every tile 16 rows x 64 bytes: tails are padded by copying, so one configuration serves all calls.
-TileConfig make_config() {
-  TileConfig c;
-  memset(&c, 0, sizeof(c));
-  c.palette = 1;
-  for (int t = 0; t < 8; ++t) {
-    c.colsb[t] = 64;
-    c.rows[t] = 16;
-  }
-  return c;
-}
-
-// Built once (see gemm_ukr_amx.cc: a configuration written on the stack just before ldtilecfg stalls
-// on store forwarding).
-void configure() {
-  static const TileConfig config = make_config();
-  amx::use_tile_config(config);
-}
+void configure() { amx::use_tile_config(amx::full_tile_config()); }
 
 // 16 key rows of an a-tile: the caller's rows in place, or a zero-padded copy.
 struct KeyRows {

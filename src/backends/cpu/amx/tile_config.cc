@@ -36,6 +36,20 @@ void use_tile_config(const TileConfig& want) {
   t_loaded = want;
 }
 
+const TileConfig& full_tile_config() {
+  static const TileConfig config = [] {
+    TileConfig c;
+    memset(&c, 0, sizeof(c));
+    c.palette = 1;
+    for (int t = 0; t < 8; ++t) {
+      c.colsb[t] = 64;
+      c.rows[t] = 16;
+    }
+    return c;
+  }();
+  return config;
+}
+
 void release_tiles() {
   _tile_release();
   t_epoch = ~uint64_t(0);

@@ -20,6 +20,10 @@ static_assert(sizeof(TileConfig) == 64, "ldtilecfg reads 64 bytes");
 // Makes `want` the calling thread's tile configuration (tile_config.cc).
 void use_tile_config(const TileConfig& want);
 
+// All eight tiles 16 rows x 64 bytes: the GEMM's full configuration, shared by kernels that pad their
+// tails by copying, so switching between them never reloads. Built once (tile_config.cc).
+const TileConfig& full_tile_config();
+
 // Releases the calling thread's tiles (tilerelease) and forgets its configuration.
 void release_tiles();
 
