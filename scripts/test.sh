@@ -4,6 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -d build/py ] || { echo "test: run scripts/setup.sh first (build/py is missing)" >&2; exit 1; }
 start=$(date +%s)
+printf '\n==> tree checks (scripts/check_tree.sh)\n'
+scripts/check_tree.sh
 printf '\n==> C++ tests (ctest)\n'
 ctest --test-dir build/py --output-on-failure -j2 --timeout 600
 printf '\n==> dispatch smoke suite under QEMU CPU models (scripts/smoke_qemu.sh)\n'
