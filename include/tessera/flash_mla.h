@@ -1,5 +1,5 @@
 // tessera/flash_mla.h - FlashMLA's attention on the CPU: MLA decode over a paged KV cache (dense bf16/fp16,
-// or sparse over an FP8 cache), sparse MLA prefill, dense MHA prefill (forward), and the FP8 KV-cache
+// or sparse over an FP8 cache), sparse MLA prefill, dense MHA prefill (forward and backward), and the FP8 KV-cache
 // quantiser (FlashMLA's API, docs/attention.md).
 //
 // Conventions shared by every function:
@@ -115,14 +115,14 @@ struct SparsePrefillInputs {
 void flash_mla_sparse_fwd(const SparsePrefillInputs& in, const TensorView& out, const TensorView& max_logits,
                           const TensorView& lse);
 
-// ---- dense MHA prefill (flash_attn_varlen_func, forward) ----
+// ---- dense MHA prefill (flash_attn_varlen_func) ----
 
 // q [total_q, h_q, d_qk], k [total_kv, h_kv, d_qk], v [total_kv, h_kv, d_v]: bf16 or fp16 (one dtype), any
 // strides. cu_seqlens_qo / cu_seqlens_kv int32 [b + 1]: prefix sums from 0 to total_q / total_kv; request i
 // has queries [cu_qo[i], cu_qo[i+1]) and keys [cu_kv[i], cu_kv[i+1]), each count <= max_seqlen_qo /
 // max_seqlen_kv. h_q % h_kv == 0 (query head h uses KV head h / (h_q / h_kv)). causal: query j of a request
 // with n_q queries and n_kv keys sees keys 0..n_kv-n_q+j (bottom-right). Outputs: out [total_q, h_q, d_v]
-// (q's dtype, last dim contiguous), lse [total_q, h_q] fp32. The backward pass is not implemented.
+// (q's dtype, last dim contiguous), lse [total_q, h_q] fp32.
 struct VarlenInputs {
   TensorView q, k, v;
   TensorView cu_seqlens_qo, cu_seqlens_kv;
@@ -131,6 +131,15 @@ struct VarlenInputs {
   bool causal = false;
 };
 void flash_attn_varlen_fwd(const VarlenInputs& in, const TensorView& out, const TensorView& lse);
+
+// The backward of flash_attn_varlen_fwd for the same `in`: out and lse as the forward returned them (any
+// strides), dout [total_q, h_q, d_v] (q's dtype, any strides) the gradient of out, dlse [total_q, h_q] fp32
+// (optional) the gradient of lse. Writes dq [total_q, h_q, d_qk], dk [total_kv, h_kv, d_qk], dv
+// [total_kv, h_kv, d_v] (q's dtype or fp32, last dim contiguous; GQA sums over a KV head's query heads).
+// P = exp(scale * q.k - lse) is recomputed in fp32; all sums are fp32. Keys no query sees get dk = dv = 0.
+void flash_attn_varlen_bwd(const VarlenInputs& in, const TensorView& out, const TensorView& lse,
+                           const TensorView& dout, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                           const TensorView* dlse = nullptr);
 
 // ---- FP8 KV cache ----
 

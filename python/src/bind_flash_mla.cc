@@ -1,4 +1,4 @@
-// FlashMLA (tessera/flash_mla.h): decode, sparse and dense prefill, the FP8 KV-cache quantiser. Arrays arrive as ArrayRef; outputs are allocated by the Python wrapper
+// FlashMLA (tessera/flash_mla.h): decode, sparse and dense prefill (and its backward), the FP8 KV-cache quantiser. Arrays arrive as ArrayRef; outputs are allocated by the Python wrapper
 // (tessera/flash_mla) and passed in. Compute calls run without the GIL. Schedules cross as flat int32 lists.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -136,6 +136,32 @@ void bind_flash_mla(nb::module_& m) {
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("cu_seqlens_qo"), nb::arg("cu_seqlens_kv"),
       nb::arg("max_seqlen_qo"), nb::arg("max_seqlen_kv"), nb::arg("softmax_scale").none(), nb::arg("causal"),
       nb::arg("out"), nb::arg("lse"), nb::call_guard<nb::gil_scoped_release>());
+  m.def(
+      "flash_attn_varlen_bwd",
+      [](const ArrayRef& q, const ArrayRef& k, const ArrayRef& v, const ArrayRef& cu_seqlens_qo,
+         const ArrayRef& cu_seqlens_kv, int64_t max_seqlen_qo, int64_t max_seqlen_kv,
+         std::optional<double> softmax_scale, bool causal, const ArrayRef& out, const ArrayRef& lse,
+         const ArrayRef& dout, const ArrayRef* dlse, const ArrayRef& dq, const ArrayRef& dk, const ArrayRef& dv) {
+        const char* fn = "flash_attn_varlen_bwd";
+        flash_mla::VarlenInputs in;
+        in.q = to_view(q, fn, "q");
+        in.k = to_view(k, fn, "k");
+        in.v = to_view(v, fn, "v");
+        in.cu_seqlens_qo = to_view(cu_seqlens_qo, fn, "cu_seqlens_qo");
+        in.cu_seqlens_kv = to_view(cu_seqlens_kv, fn, "cu_seqlens_kv");
+        in.max_seqlen_qo = max_seqlen_qo;
+        in.max_seqlen_kv = max_seqlen_kv;
+        in.softmax_scale = softmax_scale;
+        in.causal = causal;
+        TensorView dlse_v;
+        flash_mla::flash_attn_varlen_bwd(in, to_view(out, fn, "out"), to_view(lse, fn, "lse"),
+                                         to_view(dout, fn, "dout"), to_view(dq, fn, "dq"), to_view(dk, fn, "dk"),
+                                         to_view(dv, fn, "dv"), optional_view(dlse, fn, "dlse", &dlse_v));
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("cu_seqlens_qo"), nb::arg("cu_seqlens_kv"),
+      nb::arg("max_seqlen_qo"), nb::arg("max_seqlen_kv"), nb::arg("softmax_scale").none(), nb::arg("causal"),
+      nb::arg("out"), nb::arg("lse"), nb::arg("dout"), nb::arg("dlse").none(), nb::arg("dq"), nb::arg("dk"),
+      nb::arg("dv"), nb::call_guard<nb::gil_scoped_release>());
   m.def(
       "flash_mla_quantize_k_cache",
       [](const ArrayRef& k, const std::string& layout, const ArrayRef& out) {

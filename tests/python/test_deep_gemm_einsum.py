@@ -123,13 +123,16 @@ def test_fp8_einsum_bhr_hdr_bhd(rng, d_dtype):
     check_diff(z, ref, deq_ref, 1e-3, f"fp8_einsum bhr,hdr->bhd d={np.dtype(d_dtype).name}")
 
 
-def test_fp8_einsum_other_expressions_are_not_implemented(rng):
+def test_fp8_einsum_rejects_unknown_expressions_and_bad_shapes(rng):
+    # 'bhd,hdr->bhr' and 'bhd,bhr->hdr' are implemented (tests/python/test_deep_gemm_compat.py); an
+    # unknown expression is not, and operands of the wrong shape are refused before d is written.
     a, b, _, _ = fp8_einsum_problem(rng, 2, 2, 128, 128)
     z = poisoned((2, 2, 128))
     before = bits(z).copy()
-    for expr in ("bhd,hdr->bhr", "bhd,bhr->hdr"):
-        with pytest.raises(tessera.NotImplementedInTessera, match="fp8_einsum"):
-            deep_gemm.fp8_einsum(expr, a, b, z)
+    with pytest.raises(tessera.NotImplementedInTessera, match="fp8_einsum"):
+        deep_gemm.fp8_einsum("bhx,hdr->bhd", a, b, z)
+    with pytest.raises(ValueError, match="fp8_einsum: argument 'a.scale' must have shape"):
+        deep_gemm.fp8_einsum("bhd,bhr->hdr", a, b, z, recipe=(1, 1, 128))
     np.testing.assert_array_equal(bits(z), before)
 
 

@@ -59,18 +59,30 @@ def test_bench_kineto_times_the_whole_call_as_the_named_kernel():
     assert 0.0019 < t1 < 0.5
 
 
-def test_bench_kineto_rejects_what_a_cpu_cannot_measure():
-    from tessera import InvalidArgumentError, NotImplementedInTessera
+def test_bench_kineto_names_trace_and_barrier(tmp_path):
+    import json
+
+    calls, barriers = [], []
+    times = testing.bench_kineto(lambda: calls.append(1), ("dispatch", "combine"), num_tests=3, flush_l2=False,
+                                 trace_path=tmp_path / "t.json", barrier=lambda: barriers.append(len(calls)))
+    assert len(times) == 2 and times[0] >= 0 and times[1] == 0.0  # the whole call goes to the first name
+    assert barriers == [1, 2, 3]  # before every timed call, after the untimed first one
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert [e["name"] for e in events] == ["dispatch"] * 3 and all(e["dur"] >= 0 for e in events)
+
+
+def test_bench_kineto_rejects_bad_arguments():
+    from tessera import InvalidArgumentError
 
     calls = []
-    with pytest.raises(NotImplementedInTessera, match="argument 'kernel_names' names 2 kernels"):
-        testing.bench_kineto(lambda: calls.append(1), ("dispatch", "combine"))
-    with pytest.raises(NotImplementedInTessera, match="argument 'trace_path'"):
-        testing.bench_kineto(lambda: calls.append(1), "gemm", trace_path="/tmp/trace.json")
     with pytest.raises(InvalidArgumentError, match="argument 'kernel_names' must be a string"):
         testing.bench_kineto(lambda: calls.append(1), 3)
-    with pytest.raises(InvalidArgumentError, match="non-empty tuple/list"):
+    with pytest.raises(InvalidArgumentError, match="non-empty tuple of strings"):
         testing.bench_kineto(lambda: calls.append(1), ())
     with pytest.raises(InvalidArgumentError, match="argument 'num_tests' must be >= 1"):
         testing.bench_kineto(lambda: calls.append(1), "gemm", num_tests=0)
+    with pytest.raises(TypeError, match="argument 'barrier' must be callable"):
+        testing.bench_kineto(lambda: calls.append(1), "gemm", barrier=3)
+    with pytest.raises(TypeError, match="argument 'trace_path' must be a path"):
+        testing.bench_kineto(lambda: calls.append(1), "gemm", trace_path=3)
     assert calls == []  # nothing ran

@@ -130,13 +130,28 @@ def test_varlen_prefill_matches_float64(rng, isa, h_q, h_kv, d_qk, causal):
     assert np.array_equal(out.view(np.uint16), out2.view(np.uint16)) and np.array_equal(lse, lse2)
 
 
+def test_fixed_length_hint_gives_the_varlen_result(rng):
+    # is_varlen=False (FlashMLA: every request has the same lengths) is a hint; the bits must not change.
+    q = rng.standard_normal((2 * 30, 4, 128)).astype(BF16)
+    k = rng.standard_normal((2 * 600, 2, 128)).astype(BF16)
+    v = rng.standard_normal((2 * 600, 2, 128)).astype(BF16)
+    cu_q, cu_kv = np.array([0, 30, 60], np.int32), np.array([0, 600, 1200], np.int32)
+    for causal in (False, True):
+        o1, l1 = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_kv, 30, 600, causal=causal)
+        o2, l2 = flash_mla.flash_attn_varlen_func(q, k, v, cu_q, cu_kv, 30, 600, causal=causal, is_varlen=False)
+        assert np.array_equal(o1.view(np.uint16), o2.view(np.uint16)) and np.array_equal(l1, l2)
+        ref_out, ref_lse = varlen_reference(q, k, v, [30, 30], [600, 600], causal)
+        assert_close("out", o2.astype(np.float64), ref_out, PREFILL_OUT)
+        assert_close("lse", l2, ref_lse, (1e-6, 8.01 / 65536, 1e-10))
+
+
 def test_varlen_prefill_options():
     q = np.zeros((4, 2, 128), BF16)
     cu = np.array([0, 4], np.int32)
     with pytest.raises(ValueError, match="dropout_p"):
         flash_mla.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, dropout_p=0.1)
-    with pytest.raises(tessera.NotImplementedInTessera, match="is_varlen"):
-        flash_mla.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, is_varlen=False)
+    with pytest.raises(TypeError, match="argument 'is_varlen' must be a bool"):
+        flash_mla.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, is_varlen="no")
     with pytest.raises(ValueError, match="max_seqlen_kv"):
         flash_mla.flash_attn_varlen_func(q, q, q, cu, cu, 4, 3)
     qkv = np.random.default_rng(0).standard_normal((4, 2, 3 * 128)).astype(BF16)

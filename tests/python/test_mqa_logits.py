@@ -221,6 +221,8 @@ def test_bad_input(rng):
     meta = deep_gemm.get_paged_mqa_logits_metadata(lens, 16, 2)
     with pytest.raises(ValueError, match="'block_table' entry"):
         deep_gemm.fp8_paged_mqa_logits(qp, cache, np.ones((2, 8), np.float32), lens, table, meta, 32)
-    with pytest.raises(tessera.NotImplementedInTessera, match="'indices'"):
+    with pytest.raises(ValueError, match="'indices' must be >= 0 and non-decreasing"):
         deep_gemm.fp8_paged_mqa_logits(qp, cache, np.ones((2, 8), np.float32), lens, table, meta, 32,
-                                       indices=np.zeros(2, np.int32))
+                                       indices=np.array([1, 0], np.int32))
+    with pytest.raises(ValueError, match=r"'indices' must be int32 \[2\]"):
+        deep_gemm.get_paged_mqa_logits_metadata(lens, 16, 2, indices=np.zeros(3, np.int32))

@@ -1,7 +1,7 @@
 """``tessera.deep_gemm``: DeepGEMM's GEMM API on the CPU (``from tessera import deep_gemm``).
 
-Names, argument names, defaults, aliases and the in-place convention follow DeepGEMM v2 (see
-/work/shared/specs/deep_gemm.md): GEMMs write into the caller's ``d`` and return None; arrays are
+Names, argument names, defaults, aliases and the in-place convention follow DeepGEMM v2 (its
+``deep_gemm/__init__.py``; docs/gemm.md and docs/compat.md here): GEMMs write into the caller's ``d`` and return None; arrays are
 numpy arrays (ml_dtypes for bfloat16/float8) or torch CPU tensors. tessera takes the SM100
 personality (both float32 and packed-UE8M0 scale factors, any operand major-ness). Knobs that only
 tune GPU kernels are kept as inert, validated settings (see ``_runtime``).
@@ -15,9 +15,11 @@ is ``set_mk_alignment_for_contiguous_layout`` (default 128); the CPU kernels nee
 The MQA logits of the sparse-attention indexer (fp8_fp4_mqa_logits, fp8_fp4_paged_mqa_logits, their
 legacy fp8_* names and get_paged_mqa_logits_metadata) live in ``_mqa``.
 
-Not provided by this module yet (accessing them raises AttributeError): Mega MoE.
+``legacy`` holds DeepGEMM's Triton-era grouped GEMMs (``*_tl``), ``testing`` its test helpers and
+``utils.dist`` its process-group helpers. Not provided by this module yet (accessing them raises
+AttributeError): Mega MoE.
 """
-from . import testing, utils
+from . import legacy, testing, utils
 from ._gemm import (
     bf16_gemm_nn,
     bf16_gemm_nt,
@@ -76,7 +78,7 @@ from ._runtime import (
 from .utils import *  # noqa: F401,F403 - DeepGEMM exports its utils at the top level too
 
 __all__ = [
-    "testing", "utils",
+    "legacy", "testing", "utils",
     "bf16_gemm_nt", "bf16_gemm_nn", "bf16_gemm_tn", "bf16_gemm_tt",
     "fp8_fp4_gemm_nt", "fp8_fp4_gemm_nn", "fp8_fp4_gemm_tn", "fp8_fp4_gemm_tt",
     "fp8_gemm_nt", "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt",

@@ -1,4 +1,4 @@
-"""DeepGEMM's other GEMMs (spec sections 1.2, 1.6, 1.7): einsum, fp8_einsum, the hyper-connection
+"""DeepGEMM's other GEMMs: einsum, fp8_einsum, the hyper-connection
 prenorm GEMM and the FP8 GEMM that skips the middle of every head.
 
 All of them write into the caller's ``d`` and return None; validation happens in C++ before ``d`` is
@@ -11,6 +11,8 @@ import numpy as np
 from .. import _C
 from .._arrays import optional_ref, to_ref
 from .._errors import InvalidArgumentError
+from ._einsum_heads import head_einsum
+from ._fp8_einsum import fp8_einsum_bhd_hdr_bhr, fp8_einsum_bhd_bhr_hdr
 from ._gemm import _check_compiled_dims, _pair, _recipe
 
 
@@ -26,26 +28,40 @@ def einsum(expr, a, b, d, c=None, use_cublaslt=False) -> None:
                      a bfloat16 d needs c None
       'bhr,hdr->bhd' d[b, h] = b[h] @ a[b, h]   (no c)
       'bhd,hdr->bhr' d[b, h] = a[b, h] @ b[h]   (no c)
-    The last dimension of a, b and d must be contiguous. ``use_cublaslt`` selects a GPU library and
-    has no effect (the result is the same). Returns None."""
+    The last dimension of a, b and d must be contiguous. The two per-head expressions sum in float64
+    and round once (see _einsum_heads: the correctly rounded result); 'bmk,bnk->mn' sums in float32,
+    batch by batch. ``use_cublaslt`` selects a GPU library and has no effect (the result is the
+    same). Returns None."""
     fn = "einsum"
     if not isinstance(use_cublaslt, (bool, np.bool_)):
         raise TypeError(f"{fn}: argument 'use_cublaslt' must be a bool, got {type(use_cublaslt).__name__}")
+    if expr in ("bhr,hdr->bhd", "bhd,hdr->bhr"):
+        if c is not None:
+            raise InvalidArgumentError(f"{fn}: '{expr}' takes no 'c'")
+        head_einsum(expr, a, b, d)
+        return
     _C.einsum(_check_expr(fn, expr), to_ref(a, fn, "a"), to_ref(b, fn, "b"), to_ref(d, fn, "d", writable=True),
               optional_ref(c, fn, "c"))
 
 
 def fp8_einsum(expr, a, b, d, c=None, recipe=(1, 128, 128)) -> None:
-    """FP8 einsum 'bhr,hdr->bhd': a = (e4m3 x [b, h, r], sf [b, h, ceil(r/128)] per token),
-    b = (e4m3 y [h, d, r], sf [h, ceil(d/128), ceil(r/128)] per block), d [b, h, d] bfloat16 or float32;
-    with c, d = c + a.b (c may be d). Other expressions (DeepGEMM's SM100-only
-    'bhd,hdr->bhr' and 'bhd,bhr->hdr') raise tessera.NotImplementedInTessera. Returns None."""
+    """FP8 einsum with DeepGEMM's expressions; with c, d = c + a.b (c may be d). Returns None.
+      'bhr,hdr->bhd': a = (e4m3 x [b, h, r], sf [b, h, ceil(r/128)] per token), b = (e4m3 y [h, d, r],
+                      sf [h, ceil(d/128), ceil(r/128)] per block), d [b, h, d] bfloat16 or float32.
+      'bhd,hdr->bhr' and 'bhd,bhr->hdr' (DeepGEMM: SM100 only): see _fp8_einsum for their layouts."""
     fn = "fp8_einsum"
-    a_data, a_sf = _pair(fn, "a", a)
-    b_data, b_sf = _pair(fn, "b", b)
-    _C.fp8_einsum(_check_expr(fn, expr), to_ref(a_data, fn, "a"), to_ref(a_sf, fn, "a.scale"),
+    _check_expr(fn, expr)
+    a_pair, b_pair = _pair(fn, "a", a), _pair(fn, "b", b)
+    rec = _recipe(fn, "recipe", recipe, 3)
+    if expr == "bhd,hdr->bhr":
+        return fp8_einsum_bhd_hdr_bhr(a_pair, b_pair, d, c, rec)
+    if expr == "bhd,bhr->hdr":
+        return fp8_einsum_bhd_bhr_hdr(a_pair, b_pair, d, c, rec)
+    a_data, a_sf = a_pair
+    b_data, b_sf = b_pair
+    _C.fp8_einsum(expr, to_ref(a_data, fn, "a"), to_ref(a_sf, fn, "a.scale"),
                   to_ref(b_data, fn, "b"), to_ref(b_sf, fn, "b.scale"), to_ref(d, fn, "d", writable=True),
-                  optional_ref(c, fn, "c"), _recipe(fn, "recipe", recipe, 3))
+                  optional_ref(c, fn, "c"), rec)
 
 
 def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits=None) -> None:

@@ -1,4 +1,4 @@
-"""DeepGEMM's MQA logits (the lightning indexer of DeepSeek sparse attention), spec section 3.
+"""DeepGEMM's MQA logits (the lightning indexer of DeepSeek sparse attention); docs/attention.md.
 
     logits[i, j] = sum_h weights[i, h] * relu(score(q[i, h], kv[j]))
 
@@ -13,15 +13,15 @@ be non-contiguous views). Entries DeepGEMM leaves unspecified (outside [ks, ke) 
 ``clean_logits``, past ``ke - ks`` in compressed mode, past the context length in paged mode without
 ``clean_logits``) are not written: they hold whatever the fresh buffer held. Every element is computed
 in a fixed order, so repeated calls and any thread count give the same bits. ``indices`` (varlen paged
-logits) raises NotImplementedInTessera. FP4 operands are converted to bf16 exactly (with their
+logits) is checked and gives the logits of the rows alone. FP4 operands are converted to bf16 exactly (with their
 power-of-two scales) and use the same kernels as FP8.
 """
 import ml_dtypes
 import numpy as np
 
 from .. import _C
-from .._arrays import is_torch_tensor, optional_ref, to_ref, torch_module
-from .._errors import InvalidArgumentError, NotImplementedInTessera
+from .._arrays import is_torch_tensor, optional_ref, to_numpy, to_ref, torch_module
+from .._errors import InvalidArgumentError
 from ._runtime import _check_bool, _check_int
 
 __all__ = [
@@ -106,13 +106,27 @@ def fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_l
                               max_seqlen_k, np.float32)
 
 
+def _check_varlen_indices(fn, indices, rows, next_n):
+    """indices: int32 [rows], each row's sequence, >= 0 and non-decreasing; varlen rows are single tokens."""
+    v = to_numpy(indices)
+    if v.dtype != np.int32 or v.ndim != 1 or v.shape[0] != rows:
+        raise InvalidArgumentError(f"{fn}: argument 'indices' must be int32 [{rows}] (one sequence index per row), "
+                                   f"got {v.dtype} {list(v.shape)}")
+    if next_n != 1:
+        raise InvalidArgumentError(f"{fn}: with 'indices' (varlen) every row is one token: next_n must be 1, got {next_n}")
+    if v.size and (v.min() < 0 or np.any(np.diff(v) < 0)):
+        raise InvalidArgumentError(f"{fn}: argument 'indices' must be >= 0 and non-decreasing (rows of a sequence "
+                                   "are adjacent)")
+
+
 def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None):
     """The schedule DeepGEMM's paged kernel reads: int32 [num_sms + 1, 2], entry t = (request, page)
     where worker t starts when the pages every request reads are split into num_sms equal shares;
-    the last entry is (batch_size, 0). context_lens: int32 [B] or [B, next_n]."""
+    the last entry is (batch_size, 0). context_lens: int32 [B] or [B, next_n]. ``indices`` (varlen
+    decode, see fp8_fp4_paged_mqa_logits) is checked against context_lens; the schedule is the same."""
     fn = "get_paged_mqa_logits_metadata"
     if indices is not None:
-        raise NotImplementedInTessera(f"{fn}: argument 'indices' (varlen paged logits) is not supported on the CPU")
+        _check_varlen_indices(fn, indices, int(context_lens.shape[0]), 1)
     block_kv = _check_int(fn, "block_kv", block_kv)
     num_sms = _check_int(fn, "num_sms", num_sms)
     if num_sms < 1:
@@ -132,19 +146,25 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, sc
     weights [B * next_n, H]; context_lens int32 [B, next_n] (tokens each query sees) or [B] (the
     causal last next_n positions of a request of that length); block_table int32 [B, max_blocks];
     schedule_meta from get_paged_mqa_logits_metadata. Returns [B * next_n, max_context_len]; with
-    clean_logits the positions at or past a query's length are exactly -inf."""
+    clean_logits the positions at or past a query's length are exactly -inf.
+
+    Varlen (``indices`` int32 [B]): the B rows are single tokens (next_n == 1) of fewer sequences,
+    indices[i] being row i's sequence (non-decreasing, >= 0); context_lens and block_table give each row
+    its own length and pages, as DeepGEMM's varlen callers pass them. Rows are computed independently,
+    so the logits equal the call without indices (on a GPU, indices let rows of one sequence share KV
+    loads)."""
     fn = "fp8_fp4_paged_mqa_logits"
     clean = _check_bool(fn, "clean_logits", clean_logits)
     max_len = _check_int(fn, "max_context_len", max_context_len)
     if max_len < 0:
         raise InvalidArgumentError(f"{fn}: argument 'max_context_len' must be >= 0, got {max_len}")
-    if indices is not None:
-        raise NotImplementedInTessera(f"{fn}: argument 'indices' (varlen paged logits) is not supported on the CPU")
     q_data, q_sf = _pair(fn, "q", q, True)
     dtype_name = _logits_dtype_name(fn, logits_dtype)
     q_ref = to_ref(q_data, fn, "q")
     if len(q_ref.shape) != 4:
         raise InvalidArgumentError(f"{fn}: argument 'q' must be [B, next_n, H, D], got shape {list(q_ref.shape)}")
+    if indices is not None:
+        _check_varlen_indices(fn, indices, q_ref.shape[0], q_ref.shape[1])
     logits = _empty_logits(q_ref.shape[0] * q_ref.shape[1], max_len, dtype_name, q_data)
     _C.fp8_fp4_paged_mqa_logits(q_ref, optional_ref(q_sf, fn, "q_sf"), to_ref(kv_cache, fn, "kv_cache"),
                                 to_ref(weights, fn, "weights"), to_ref(context_lens, fn, "context_lens"),

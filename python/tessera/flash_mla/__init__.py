@@ -1,6 +1,7 @@
 """``tessera.flash_mla``: FlashMLA's attention API on the CPU (``from tessera import flash_mla``).
 
-Names, argument names and defaults follow FlashMLA (see /work/shared/specs/flash_mla.md):
+Names, argument names and defaults follow FlashMLA's ``flash_mla_interface`` (docs/attention.md and
+docs/compat.md here):
 
 - ``get_mla_metadata()`` returns ``(FlashMLASchedMeta(), None)``; the first ``flash_mla_with_kvcache``
   call records its configuration and work partition in it, later calls must match (InvalidArgumentError
@@ -13,11 +14,15 @@ Names, argument names and defaults follow FlashMLA (see /work/shared/specs/flash
   (V32 656-byte or MODEL1 584-byte tokens) when ``indices`` is given.
 - ``flash_mla_sparse_fwd``: sparse prefill -> ``(out, max_logits, lse)``.
 - ``quantize_k_cache`` / ``dequantize_k_cache`` with ``FP8KVCacheLayout``: the FP8 cache byte layouts.
-- ``flash_attn_varlen_func`` (and the qkv/kv-packed variants): dense MHA prefill, forward only (no
-  autograd; ``is_varlen=False`` raises ``tessera.NotImplementedInTessera``).
+- ``flash_attn_varlen_func`` (and the qkv/kv-packed variants): dense MHA prefill; torch inputs that
+  require grad get an autograd graph (backward: C++ ``flash_attn_varlen_bwd``); ``is_varlen=False``
+  (FlashMLA's equal-lengths hint) gives the same result.
+- ``flash_mla_interface``: the submodule FlashMLA defines these names in. ``__version__``: the FlashMLA
+  release whose interface this follows.
 
 Results are bitwise identical for any thread count; split boundaries depend only on the problem.
 """
+from . import flash_mla_interface
 from ._interface import (
     FlashMLASchedMeta,
     flash_attn_varlen_func,
@@ -30,6 +35,8 @@ from ._interface import (
 )
 from ._quant import FP8KVCacheLayout, dequantize_k_cache, quantize_k_cache
 
+__version__ = "1.0.0"
+
 __all__ = [
     "FP8KVCacheLayout",
     "FlashMLASchedMeta",
@@ -37,6 +44,7 @@ __all__ = [
     "flash_attn_varlen_func",
     "flash_attn_varlen_kvpacked_func",
     "flash_attn_varlen_qkvpacked_func",
+    "flash_mla_interface",
     "flash_mla_sparse_fwd",
     "flash_mla_with_kvcache",
     "get_mla_decoding_metadata",

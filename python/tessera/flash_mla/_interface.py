@@ -12,7 +12,8 @@ import numpy as np
 
 from .. import _C
 from .._arrays import like, optional_ref, to_numpy, to_ref
-from .._errors import InvalidArgumentError, NotImplementedInTessera
+from .._errors import InvalidArgumentError
+from . import _varlen_autograd
 
 _HELP = ("; your input arguments are inconsistent with sched_meta: pass the same shapes and flags to every "
          "flash_mla_with_kvcache call that shares one FlashMLASchedMeta (or get a new one from get_mla_metadata)")
@@ -39,8 +40,9 @@ class FlashMLASchedMeta:
 
     have_initialized: bool = False
     config: Optional[Config] = None
-    tile_scheduler_metadata: Optional[np.ndarray] = None  # int32 [parts, 8]
-    num_splits: Optional[np.ndarray] = None               # int32 [batch_size + 1]
+    # The caller's kind of array (torch tensors when q is one, as FlashMLA holds; numpy otherwise).
+    tile_scheduler_metadata: Optional[object] = None  # int32 [parts, 8]
+    num_splits: Optional[object] = None               # int32 [batch_size + 1]
 
 
 def _int(fn: str, arg: str, value) -> int:
@@ -163,8 +165,8 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
     if meta is not None and not meta.have_initialized:
         meta.have_initialized = True
         meta.config = config
-        meta.tile_scheduler_metadata = np.asarray(new_tile, dtype=np.int32).reshape(parts, 8)
-        meta.num_splits = np.asarray(new_splits, dtype=np.int32)
+        meta.tile_scheduler_metadata = like(np.asarray(new_tile, dtype=np.int32).reshape(parts, 8), q)
+        meta.num_splits = like(np.asarray(new_splits, dtype=np.int32), q)
     return like(out, q), like(lse, q)
 
 
@@ -199,17 +201,25 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo,
     q [total_q, h_q, d_qk], k [total_kv, h_kv, d_qk], v [total_kv, h_kv, d_v] (bf16 or fp16);
     cu_seqlens_qo / cu_seqlens_kv int32 [b + 1] prefix sums; causal masks bottom-right (query j of a request
     with n_q queries sees keys 0..n_kv-n_q+j); h_q % h_kv == 0. A query that sees no key gets out 0 and
-    lse +inf. dropout_p must be 0; ``deterministic`` is accepted (every result is deterministic here);
-    is_varlen=False and the backward pass are not implemented.
+    lse +inf. dropout_p must be 0; ``deterministic`` is accepted (every result is deterministic here).
+    ``is_varlen=False`` is FlashMLA's hint that every request has the same lengths; the cu_seqlens still
+    describe the layout, so the result is the same and the hint needs no separate path here.
+    Autograd: with torch tensors, grad mode on and q, k or v requiring grad, out and lse carry a graph
+    whose backward is flash_attn_varlen_bwd (dq, dk, dv in q's dtype; lse's gradient is honoured too).
     """
     fn = "flash_attn_varlen_func"
     if dropout_p != 0.0:
         raise InvalidArgumentError(f"{fn}: argument 'dropout_p' must be 0.0 (dropout is not supported), got {dropout_p}")
-    if not is_varlen:
-        raise NotImplementedInTessera(f"not implemented: {fn} with is_varlen=False (pass cu_seqlens)")
+    if not isinstance(is_varlen, (bool, np.bool_)):
+        raise TypeError(f"{fn}: argument 'is_varlen' must be a bool, got {type(is_varlen).__name__}")
     for name, x in (("q", q), ("k", k), ("v", v)):
         if getattr(x, "ndim", None) != 3:
             raise InvalidArgumentError(f"{fn}: argument '{name}' must be a 3-D array [tokens, heads, head_dim]")
+    if _varlen_autograd.needs_grad(q, k, v):
+        return _varlen_autograd.apply(
+            q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo, max_seqlen_kv, causal, softmax_scale,
+            lambda q_, k_, v_: flash_attn_varlen_func(q_, k_, v_, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo,
+                                                      max_seqlen_kv, 0.0, softmax_scale, causal))
     total_q, h_q = int(q.shape[0]), int(q.shape[1])
     out = np.empty((total_q, h_q, int(v.shape[2])), dtype=to_numpy(q).dtype)
     lse = np.empty((h_q, total_q), dtype=np.float32).T  # FlashMLA's layout: contiguous along the tokens

@@ -10,6 +10,7 @@
 #include "attention/flash_mla/mla_rows.h"
 #include "attention/flash_mla/mla_schedule.h"
 #include "attention/flash_mla/mla_task.h"
+#include "attention/flash_mla/mla_varlen_args.h"
 #include "tessera/core/thread_pool.h"
 
 namespace tessera::flash_mla {
@@ -81,72 +82,22 @@ class VarlenPrefill final : public MlaTask {
   }
 };
 
-// Reads a cu_seqlens array into per-request (begin, length); checks the prefix-sum rules.
-void read_cu_seqlens(const char* arg, const TensorView& cu, int64_t b, int64_t total, int64_t max_len,
-                     const char* max_arg, std::vector<int64_t>* begin, std::vector<int64_t>* len) {
-  check_defined(kFn, arg, cu);
-  check_dtype(kFn, arg, cu, {DType::kI32});
-  check_ndim(kFn, arg, cu, {1});
-  check_dim(kFn, arg, cu, 0, b + 1, "batch_size + 1 (cu_seqlens_qo's length)");
-  const int32_t* c = cu.ptr<int32_t>();
-  TESSERA_CHECK(c[0] == 0 && c[b * cu.strides[0]] == total, kFn, ": argument '", arg, "' must run from 0 to ", total,
-                " (the tokens of the tensor it indexes), got ", c[0], " .. ", c[b * cu.strides[0]]);
-  for (int64_t i = 0; i < b; ++i) {
-    const int64_t lo = c[i * cu.strides[0]], n = int64_t(c[(i + 1) * cu.strides[0]]) - lo;
-    TESSERA_CHECK(n >= 0 && n <= max_len, kFn, ": argument '", arg, "': request ", i, " has ", n,
-                  " tokens; every count must be in [0, ", max_arg, " = ", max_len, "]");
-    begin->push_back(lo);
-    len->push_back(n);
-  }
-}
-
 }  // namespace
 
 void flash_attn_varlen_fwd(const VarlenInputs& in, const TensorView& out, const TensorView& lse) {
   const TensorView &q = in.q, &k = in.k, &v = in.v;
-  for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"q", &q}, {"k", &k}, {"v", &v}}) {
-    check_defined(kFn, name, *t);
-    check_dtype(kFn, name, *t, {DType::kBF16, DType::kF16});
-    check_ndim(kFn, name, *t, {3});
-  }
-  TESSERA_CHECK(k.dtype == q.dtype && v.dtype == q.dtype, kFn, ": arguments 'q', 'k' and 'v' must share one dtype, "
-                "got ", dtype_name(q.dtype), ", ", dtype_name(k.dtype), ", ", dtype_name(v.dtype));
-  const int64_t total_q = q.shape[0], h_q = q.shape[1], d_qk = q.shape[2];
-  const int64_t total_kv = k.shape[0], h_kv = k.shape[1], d_v = v.shape[2];
-  TESSERA_CHECK(d_qk >= 1 && k.shape[2] == d_qk, kFn, ": argument 'k' must have head_dim ", d_qk,
-                " (q's last dim), got shape ", k.shape_str());
-  TESSERA_CHECK(v.shape[0] == total_kv && v.shape[1] == h_kv && d_v >= 1, kFn, ": argument 'v' must have shape [",
-                total_kv, ", ", h_kv, ", d_v >= 1] (k's tokens and heads), got ", v.shape_str());
-  TESSERA_CHECK(h_kv >= 1 && h_q >= 1 && h_q % h_kv == 0, kFn, ": num_heads of q (", h_q,
-                ") must be a positive multiple of num_heads of k (", h_kv, ")");
-  TESSERA_CHECK(in.max_seqlen_qo >= 0 && in.max_seqlen_qo * (h_q / h_kv) < (int64_t(1) << 30), kFn,
-                ": max_seqlen_qo * h_q / h_kv must be in [0, 2^30), got ", in.max_seqlen_qo, " * ", h_q / h_kv);
-  TESSERA_CHECK(!in.softmax_scale || std::isfinite(*in.softmax_scale), kFn,
-                ": argument 'softmax_scale' must be finite, got ", *in.softmax_scale);
-  const int64_t b = in.cu_seqlens_qo.ndim == 1 ? in.cu_seqlens_qo.shape[0] - 1 : 0;
-  TESSERA_CHECK(b >= 0, kFn, ": argument 'cu_seqlens_qo' must hold batch_size + 1 >= 1 entries");
-  auto task = std::make_unique<VarlenPrefill>();
-  read_cu_seqlens("cu_seqlens_qo", in.cu_seqlens_qo, b, total_q, in.max_seqlen_qo, "max_seqlen_qo", &task->q_begin,
-                  &task->q_len);
-  read_cu_seqlens("cu_seqlens_kv", in.cu_seqlens_kv, b, total_kv, in.max_seqlen_kv, "max_seqlen_kv", &task->kv_begin,
-                  &task->kv_len);
-  check_defined(kFn, "out", out);
-  check_dtype(kFn, "out", out, {q.dtype});
-  check_ndim(kFn, "out", out, {3});
-  check_dim(kFn, "out", out, 0, total_q, "total_q");
-  check_dim(kFn, "out", out, 1, h_q, "num_heads");
-  check_dim(kFn, "out", out, 2, d_v, "head_dim of v");
-  TESSERA_CHECK(out.strides[2] == 1 || d_v == 1, kFn, ": argument 'out' must have a contiguous last dim, got "
-                "strides ", out.strides_str());
-  check_defined(kFn, "lse", lse);
-  check_dtype(kFn, "lse", lse, {DType::kF32});
-  check_ndim(kFn, "lse", lse, {2});
-  check_dim(kFn, "lse", lse, 0, total_q, "total_q");
-  check_dim(kFn, "lse", lse, 1, h_q, "num_heads");
-  for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"q", &q}, {"k", &k}, {"v", &v}}) {
-    check_no_overlap(kFn, "out", out, name, *t);
+  VarlenLayout l = check_varlen_inputs(kFn, in);
+  static const char* const kOutDims[] = {"total_q", "num_heads", "head_dim of v"};
+  check_varlen_tensor(kFn, "out", out, {q.dtype}, {l.total_q, l.h_q, l.d_v}, kOutDims, true, in);
+  check_varlen_tensor(kFn, "lse", lse, {DType::kF32}, {l.total_q, l.h_q}, kOutDims, false, in);
+  for (const auto& [name, t] : {std::pair<const char*, const TensorView*>{"q", &q}, {"k", &k}, {"v", &v}})
     check_no_overlap(kFn, "lse", lse, name, *t);
-  }
+  const int64_t b = l.b, h_q = l.h_q, h_kv = l.h_kv, d_qk = l.d_qk, d_v = l.d_v;
+  auto task = std::make_unique<VarlenPrefill>();
+  task->q_begin = std::move(l.q_begin);
+  task->q_len = std::move(l.q_len);
+  task->kv_begin = std::move(l.kv_begin);
+  task->kv_len = std::move(l.kv_len);
   check_no_overlap(kFn, "out", out, "lse", lse);
 
   task->requests = b;
@@ -155,7 +106,7 @@ void flash_attn_varlen_fwd(const VarlenInputs& in, const TensorView& out, const 
   task->rows = int(in.max_seqlen_qo * task->heads_per_kv);
   task->d_qk = int(d_qk);
   task->d_v = int(d_v);
-  task->scale = float(in.softmax_scale.value_or(1.0 / std::sqrt(double(d_qk))));
+  task->scale = float(l.scale);
   task->separate_v = true;
   task->kernels = choose_kernels(q.dtype == DType::kBF16, d_qk, d_v);
   task->q = q;

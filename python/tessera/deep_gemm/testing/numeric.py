@@ -15,6 +15,8 @@ def calc_diff(x, y) -> float:
     (DeepGEMM's thresholds: BF16 GEMM < 1e-5, FP8 x FP8 < 1e-3)."""
     x, y = _float64(x), _float64(y)
     denominator = (x * x + y * y).sum()
+    if denominator == 0:  # both all zero: identical
+        return 0.0
     return float(1.0 - 2.0 * (x * y).sum() / denominator)
 
 
@@ -35,15 +37,17 @@ def _raw_bytes(x) -> np.ndarray:
     return v.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[v.dtype.itemsize])
 
 
-def assert_bitwise_equal(x, y) -> None:
+def assert_bitwise_equal(x, y, label: str = "") -> None:
     """Raises AssertionError unless x and y have the same shape, element width and bits; the message
-    gives the number of mismatches and the first mismatching coordinate with both values."""
+    starts with ``label`` (when given) and gives the number of mismatches and the first mismatching
+    coordinate with both values."""
+    prefix = f"bitwise mismatch ({label}): " if label else "bitwise mismatch: "
     a, b = _raw_bytes(x), _raw_bytes(y)
-    assert a.shape == b.shape, f"shapes differ: {list(a.shape)} vs {list(b.shape)}"
-    assert a.dtype == b.dtype, f"element widths differ: {a.dtype.itemsize} vs {b.dtype.itemsize} bytes"
+    assert a.shape == b.shape, f"{prefix}shapes differ: {list(a.shape)} vs {list(b.shape)}"
+    assert a.dtype == b.dtype, f"{prefix}element widths differ: {a.dtype.itemsize} vs {b.dtype.itemsize} bytes"
     mismatch = a != b
     if mismatch.any():
         first = tuple(int(i) for i in np.argwhere(mismatch)[0])
         xv, yv = to_numpy(x)[first], to_numpy(y)[first]
-        raise AssertionError(f"{int(mismatch.sum())} of {a.size} elements differ; first at {first}: "
+        raise AssertionError(f"{prefix}{int(mismatch.sum())} of {a.size} elements differ; first at {first}: "
                              f"{xv!r} (0x{int(a[first]):x}) vs {yv!r} (0x{int(b[first]):x})")

@@ -1,4 +1,4 @@
-"""DeepGEMM's FP4 (e2m1) utilities (spec sections 1.9 and 2): quantise, transpose and dequantise
+"""DeepGEMM's FP4 (e2m1) utilities (DeepGEMM's API, docs/gemm.md): quantise, transpose and dequantise
 packed FP4.
 
 Packed FP4 is int8 with two e2m1 codes per byte, element 2i in the low nibble. A code's low three
@@ -67,7 +67,8 @@ def _check_packed(fn: str, arg: str, packed) -> np.ndarray:
 def per_token_cast_to_fp4(x, use_ue8m0: bool, gran_k: int = 128, use_packed_ue8m0: bool = False):
     """x [M, N] (N even) -> (packed FP4 int8 [M, N/2], sf float32 [M, ceil(N/gran_k)]): one scale per
     row and gran_k columns (the last block zero-padded). MX-style FP4 uses gran_k = 32 with
-    ``use_ue8m0``. ``use_packed_ue8m0`` (needs ``use_ue8m0``) returns sf packed with pack_ue8m0_to_int."""
+    ``use_ue8m0``. ``use_packed_ue8m0`` (needs ``use_ue8m0``) returns sf packed with pack_ue8m0_to_int,
+    int32 [M, ceil(ceil(N/gran_k)/4)]: a scale count that is not a multiple of 4 is padded with 1.0."""
     fn = "per_token_cast_to_fp4"
     v = _as_f32(x)
     _check_2d(fn, v)
@@ -86,6 +87,10 @@ def per_token_cast_to_fp4(x, use_ue8m0: bool, gran_k: int = 128, use_packed_ue8m
         sf = _ue8m0_ceil(sf)
     codes = _encode_e2m1(blocks * (np.float32(1) / sf)[:, :, None]).reshape(m, -1)
     packed = np.ascontiguousarray(_pack_pairs(codes)[:, :n // 2])
+    if use_packed_ue8m0 and sf.shape[-1] % 4:
+        # Four exponent bytes per int32: pad the scale count to a multiple of 4 with 1.0 (2^0). The
+        # padding covers no element and is never read.
+        sf = np.pad(sf, [(0, 0), (0, 4 - sf.shape[-1] % 4)], constant_values=1.0)
     sf = like(sf.astype(np.float32), x)
     return like(packed, x), pack_ue8m0_to_int(sf) if use_packed_ue8m0 else sf
 

@@ -1,4 +1,4 @@
-"""Scale-factor layout utility of the K-grouped GEMMs (spec section 1.8) and the group sizes of a
+"""Scale-factor layout utility of the K-grouped GEMMs (DeepGEMM's API, docs/gemm.md) and the group sizes of a
 K-grouped layout.
 
 K-grouped operands are [sum K, MN]; their per-channel scale factors (recipe (1, 1, gran_k)) hold
@@ -31,8 +31,9 @@ def k_group_sizes(fn: str, grouped_layout, ks_cpu, k_alignment: int, use_psum_la
     and ``ks_cpu`` (required, DeepGEMM's host copy) must hold the same values. With psum it holds the
     exclusive end of each group, non-decreasing; group g starts at align(end[g-1], k_alignment) and
     has end[g] - start rows (an empty group repeats the previous end or names the aligned start; an end
-    inside the alignment gap is an error, as in the M-grouped psum layout); ``ks_cpu`` may be None,
-    else it must hold those sizes."""
+    inside the alignment gap is an error, as in the M-grouped psum layout). With psum the layout is the
+    truth and ``ks_cpu`` only bounds it: None or [] (not synchronised), or per-group upper bounds
+    (>= each group's K, e.g. the sizes aligned to k_alignment)."""
     ref = to_ref(grouped_layout, fn, "grouped_layout")
     if ref.dtype != "int32" or len(ref.shape) != 1 or (ref.shape[0] > 1 and ref.strides[0] != 1):
         raise InvalidArgumentError(f"{fn}: argument 'grouped_layout' must be a contiguous 1-D int32 array, got "
@@ -40,6 +41,8 @@ def k_group_sizes(fn: str, grouped_layout, ks_cpu, k_alignment: int, use_psum_la
     values = [int(v) for v in to_numpy(grouped_layout)]
     groups = len(values)
     host = None
+    if use_psum_layout and ks_cpu is not None and len(ks_cpu) == 0:
+        ks_cpu = None  # DeepGEMM's "sizes not synchronised to the host"
     if ks_cpu is not None:
         host = [_int_arg(fn, "ks_cpu", k) for k in ks_cpu]
         if len(host) != groups:
@@ -66,9 +69,9 @@ def k_group_sizes(fn: str, grouped_layout, ks_cpu, k_alignment: int, use_psum_la
             raise InvalidArgumentError(f"{fn}: argument 'grouped_layout' (psum layout) entry {g} = {end} falls inside "
                                        f"the alignment gap [{previous_end}, {start}) after the previous group")
         size = 0 if end == previous_end else end - start
-        if host is not None and host[g] != size:
-            raise InvalidArgumentError(f"{fn}: argument 'ks_cpu' entry {g} = {host[g]} differs from the psum "
-                                       f"layout's K of group {g} = {size}")
+        if host is not None and host[g] < size:
+            raise InvalidArgumentError(f"{fn}: argument 'ks_cpu' entry {g} = {host[g]} is below the psum "
+                                       f"layout's K of group {g} = {size} (ks_cpu may only bound it from above)")
         sizes.append(size)
         previous_end = end
     return sizes
@@ -79,7 +82,9 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, grouped_layout, k
     """float32 SF [sum_g ceil(k_g/gran_k), MN] (powers of two, contiguous) of a K-grouped operand ->
     int32 [sum_g ceil(k_g/(4 gran_k)), MN] of packed UE8M0 exponents, four per int32 within one group
     (little-endian: byte j = the group's SF row 4i+j; byte 0 pads a group's last int32). Group sizes
-    come from ``grouped_layout``/``ks_cpu`` as in the K-grouped GEMMs (see k_group_sizes)."""
+    come from ``grouped_layout``/``ks_cpu`` as in the K-grouped GEMMs (see k_group_sizes). With the
+    psum layout ``ks_cpu`` may be None, [] or upper bounds; the result always has the exact rows of
+    the layout's real sizes (DeepGEMM may allocate up to its bounds, with the same leading rows)."""
     fn = "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor"
     gran_k = _int_arg(fn, "gran_k", gran_k)
     k_alignment = _int_arg(fn, "k_alignment", k_alignment)
@@ -100,7 +105,8 @@ def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, grouped_layout, k
     if np.any(bits & 0x807FFFFF):
         raise InvalidArgumentError(f"{fn}: argument 'sf' must hold non-negative powers of two (UE8M0 scales)")
     mn = values.shape[1]
-    out = np.zeros((sum(ceil_div(r, 4) for r in rows), mn), dtype=np.int32)
+    out_rows = sum(ceil_div(r, 4) for r in rows)  # exact: the layout is host memory here
+    out = np.zeros((out_rows, mn), dtype=np.int32)
     out_bytes = out.view(np.uint8).reshape(out.shape[0], mn, 4)
     first_in, first_out = 0, 0
     for r in rows:
