@@ -12,7 +12,13 @@ namespace {
 
 using namespace tessera::tl;
 
-Target cpu() { return Target::host(); }
+// The host at its level, but always with vector lanes: these tests check the lowering of SIMD loops,
+// which the scalar level (TESSERA_ISA=scalar) does not make. Nothing here is compiled.
+Target cpu() {
+  Target t = Target::host();
+  if (t.vector_lanes == 0) t.vector_lanes = 16;
+  return t;
+}
 
 // A GEMM-shaped program; `body` adds the statements under test inside the kernel.
 struct Fixture {
