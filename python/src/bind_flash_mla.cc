@@ -29,6 +29,24 @@ flash_mla::KvCacheLayout layout_from_name(const std::string& name) {
   fail(ErrorCode::kInvalidArgument, "quantize_k_cache: argument 'kvcache_layout' must be V32 or MODEL1, got ", name);
 }
 
+// The arguments the dense prefill's forward and backward share, named after `fn` in errors.
+flash_mla::VarlenInputs varlen_inputs(const char* fn, const ArrayRef& q, const ArrayRef& k, const ArrayRef& v,
+                                      const ArrayRef& cu_seqlens_qo, const ArrayRef& cu_seqlens_kv,
+                                      int64_t max_seqlen_qo, int64_t max_seqlen_kv,
+                                      std::optional<double> softmax_scale, bool causal) {
+  flash_mla::VarlenInputs in;
+  in.q = to_view(q, fn, "q");
+  in.k = to_view(k, fn, "k");
+  in.v = to_view(v, fn, "v");
+  in.cu_seqlens_qo = to_view(cu_seqlens_qo, fn, "cu_seqlens_qo");
+  in.cu_seqlens_kv = to_view(cu_seqlens_kv, fn, "cu_seqlens_kv");
+  in.max_seqlen_qo = max_seqlen_qo;
+  in.max_seqlen_kv = max_seqlen_kv;
+  in.softmax_scale = softmax_scale;
+  in.causal = causal;
+  return in;
+}
+
 // Optional array arguments: a view stored in `slot` and a pointer to it, or nullptr.
 const TensorView* optional_view(const ArrayRef* ref, const char* fn, const char* arg, TensorView* slot) {
   if (!ref) return nullptr;
@@ -121,16 +139,8 @@ void bind_flash_mla(nb::module_& m) {
          const ArrayRef& cu_seqlens_kv, int64_t max_seqlen_qo, int64_t max_seqlen_kv,
          std::optional<double> softmax_scale, bool causal, const ArrayRef& out, const ArrayRef& lse) {
         const char* fn = "flash_attn_varlen_func";
-        flash_mla::VarlenInputs in;
-        in.q = to_view(q, fn, "q");
-        in.k = to_view(k, fn, "k");
-        in.v = to_view(v, fn, "v");
-        in.cu_seqlens_qo = to_view(cu_seqlens_qo, fn, "cu_seqlens_qo");
-        in.cu_seqlens_kv = to_view(cu_seqlens_kv, fn, "cu_seqlens_kv");
-        in.max_seqlen_qo = max_seqlen_qo;
-        in.max_seqlen_kv = max_seqlen_kv;
-        in.softmax_scale = softmax_scale;
-        in.causal = causal;
+        const flash_mla::VarlenInputs in = varlen_inputs(fn, q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo,
+                                                         max_seqlen_kv, softmax_scale, causal);
         flash_mla::flash_attn_varlen_fwd(in, to_view(out, fn, "out"), to_view(lse, fn, "lse"));
       },
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("cu_seqlens_qo"), nb::arg("cu_seqlens_kv"),
@@ -143,16 +153,8 @@ void bind_flash_mla(nb::module_& m) {
          std::optional<double> softmax_scale, bool causal, const ArrayRef& out, const ArrayRef& lse,
          const ArrayRef& dout, const ArrayRef* dlse, const ArrayRef& dq, const ArrayRef& dk, const ArrayRef& dv) {
         const char* fn = "flash_attn_varlen_bwd";
-        flash_mla::VarlenInputs in;
-        in.q = to_view(q, fn, "q");
-        in.k = to_view(k, fn, "k");
-        in.v = to_view(v, fn, "v");
-        in.cu_seqlens_qo = to_view(cu_seqlens_qo, fn, "cu_seqlens_qo");
-        in.cu_seqlens_kv = to_view(cu_seqlens_kv, fn, "cu_seqlens_kv");
-        in.max_seqlen_qo = max_seqlen_qo;
-        in.max_seqlen_kv = max_seqlen_kv;
-        in.softmax_scale = softmax_scale;
-        in.causal = causal;
+        const flash_mla::VarlenInputs in = varlen_inputs(fn, q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo,
+                                                         max_seqlen_kv, softmax_scale, causal);
         TensorView dlse_v;
         flash_mla::flash_attn_varlen_bwd(in, to_view(out, fn, "out"), to_view(lse, fn, "lse"),
                                          to_view(dout, fn, "dout"), to_view(dq, fn, "dq"), to_view(dk, fn, "dk"),
