@@ -14,6 +14,7 @@
 #include "limit_pct.h"
 #include "quick_scale.h"
 #include "random_fill.h"
+#include "tessera/core/cpu.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/memory.h"
 #include "tessera/core/thread_pool.h"
@@ -278,8 +279,24 @@ class TlBench {
     const double flops = 4.0 * batch * heads * double(seq) * seq * dim * (causal ? 0.5 : 1.0);
     row.gflops = flops / (row.time_ms * 1e-3) * 1e-9;
     set_bf16_peak_pct(&row, lim_);
+    if (active_isa() == Isa::kAmx) {
+      // The same program compiled and run at the vector level below (vdpbf16ps): the AMX target is a
+      // ratio to it, since the two differ by the unit, not by the program.
+      const IsaCapScope vector_level(Isa::kAvx512Bf16);
+      const tl::Kernel kv512 = compiled(tl_flash_attention_program(batch, heads, seq, dim, 256, 128, causal));
+      row.peer = "vector version (avx512bf16)";
+      row.peer_time_ms = time_median([&](int64_t) { kv512({qv, kv, vv, ov}); }).median_ms;
+      row.peer_ratio = row.peer_time_ms / row.time_ms;
+    }
     rows_.push_back(row);
   }
+
+  // Caps the ISA level for the scope (the tl cache keys kernels by level, so both versions stay cached).
+  struct IsaCapScope {
+    explicit IsaCapScope(Isa cap) : saved(active_isa()) { set_isa_cap(cap); }
+    ~IsaCapScope() { set_isa_cap(saved); }
+    Isa saved;
+  };
 
   const Options& opt_;
   const MachineLimits& lim_;
@@ -293,6 +310,16 @@ const Row* find(const std::vector<Row>& rows, const std::string& op) {
 }
 
 const char* verdict(bool met) { return met ? "[met]" : "[not met]"; }
+
+// FlashAttention's target per level: % of the level's bf16 (or fp32 FMA) peak; 0 at amx, where the
+// target is 3x the same program run at the vector level.
+double flash_pct_target() {
+  switch (active_isa()) {
+    case Isa::kAmx: return 0;
+    case Isa::kAvx512Bf16: return 50;
+    default: return 40;
+  }
+}
 
 }  // namespace
 
@@ -322,8 +349,14 @@ void print_tl_summary(std::FILE* out, const std::vector<Row>& rows) {
        {Target{"add_relu_bf16", "elementwise add+relu (bytes read + written): of DRAM copy bandwidth", 75},
         Target{"gemv_fp8_tiled", "dequant GEMV (fp8 weights stored tile by tile, bytes read): of DRAM read bandwidth", 75,
                "gemv_fp8", "row-major weights (64 rows 8 KiB apart per T.gemm)"},
-        Target{"flash_fwd", "FlashAttention fwd (seq 2048, dim 128, bf16): of bf16 peak", 50}}) {
+        Target{"flash_fwd", "FlashAttention fwd (seq 2048, dim 128, bf16): of bf16 peak", flash_pct_target()}}) {
     const Row* r = find(rows, t.op);
+    if (t.target == 0) {  // amx: a ratio to the same program at the vector level
+      std::fprintf(out, "  %s %s; %s its %s (target >= 3x) %s\n", t.what, r ? format_pct(r->pct_of_limit).c_str() : "n/a",
+                   r ? format_ratio(r->peer_ratio).c_str() : "n/a", r ? r->peer.c_str() : "vector version",
+                   r && std::isfinite(r->peer_ratio) ? verdict(r->peer_ratio >= 3) : "[n/a]");
+      continue;
+    }
     std::fprintf(out, "  %s %s (target >= %.0f%%) %s", t.what, r ? format_pct(r->pct_of_limit).c_str() : "n/a",
                  t.target, r ? verdict(r->pct_of_limit >= t.target) : "[n/a]");
     if (r && std::isfinite(r->peer_ratio))  // the same bytes moved by a plain loop in this run
