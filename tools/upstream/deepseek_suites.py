@@ -39,9 +39,7 @@ FLASH_MLA = {
         "tests/test_flash_mla_sparse_prefill.py": {
             "factor": 8, "threshold": 1024, "cases": {"run_test": {"every": 9, "limit": 24}}},
         "tests/test_fmha_sm100.py": {
-            "factor": 16, "threshold": 1024,
-            # Backward (training) is a separate task: cases with has_bwd=True run their forward part only.
-            "cases": {"test_flash_attention": {"overrides": {"has_bwd": False}}}},
+            "factor": 16, "threshold": 1024},
     },
     "excluded": {},
 }
