@@ -4,6 +4,7 @@
 #include "ep/ep_bench.h"
 #include "gemm/gemm_bench.h"
 #include "gemm/grouped_bench.h"
+#include "python/python_bench.h"
 #include "select/select_bench.h"
 #include "tl/tl_bench.h"
 
@@ -95,6 +96,8 @@ const std::vector<Component> kComponents = {
      print_ep_summary},
     {"tl", "tile-language kernels (GEMM, elementwise, dequant GEMV, FlashAttention) and compile times", kTlHelp,
      run_tl_bench, print_tl_summary},
+    {"python", "the Python modules with torch tensors vs the same calls at the native entry", kPythonHelp,
+     run_python_bench, print_python_summary},
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "python/python_interpreter.h"
 
 namespace tessera::cli {
 namespace {
@@ -27,19 +28,6 @@ void usage(std::FILE* out) {
                "(Python literals, e.g. --arg block_M=64 --arg layout='\"nt\"'). --list prints the kernels.\n");
 }
 
-std::string python_interpreter(const char* argv0) {
-  if (const char* env = std::getenv("TESSERA_PYTHON"); env && *env) return env;
-  char self[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string dir = n > 0 ? std::string(self, size_t(n)) : std::string(argv0);
-  dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
-  for (const char* name : {"/python3", "/python"}) {
-    const std::string candidate = dir + name;
-    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "python3";
-}
-
 }  // namespace
 
 int run_tlc(int argc, char** argv) {
@@ -47,7 +35,7 @@ int run_tlc(int argc, char** argv) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? kExitUsage : kExitOk;
   }
-  const std::string python = python_interpreter(argv[0]);
+  const std::string python = bench::python_interpreter();
   std::vector<std::string> args = {python, "-m", "tessera.tl.aot"};
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
   std::vector<char*> cargs;
