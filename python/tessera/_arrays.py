@@ -173,3 +173,16 @@ def like(result: np.ndarray, reference):
         as_int, torch_type = special[result.dtype]
         return torch.from_numpy(result.view(as_int)).view(torch_type)
     return torch.from_numpy(result)
+
+
+def shares_own_memory(v) -> bool:
+    """Whether two elements of the numpy view v may share memory: by increasing |stride|, each stride
+    must clear the extent of the dimensions before it (the test tessera's C++ outputs use)."""
+    if v.size == 0:
+        return False
+    extent = v.itemsize
+    for stride, size in sorted((abs(st), n) for st, n in zip(v.strides, v.shape) if n > 1):
+        if stride < extent:
+            return True
+        extent += stride * (size - 1)
+    return False

@@ -1,6 +1,7 @@
 #include "tessera/core/tensor.h"
 
 #include <algorithm>
+#include <vector>
 #include <sstream>
 
 namespace tessera {
@@ -115,6 +116,22 @@ void check_row_major(const char* fn, const char* arg, const TensorView& t) {
     TESSERA_CHECK(d == t.ndim - 1 || t.shape[d] <= 1 || t.strides[d] >= inner_extent, fn, ": argument '", arg,
                   "' has overlapping rows (shape ", t.shape_str(), ", strides ", t.strides_str(), ")");
     if (t.shape[d] > 1) inner_extent += (t.shape[d] - 1) * (t.strides[d] < 0 ? -t.strides[d] : t.strides[d]);
+  }
+}
+
+void check_no_self_overlap(const char* fn, const char* arg, const TensorView& t) {
+  // Sufficient test (the usual one): visiting dimensions by increasing |stride|, each stride must clear
+  // the extent spanned by the dimensions before it.
+  if (t.numel() == 0) return;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size) of dimensions with size > 1
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.shape[d] > 1) dims.emplace_back(t.strides[d] < 0 ? -t.strides[d] : t.strides[d], t.shape[d]);
+  std::sort(dims.begin(), dims.end());
+  int64_t extent = 1;
+  for (const auto& [stride, size] : dims) {
+    TESSERA_CHECK(stride >= extent, fn, ": output '", arg, "' has elements that share memory (shape ", t.shape_str(),
+                  ", strides ", t.strides_str(), "); pass a view without repeated or interleaved elements");
+    extent = stride * (size - 1) + extent;
   }
 }
 

@@ -56,6 +56,7 @@ std::vector<GemmProblem> head_problems(const char* fn, bool bhd_out, const Tenso
                 a.shape_str());
   TESSERA_CHECK(d.shape[0] == B && d.shape[1] == H && d.shape[2] == n, fn, ": argument 'd' must have shape [", B, ", ",
                 H, ", ", n, "], got ", d.shape_str());
+  check_no_self_overlap(fn, "d", d);
   for (const auto& [arg, t] : {std::pair<const char*, const TensorView*>{"a", &a}, {"b", &b}, {"d", &d}})
     TESSERA_CHECK(t->shape[2] <= 1 || t->strides[2] == 1, fn, ": argument '", arg, "' must have stride(2) == 1, got strides ",
                   t->strides_str());
@@ -127,6 +128,10 @@ void einsum(const std::string& expr, const TensorView& a, const TensorView& b, c
     check_row_major(fn, "d", d);
     if (d.dtype == DType::kF32) {
       TESSERA_CHECK(has_c && c->data == d.data, fn, ": with float32 'd', 'bmk,bnk->mn' accumulates into d: pass c=d");
+      TESSERA_CHECK(c->ndim == 2 && c->shape[0] == m && c->shape[1] == n && c->strides[0] == d.strides[0] &&
+                        (n <= 1 || c->strides[1] == d.strides[1]),
+                    fn, ": argument 'c' must be 'd' itself (shape ", d.shape_str(), ", strides ", d.strides_str(),
+                    "), got shape ", c->shape_str(), " strides ", c->strides_str());
     } else {
       TESSERA_CHECK(!has_c, fn, ": with bfloat16 'd', 'bmk,bnk->mn' takes no 'c'");
     }
@@ -183,6 +188,11 @@ void fp8_einsum(const std::string& expr, const ScaledTensor& a, const ScaledTens
   check_3d(fn, "b.scale", b.scale, {DType::kF32});
   std::vector<GemmProblem> problems = head_problems(fn, true, a.data, b.data, d);
   const int64_t B = a.data.shape[0], H = a.data.shape[1], D = b.data.shape[1], R = b.data.shape[2];
+  // The scales' batch and head dimensions index per head below; their K/N extents are checked by the recipe.
+  TESSERA_CHECK(a.scale.shape[0] == B && a.scale.shape[1] == H, fn, ": argument 'a.scale' must have shape [", B, ", ", H,
+                ", ceil(R / gran_k)] (the batch and heads of 'a'), got ", a.scale.shape_str());
+  TESSERA_CHECK(b.scale.shape[0] == H, fn, ": argument 'b.scale' must have shape [", H,
+                ", ceil(D / gran_n), ceil(R / gran_k)] (the heads of 'b'), got ", b.scale.shape_str());
   if (c && c->data) {  // d = c + x.y per head (c may be d)
     check_3d(fn, "c", *c, {d.dtype});
     check_same_shape(fn, "c", *c, "d", d);

@@ -147,3 +147,51 @@ def test_mn_major_packed_fp4_matches_k_major(rng):
     deep_gemm.fp8_fp4_gemm_nt((qa, sfa), (along_k, sfb), d_k, recipe_a=(1, 128), recipe_b=(1, 32))
     deep_gemm.fp8_fp4_gemm_nn((qa, sfa), (along_n, sfb.T), d_n, recipe_a=(1, 128), recipe_b=(1, 32))
     np.testing.assert_array_equal(bits(d_k), bits(d_n))
+
+
+# ---- einsum / fp8_einsum: scale extents, outputs that share memory with themselves, c aliasing d ----
+
+def _fp8_heads(rng, b, h, r, d):
+    from helpers import E4M3
+    x = rng.standard_normal((b, h, r), dtype=np.float32).astype(E4M3)
+    y = rng.standard_normal((h, d, r), dtype=np.float32).astype(E4M3)
+    sx = np.ones((b, h, (r + 127) // 128), np.float32)
+    sy = np.ones((h, (d + 127) // 128, (r + 127) // 128), np.float32)
+    return x, sx, y, sy
+
+
+def test_fp8_einsum_scale_batch_and_heads_checked(rng):
+    x, sx, y, sy = _fp8_heads(rng, 8, 2, 256, 256)
+    out = poisoned((8, 2, 256), BF16)
+    expect_invalid(lambda: deep_gemm.fp8_einsum("bhr,hdr->bhd", (x, sx[:1].copy()), (y, sy), out), out,
+                   r"fp8_einsum: argument 'a.scale' must have shape \[8, 2, ")
+    expect_invalid(lambda: deep_gemm.fp8_einsum("bhr,hdr->bhd", (x, sx), (y, sy[:1].copy()), out), out,
+                   r"fp8_einsum: argument 'b.scale' must have shape \[2, ")
+
+
+def _self_overlapping(shape, element_strides, dtype):
+    base = poisoned((int(np.prod(shape)) * 4 + 64,), dtype)
+    return np.lib.stride_tricks.as_strided(base, shape, [s * base.itemsize for s in element_strides]), base
+
+
+@pytest.mark.parametrize("expr", ["bhr,hdr->bhd", "bhd,hdr->bhr"])
+def test_einsum_rejects_self_overlapping_d(rng, expr):
+    a = rng.standard_normal((4, 2, 64), dtype=np.float32).astype(BF16)
+    b = rng.standard_normal((2, 64, 64), dtype=np.float32).astype(BF16)
+    d, base = _self_overlapping((4, 2, 64), (2, 2, 1), BF16)
+    expect_invalid(lambda: deep_gemm.einsum(expr, a, b, d), base, r"einsum: argument 'd' .*share memory")
+
+
+def test_fp8_einsum_rejects_self_overlapping_d(rng):
+    x, sx, y, sy = _fp8_heads(rng, 4, 2, 128, 128)
+    d, base = _self_overlapping((4, 2, 128), (0, 128, 1), BF16)
+    expect_invalid(lambda: deep_gemm.fp8_einsum("bhr,hdr->bhd", (x, sx), (y, sy), d), base,
+                   r"fp8_einsum: .*'d'.*share memory")
+
+
+def test_einsum_bmk_c_must_be_d_itself(rng):
+    a = rng.standard_normal((3, 4, 32), dtype=np.float32).astype(BF16)
+    b = rng.standard_normal((3, 6, 32), dtype=np.float32).astype(BF16)
+    d = poisoned((4, 6), np.float32)
+    c = d.reshape(-1)[:6].reshape(1, 6)
+    expect_invalid(lambda: deep_gemm.einsum("bmk,bnk->mn", a, b, d, c), d, r"einsum: argument 'c' must be 'd' itself")

@@ -53,6 +53,9 @@ void check_same_shape(const char* fn, const char* arg, const TensorView& t, cons
                       const TensorView& other);
 void check_row_major(const char* fn, const char* arg, const TensorView& t);  // stride(-1)==1, no overlap
 void check_contiguous(const char* fn, const char* arg, const TensorView& t);
+// Throws if two elements of an output view share memory (a stride of 0, or strides whose steps land
+// inside another dimension's extent, in any dimension order).
+void check_no_self_overlap(const char* fn, const char* arg, const TensorView& t);
 // Throws if the byte ranges of an output and an input overlap (outputs must not alias inputs).
 void check_no_overlap(const char* fn, const char* out_arg, const TensorView& out, const char* in_arg,
                       const TensorView& in);

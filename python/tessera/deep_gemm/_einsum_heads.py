@@ -11,7 +11,7 @@ float32 rounding: calc_diff against such a reference is ~3e-11 on DeepGEMM's sha
 import ml_dtypes
 import numpy as np
 
-from .._arrays import to_numpy
+from .._arrays import shares_own_memory, to_numpy
 from .._errors import InvalidArgumentError, invalid_argument
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -34,6 +34,9 @@ def _view(fn, arg, x, dtypes, writable=False):
                                f"{[s // v.itemsize for s in v.strides]}")
     if writable and not v.flags.writeable:
         raise invalid_argument(fn, arg, "is an output and must be writable")
+    if writable and shares_own_memory(v):
+        raise invalid_argument(fn, arg, f"is an output whose elements share memory (shape {list(v.shape)}, "
+                               f"strides {list(v.strides)}); pass a view without repeated or interleaved elements")
     return v
 
 

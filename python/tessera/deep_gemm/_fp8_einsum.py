@@ -12,7 +12,7 @@ float32 scale), multiplied and summed in float64, and rounded once to d's dtype.
 import ml_dtypes
 import numpy as np
 
-from .._arrays import to_numpy
+from .._arrays import shares_own_memory, to_numpy
 from .._errors import InvalidArgumentError, invalid_argument
 
 _E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
@@ -37,6 +37,9 @@ def _arr(arg, x, ndim, dtypes, writable=False):
         raise invalid_argument(_FN, arg, f"must have dtype {' or '.join(map(str, dtypes))}, got {v.dtype}")
     if writable and not v.flags.writeable:
         raise invalid_argument(_FN, arg, "is an output and must be writable")
+    if writable and shares_own_memory(v):
+        raise invalid_argument(_FN, arg, f"is an output whose elements share memory (shape {list(v.shape)}, "
+                               f"strides {list(v.strides)}); pass a view without repeated or interleaved elements")
     return v
 
 
