@@ -194,3 +194,12 @@ def test_bad_input_raises_clear_errors(rng):
     with pytest.raises(ValueError, match="'output_idx_offset'"):
         deep_select.topk(x, 4, output_idx=out, output_idx_offset=np.zeros(3, np.int32))
     assert (out == 9).all()
+    # int32 indices shifted past 2^31 - 1 would wrap: refused before anything is written
+    out32 = np.full((2, 4), 9, np.int32)
+    with pytest.raises(ValueError, match="'output_idx_offset' moves row 0's indices .* outside int32"):
+        deep_select.topk(x, 4, indices_type=np.int32, output_idx=out32,
+                         output_idx_offset=np.array([2**31 - 99, 0], np.int32))
+    assert (out32 == 9).all()
+    _, ok = deep_select.topk(x, 4, indices_type=np.int32, output_idx=out32,
+                            output_idx_offset=np.array([2**31 - 100, 0], np.int32))  # index 99 -> 2^31 - 1
+    assert ok.max() <= 2**31 - 1 and ok.min() >= 0
