@@ -165,10 +165,17 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, sc
         raise InvalidArgumentError(f"{fn}: argument 'q' must be [B, next_n, H, D], got shape {list(q_ref.shape)}")
     if indices is not None:
         _check_varlen_indices(fn, indices, q_ref.shape[0], q_ref.shape[1])
+    # The logits are allocated here, before the native checks: bound their width by what a block_table
+    # row can address, so a wrong max_context_len fails with a message instead of a huge allocation.
+    kv_ref, table_ref = to_ref(kv_cache, fn, "kv_cache"), to_ref(block_table, fn, "block_table")
+    if len(kv_ref.shape) >= 2 and len(table_ref.shape) == 2 and max_len > kv_ref.shape[1] * table_ref.shape[1]:
+        raise InvalidArgumentError(
+            f"{fn}: argument 'max_context_len' ({max_len}) must not exceed the tokens a block_table row addresses "
+            f"(max_blocks * block_kv = {table_ref.shape[1]} * {kv_ref.shape[1]})")
     logits = _empty_logits(q_ref.shape[0] * q_ref.shape[1], max_len, dtype_name, q_data)
-    _C.fp8_fp4_paged_mqa_logits(q_ref, optional_ref(q_sf, fn, "q_sf"), to_ref(kv_cache, fn, "kv_cache"),
+    _C.fp8_fp4_paged_mqa_logits(q_ref, optional_ref(q_sf, fn, "q_sf"), kv_ref,
                                 to_ref(weights, fn, "weights"), to_ref(context_lens, fn, "context_lens"),
-                                to_ref(block_table, fn, "block_table"), to_ref(schedule_meta, fn, "schedule_meta"),
+                                table_ref, to_ref(schedule_meta, fn, "schedule_meta"),
                                 to_ref(logits, fn, "logits", writable=True), max_len, clean, None)
     return logits
 

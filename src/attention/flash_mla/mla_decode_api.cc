@@ -1,4 +1,5 @@
 // flash_mla_with_kvcache and get_mla_metadata (FlashMLA's API, docs/attention.md).
+#include <cstdint>
 #include <cmath>
 #include <utility>
 
@@ -67,7 +68,13 @@ SchedConfig decode_config(const KvcacheInputs& in) {
   return c;
 }
 
+static void check_request_count(const KvcacheInputs& in) {
+  TESSERA_CHECK(in.q.ndim < 1 || in.q.shape[0] <= kMaxRequests, kFn, ": argument 'q' must hold at most ", kMaxRequests,
+                " requests (batch_size), got shape ", in.q.shape_str());
+}
+
 void flash_mla_with_kvcache(const KvcacheInputs& in, SchedMeta& meta, const TensorView& out, const TensorView& lse) {
+  check_request_count(in);
   const SchedConfig now = decode_config(in);
   if (meta.have_initialized) check_same_config(kFn, meta.config, now);
   DecodeSetup s = setup_decode(in, out, lse);
@@ -84,6 +91,7 @@ void flash_mla_with_kvcache(const KvcacheInputs& in, SchedMeta& meta, const Tens
 
 void flash_mla_with_kvcache(const KvcacheInputs& in, const Schedule& schedule, const TensorView& out,
                             const TensorView& lse) {
+  check_request_count(in);
   DecodeSetup s = setup_decode(in, out, lse);
   check_schedule(kFn, schedule, s.task->requests);
   run_mla(*s.task, schedule);
@@ -99,10 +107,12 @@ Schedule get_mla_metadata(const TensorView& cache_seqlens, int64_t num_q_tokens_
   TESSERA_CHECK(num_q_tokens_per_head_k >= 1, fn, ": argument 'num_q_tokens_per_head_k' must be >= 1, got ",
                 num_q_tokens_per_head_k);
   const int64_t b = cache_seqlens.shape[0];
+  TESSERA_CHECK(b <= kMaxRequests, fn, ": argument 'cache_seqlens' must hold at most ", kMaxRequests,
+                " requests, got ", b);
   std::vector<int64_t> lens;
   int64_t units_per_item;
   if (topk) {
-    TESSERA_CHECK(*topk >= 0, fn, ": argument 'topk' must be >= 0, got ", *topk);
+    TESSERA_CHECK(*topk >= 0 && *topk <= INT32_MAX, fn, ": argument 'topk' must be in [0, 2^31 - 1], got ", *topk);
     const int64_t h_q = num_heads_q.value_or(num_q_tokens_per_head_k * num_heads_k);
     TESSERA_CHECK(h_q >= 1 && (num_q_tokens_per_head_k * num_heads_k) % h_q == 0, fn,
                   ": argument 'num_heads_q' (", h_q, ") must divide num_q_tokens_per_head_k * num_heads_k = ",

@@ -3,6 +3,7 @@
 // indices[b, s, :topk_length[b]] followed by the valid entries of the extra cache's list. An index < 0 or
 // >= blocks * block_size is skipped, so unreferenced slots are never read. Tokens are dequantised into
 // the tile buffer by the kernel set; the next tile's bytes are prefetched while the current one computes.
+#include <cstdint>
 #include <cmath>
 #include <memory>
 
@@ -106,6 +107,8 @@ IndexList check_index_list(const char* fn, const char* indices_arg, const Tensor
   check_ndim(fn, indices_arg, indices, {3});
   check_dim(fn, indices_arg, indices, 0, b, "batch_size");
   check_dim(fn, indices_arg, indices, 1, s_q, "seq_len_q");
+  TESSERA_CHECK(indices.shape[2] <= INT32_MAX, fn, ": argument '", indices_arg,
+                "' must list at most 2^31 - 1 tokens per query (topk), got ", indices.shape[2]);
   l.indices = indices;
   l.topk = indices.shape[2];
   if (length) {

@@ -1,6 +1,7 @@
 // flash_mla_sparse_fwd: sparse MLA prefill over a bf16 kv (FlashMLA's API, docs/attention.md).
 // Group g = (query token s, KV head kvh) with the h_q / h_kv query heads of that KV head as rows; its
 // token list is the valid entries of indices[s, kvh, :topk_length[s]] (0 <= index < s_kv).
+#include <cstdint>
 #include <cmath>
 #include <memory>
 #include <utility>
@@ -114,6 +115,8 @@ void flash_mla_sparse_fwd(const SparsePrefillInputs& in, const TensorView& out, 
   check_ndim(kFn, "indices", idx, {3});
   check_dim(kFn, "indices", idx, 0, s_q, "s_q");
   check_dim(kFn, "indices", idx, 1, h_kv, "h_kv");
+  TESSERA_CHECK(idx.shape[2] <= INT32_MAX, kFn, ": argument 'indices' must list at most 2^31 - 1 tokens per query (topk), got ",
+                idx.shape[2]);
   auto task = std::make_unique<SparsePrefill>();
   task->topk = idx.shape[2];
   if (in.topk_length) {

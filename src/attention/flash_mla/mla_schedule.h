@@ -14,6 +14,8 @@ namespace tessera::flash_mla {
 // particular not on the thread count - so the split (and hence every output bit) is reproducible.
 constexpr int64_t kTargetUnits = 16;
 constexpr int64_t kMinSplitTokens = 512;
+// Requests per call: bounds the schedule's work lists (int32 prefix sums of splits) before they are built.
+constexpr int64_t kMaxRequests = int64_t(1) << 24;
 Schedule make_schedule(const std::vector<int64_t>& lens, int64_t units_per_item, int64_t parts);
 
 // Structural check of a caller-supplied schedule for `requests` requests (sizes, prefix sums, ranges

@@ -149,6 +149,9 @@ void fp8_fp4_paged_mqa_logits(const TensorView& q, const TensorView* q_sf, const
                 schedule_meta.shape_str());
 
   TESSERA_CHECK(max_context_len >= 0, kFn, ": argument 'max_context_len' must be >= 0, got ", max_context_len);
+  TESSERA_CHECK(max_context_len <= block_table.size(1) * block_kv, kFn, ": argument 'max_context_len' (", max_context_len,
+                ") must not exceed the tokens a block_table row addresses (max_blocks * block_kv = ", block_table.size(1),
+                " * ", block_kv, ")");
   for (int64_t i = 0; i < batch * next_n; ++i)
     TESSERA_CHECK(len[size_t(i)] <= max_context_len, kFn, ": argument 'context_lens' gives query ", i, " length ",
                   len[size_t(i)], " above max_context_len = ", max_context_len);
