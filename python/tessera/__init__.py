@@ -5,6 +5,7 @@ runtime controls shared by every component: threads, CPU features and the instru
 """
 from . import _C
 from ._errors import (
+    ArgumentTypeError,
     InvalidArgumentError,
     NotImplementedInTessera,
     TesseraError,
@@ -15,6 +16,7 @@ __version__ = _C.__version__
 
 __all__ = [
     "__version__",
+    "ArgumentTypeError",
     "InvalidArgumentError",
     "NotImplementedInTessera",
     "TesseraError",

@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from . import _C
-from ._errors import invalid_argument
+from ._errors import ArgumentTypeError, invalid_argument
 
 # numpy dtype -> native dtype name (tessera/core/dtype.h: dtype_from_name).
 _NUMPY_DTYPES = {
@@ -126,8 +126,8 @@ def to_ref(x, fn: str, arg: str, writable: bool = False):
     torch = torch_module()
     if torch is not None and isinstance(x, torch.Tensor):
         return _torch_ref(x, torch, fn, arg)
-    raise TypeError(f"{fn}: argument '{arg}' must be a numpy array or a torch CPU tensor, "
-                    f"got {type(x).__name__}")
+    raise ArgumentTypeError(f"{fn}: argument '{arg}' must be a numpy array or a torch CPU tensor, "
+                            f"got {type(x).__name__}")
 
 
 def optional_ref(x, fn: str, arg: str, writable: bool = False):
@@ -136,14 +136,16 @@ def optional_ref(x, fn: str, arg: str, writable: bool = False):
 
 # ---- conversions used by utilities that compute in numpy and return the caller's kind of array ----
 
-def to_numpy(x) -> np.ndarray:
-    """A numpy view (torch CPU tensor: shared memory where the dtype allows) of an array."""
+def to_numpy(x, fn: str = "", arg: str = "") -> np.ndarray:
+    """A numpy view (torch CPU tensor: shared memory where the dtype allows) of an array; ``fn`` and
+    ``arg`` name the public function and argument in the error for anything else."""
+    where = f"{fn}: argument '{arg}' " if fn else ""
     if isinstance(x, np.ndarray):
         return x
     if is_torch_tensor(x):
         torch = torch_module()
         if x.device.type != "cpu":
-            raise TypeError(f"expected a CPU tensor, got device {x.device}")
+            raise ArgumentTypeError(f"{where}expected a CPU tensor, got device {x.device}")
         x = x.detach()
         # numpy has no bfloat16/float8: reinterpret the bytes as ints, then as the ml_dtypes type.
         special = {torch.bfloat16: (torch.int16, ml_dtypes.bfloat16),
@@ -155,7 +157,7 @@ def to_numpy(x) -> np.ndarray:
             as_int, np_type = special[x.dtype]
             return x.view(as_int).numpy().view(np_type)
         return x.numpy()
-    raise TypeError(f"expected a numpy array or a torch CPU tensor, got {type(x).__name__}")
+    raise ArgumentTypeError(f"{where}must be a numpy array or a torch CPU tensor, got {type(x).__name__}")
 
 
 def like(result: np.ndarray, reference):

@@ -14,6 +14,11 @@ class InvalidArgumentError(TesseraError, ValueError, RuntimeError):
     """An argument violates a documented rule (dtype, shape, stride, layout, value range)."""
 
 
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument has the wrong Python type (None, a list, a float where an array or an int is needed).
+    Also a ``TypeError``, which DeepSeek's interfaces raise for these."""
+
+
 class NotImplementedInTessera(TesseraError, NotImplementedError):
     """A documented combination that this build of tessera does not provide (yet)."""
 

@@ -2,6 +2,7 @@
 import sys
 
 import numpy as np
+from .._errors import ArgumentTypeError
 
 
 def itemsize(dtype, fn: str, arg: str = "dtype") -> int:
@@ -12,7 +13,7 @@ def itemsize(dtype, fn: str, arg: str = "dtype") -> int:
     try:
         return np.dtype(dtype).itemsize
     except TypeError as e:
-        raise TypeError(f"{fn}: argument '{arg}' must be a torch or numpy dtype, got {dtype!r}") from e
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be a torch or numpy dtype, got {dtype!r}") from e
 
 
 def is_torch_dtype(dtype) -> bool:

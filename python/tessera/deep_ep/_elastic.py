@@ -18,6 +18,7 @@ from .._arrays import is_torch_tensor, like, optional_ref, to_ref
 from . import _dtypes, _group
 from ._event import EventHandle, overlap
 from ._native import output
+from .._errors import ArgumentTypeError
 
 
 # DeepEP's buffer sizes are multiples of 2 MiB.
@@ -108,7 +109,7 @@ class EPHandle:
 def _split_x(fn, x):
     if isinstance(x, tuple):
         if len(x) != 2:
-            raise TypeError(f"{fn}: argument 'x' must be an array or a (data, scale_factors) pair")
+            raise ArgumentTypeError(f"{fn}: argument 'x' must be an array or a (data, scale_factors) pair")
         return x[0], x[1]
     return x, None
 
@@ -210,7 +211,7 @@ class ElasticBuffer:
                 event.current_stream_wait()
         data, sf = _split_x(fn, x)
         if handle is not None and not isinstance(handle, EPHandle):
-            raise TypeError(f"{fn}: argument 'handle' must be an EPHandle from dispatch, got {type(handle).__name__}")
+            raise ArgumentTypeError(f"{fn}: argument 'handle' must be an EPHandle from dispatch, got {type(handle).__name__}")
         recv_x, recv_sf, recv_idx, recv_w, native_handle, event = rt.dispatch(
             to_ref(data, fn, "x"), optional_ref(sf, fn, "x.sf"), optional_ref(topk_idx, fn, "topk_idx"),
             optional_ref(topk_weights, fn, "topk_weights"),
@@ -251,7 +252,7 @@ class ElasticBuffer:
             if event is not None:
                 event.current_stream_wait()
         if not isinstance(handle, EPHandle):
-            raise TypeError(f"{fn}: argument 'handle' must be an EPHandle from dispatch, got {type(handle).__name__}")
+            raise ArgumentTypeError(f"{fn}: argument 'handle' must be an EPHandle from dispatch, got {type(handle).__name__}")
         bias0, bias1 = (bias if isinstance(bias, tuple) else (bias, None))
         combined, combined_w, event = rt.combine(
             to_ref(x, fn, "x"), handle._native, optional_ref(topk_weights, fn, "topk_weights"),
@@ -269,7 +270,7 @@ class ElasticBuffer:
         torch tensor to return a torch view instead of a NumPy array."""
         fn = "ElasticBuffer.get_combine_input_buffer"
         if not isinstance(handle, EPHandle):
-            raise TypeError(f"{fn}: argument 'handle' must be an EPHandle from dispatch, got {type(handle).__name__}")
+            raise ArgumentTypeError(f"{fn}: argument 'handle' must be an EPHandle from dispatch, got {type(handle).__name__}")
         tensor = self._rt("get_combine_input_buffer").get_combine_input(handle._native, int(hidden or 0))
         return output(tensor, like)
 

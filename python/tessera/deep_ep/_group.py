@@ -9,6 +9,7 @@ import os
 import sys
 
 from .. import _C
+from .._errors import ArgumentTypeError
 
 
 class Group:
@@ -91,7 +92,7 @@ def resolve(group, comm=None, fn: str = "tessera.deep_ep") -> Group:
     if group is None:
         raise ValueError(f"{fn}: give a group (tessera.deep_ep.Group.world(), an mpi4py communicator or a "
                          "torch.distributed group) or comm=")
-    raise TypeError(f"{fn}: argument 'group' must be a tessera.deep_ep.Group, an mpi4py communicator or a "
+    raise ArgumentTypeError(f"{fn}: argument 'group' must be a tessera.deep_ep.Group, an mpi4py communicator or a "
                     f"torch.distributed ProcessGroup, got {type(group).__name__}")
 
 

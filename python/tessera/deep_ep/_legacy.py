@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _C
 from .._arrays import like, optional_ref, to_ref
-from .._errors import NotImplementedInTessera
+from .._errors import ArgumentTypeError, NotImplementedInTessera
 from . import _group
 from ._event import EventHandle, EventOverlap, overlap
 from ._native import output
@@ -70,7 +70,7 @@ def _native_handle(handle, fn):
         return handle.native
     if isinstance(handle, _C.EpLegacyHandle):
         return handle
-    raise TypeError(f"{fn}: argument 'handle' must be the handle Buffer.dispatch returned, "
+    raise ArgumentTypeError(f"{fn}: argument 'handle' must be the handle Buffer.dispatch returned, "
                     f"got {type(handle).__name__}")
 
 
@@ -92,7 +92,7 @@ def _not_implemented(what: str):
 def _split_x(fn, x):
     if isinstance(x, tuple):
         if len(x) != 2:
-            raise TypeError(f"{fn}: argument 'x' must be an array or a (data, scale_factors) pair")
+            raise ArgumentTypeError(f"{fn}: argument 'x' must be an array or a (data, scale_factors) pair")
         return x[0], x[1]
     return x, None
 
@@ -314,6 +314,6 @@ class _LazyLowLatencyHandle(LowLatencyHandle):
 
 def _native_ll(handle, fn):
     if not isinstance(handle, LowLatencyHandle):
-        raise TypeError(f"{fn}: argument 'handle' must be the handle low_latency_dispatch returned")
+        raise ArgumentTypeError(f"{fn}: argument 'handle' must be the handle low_latency_dispatch returned")
     handle.pending.current_stream_wait()
     return handle.native

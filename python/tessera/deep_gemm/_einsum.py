@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _C
 from .._arrays import optional_ref, to_ref
-from .._errors import InvalidArgumentError
+from .._errors import ArgumentTypeError, InvalidArgumentError
 from ._einsum_heads import head_einsum
 from ._fp8_einsum import fp8_einsum_bhd_hdr_bhr, fp8_einsum_bhd_bhr_hdr
 from ._gemm import _check_compiled_dims, _pair, _recipe
@@ -18,7 +18,7 @@ from ._gemm import _check_compiled_dims, _pair, _recipe
 
 def _check_expr(fn: str, expr) -> str:
     if not isinstance(expr, str):
-        raise TypeError(f"{fn}: argument 'expr' must be a str, got {type(expr).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument 'expr' must be a str, got {type(expr).__name__}")
     return expr
 
 
@@ -34,7 +34,7 @@ def einsum(expr, a, b, d, c=None, use_cublaslt=False) -> None:
     same). Returns None."""
     fn = "einsum"
     if not isinstance(use_cublaslt, (bool, np.bool_)):
-        raise TypeError(f"{fn}: argument 'use_cublaslt' must be a bool, got {type(use_cublaslt).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument 'use_cublaslt' must be a bool, got {type(use_cublaslt).__name__}")
     if expr in ("bhr,hdr->bhd", "bhd,hdr->bhr"):
         if c is not None:
             raise InvalidArgumentError(f"{fn}: '{expr}' takes no 'c'")
@@ -74,7 +74,7 @@ def tf32_hc_prenorm_gemm(a, b, d, sqr_sum, num_splits=None) -> None:
     splits = 0
     if num_splits is not None:
         if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral):
-            raise TypeError(f"{fn}: argument 'num_splits' must be an int or None, got {type(num_splits).__name__}")
+            raise ArgumentTypeError(f"{fn}: argument 'num_splits' must be an int or None, got {type(num_splits).__name__}")
         if num_splits < 1:
             raise InvalidArgumentError(f"{fn}: argument 'num_splits' must be >= 1 (or None), got {num_splits}")
         splits = int(num_splits)
@@ -91,10 +91,10 @@ def fp8_gemm_nt_skip_head_mid(a, b, d, head_splits, recipe=None, compiled_dims="
     fn = "fp8_gemm_nt_skip_head_mid"
     _check_compiled_dims(fn, compiled_dims)
     if not isinstance(disable_ue8m0_cast, (bool, np.bool_)):
-        raise TypeError(f"{fn}: argument 'disable_ue8m0_cast' must be a bool, got {type(disable_ue8m0_cast).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument 'disable_ue8m0_cast' must be a bool, got {type(disable_ue8m0_cast).__name__}")
     splits = _recipe(fn, "head_splits", head_splits, 3)
     if splits is None:
-        raise TypeError(f"{fn}: argument 'head_splits' must be a tuple of 3 ints (left, mid, right), got None")
+        raise ArgumentTypeError(f"{fn}: argument 'head_splits' must be a tuple of 3 ints (left, mid, right), got None")
     a_data, a_sf = _pair(fn, "a", a)
     b_data, b_sf = _pair(fn, "b", b)
     _C.fp8_gemm_nt_skip_head_mid(to_ref(a_data, fn, "a"), to_ref(a_sf, fn, "a.scale"), to_ref(b_data, fn, "b"),

@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from .._arrays import shares_own_memory, to_numpy
-from .._errors import InvalidArgumentError, invalid_argument
+from .._errors import ArgumentTypeError, InvalidArgumentError, invalid_argument
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _CHUNK_BYTES = 256 << 20  # float64 working set per block of heads
@@ -22,7 +22,7 @@ def _view(fn, arg, x, dtypes, writable=False):
     try:
         v = to_numpy(x)
     except TypeError:
-        raise TypeError(f"{fn}: argument '{arg}' must be a numpy array or a torch CPU tensor, "
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be a numpy array or a torch CPU tensor, "
                         f"got {type(x).__name__}") from None
     if v.ndim != 3:
         raise invalid_argument(fn, arg, f"must be 3-D, got shape {list(v.shape)}")

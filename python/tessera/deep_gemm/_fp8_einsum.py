@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 
 from .._arrays import shares_own_memory, to_numpy
-from .._errors import InvalidArgumentError, invalid_argument
+from .._errors import ArgumentTypeError, InvalidArgumentError, invalid_argument
 
 _E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -29,7 +29,7 @@ def _arr(arg, x, ndim, dtypes, writable=False):
     try:
         v = to_numpy(x)
     except TypeError:
-        raise TypeError(f"{_FN}: argument '{arg}' must be a numpy array or a torch CPU tensor, "
+        raise ArgumentTypeError(f"{_FN}: argument '{arg}' must be a numpy array or a torch CPU tensor, "
                         f"got {type(x).__name__}") from None
     if v.ndim != ndim:
         raise invalid_argument(_FN, arg, f"must be {ndim}-D, got shape {list(v.shape)}")

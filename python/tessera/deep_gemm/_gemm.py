@@ -13,12 +13,12 @@ import numpy as np
 
 from .. import _C
 from .._arrays import optional_ref, to_ref
-from .._errors import InvalidArgumentError
+from .._errors import ArgumentTypeError, InvalidArgumentError
 
 
 def _check_compiled_dims(fn: str, compiled_dims) -> None:
     if not isinstance(compiled_dims, str):
-        raise TypeError(f"{fn}: argument 'compiled_dims' must be a str, got {type(compiled_dims).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument 'compiled_dims' must be a str, got {type(compiled_dims).__name__}")
 
 
 def _plain_gemm(name: str, default_dims: str, doc: str):
@@ -48,7 +48,7 @@ def _cublaslt_gemm(name: str, doc: str):
 
 def _pair(fn: str, arg: str, value):
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise TypeError(f"{fn}: argument '{arg}' must be a (data, scale_factors) pair, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be a (data, scale_factors) pair, got {type(value).__name__}")
     return value
 
 
@@ -57,7 +57,7 @@ def _recipe(fn: str, arg: str, value, length: int):
         return None
     if not isinstance(value, (tuple, list)) or not all(
             isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
-        raise TypeError(f"{fn}: argument '{arg}' must be a tuple of {length} ints, got {value!r}")
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be a tuple of {length} ints, got {value!r}")
     if len(value) != length:
         raise InvalidArgumentError(f"{fn}: argument '{arg}' must have {length} entries, got {len(value)}")
     return tuple(int(v) for v in value)
@@ -70,7 +70,7 @@ def _scaled_gemm(name: str, default_dims: str, doc: str):
              disable_ue8m0_cast=False):
         _check_compiled_dims(name, compiled_dims)
         if not isinstance(disable_ue8m0_cast, (bool, np.bool_)):
-            raise TypeError(f"{name}: argument 'disable_ue8m0_cast' must be a bool, "
+            raise ArgumentTypeError(f"{name}: argument 'disable_ue8m0_cast' must be a bool, "
                             f"got {type(disable_ue8m0_cast).__name__}")
         a_data, a_sf = _pair(name, "a", a)
         b_data, b_sf = _pair(name, "b", b)

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _C
 from .._arrays import optional_ref, to_ref
-from .._errors import InvalidArgumentError
+from .._errors import ArgumentTypeError, InvalidArgumentError
 from ._gemm import _check_compiled_dims, _pair, _recipe
 from ._runtime import get_mk_alignment_for_contiguous_layout
 from .utils.grouped_layout import k_group_sizes
@@ -33,13 +33,13 @@ from .utils.grouped_layout import k_group_sizes
 
 def _check_bool(fn: str, arg: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{fn}: argument '{arg}' must be a bool, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be a bool, got {type(value).__name__}")
     return bool(value)
 
 
 def _check_int(fn: str, arg: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{fn}: argument '{arg}' must be an int, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be an int, got {type(value).__name__}")
     return int(value)
 
 
@@ -58,7 +58,7 @@ def _ks(fn: str, ks_cpu) -> list:
     if ks_cpu is None:
         return []
     if isinstance(ks_cpu, (str, bytes)) or not hasattr(ks_cpu, "__iter__"):
-        raise TypeError(f"{fn}: argument 'ks_cpu' must be a list of ints or None, got {type(ks_cpu).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument 'ks_cpu' must be a list of ints or None, got {type(ks_cpu).__name__}")
     return [_check_int(fn, "ks_cpu", k) for k in ks_cpu]
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import _C
 from .._arrays import is_torch_tensor, optional_ref, to_numpy, to_ref, torch_module
-from .._errors import InvalidArgumentError
+from .._errors import ArgumentTypeError, InvalidArgumentError
 from ._runtime import _check_bool, _check_int
 
 __all__ = [
@@ -65,7 +65,7 @@ def _empty_logits(rows: int, cols: int, dtype_name: str, like_input):
 
 def _pair(fn: str, arg: str, value, optional_second: bool):
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise TypeError(f"{fn}: argument '{arg}' must be a (data, scale_factors) pair, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be a (data, scale_factors) pair, got {type(value).__name__}")
     if value[1] is None and not optional_second:
         raise InvalidArgumentError(f"{fn}: argument '{arg}' needs its scale factors, got None")
     return value

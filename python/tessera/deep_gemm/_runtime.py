@@ -15,7 +15,7 @@ import numbers
 import numpy as np
 
 from .. import _C
-from .._errors import InvalidArgumentError
+from .._errors import ArgumentTypeError, InvalidArgumentError
 
 _DEFAULT_MK_ALIGNMENT = 128
 
@@ -30,13 +30,13 @@ class _Knobs:
 
 def _check_int(fn: str, arg: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{fn}: argument '{arg}' must be an int, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be an int, got {type(value).__name__}")
     return int(value)
 
 
 def _check_bool(fn: str, arg: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{fn}: argument '{arg}' must be a bool, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be a bool, got {type(value).__name__}")
     return bool(value)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from tessera import _C
 from tessera._arrays import is_torch_tensor, to_ref, torch_module
-from tessera._errors import InvalidArgumentError
+from tessera._errors import ArgumentTypeError, InvalidArgumentError
 
 _backend = importlib.import_module(".deep_select_cuda", __package__)
 
@@ -53,10 +53,13 @@ def _index_type_name(indices_type, torch_input: bool) -> str:
     raise InvalidArgumentError(f"{_FN}: argument 'indices_type' must be int32 or int64, got {indices_type!r}")
 
 
-def _dtype_name(x) -> str:
+def _dtype_name(x, arg: str = "input") -> str:
     if is_torch_tensor(x):
         return str(x.dtype).replace("torch.", "")
-    return np.dtype(x.dtype).name
+    if not isinstance(x, np.ndarray):
+        raise ArgumentTypeError(f"{_FN}: argument '{arg}' must be a numpy array or a torch CPU tensor, "
+                                f"got {type(x).__name__}")
+    return x.dtype.name
 
 
 def _empty_padded(rows: int, cols: int, dtype_name: str, like_input):
@@ -72,13 +75,13 @@ def _empty_padded(rows: int, cols: int, dtype_name: str, like_input):
 
 def _int(arg: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{_FN}: argument '{arg}' must be an int, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{_FN}: argument '{arg}' must be an int, got {type(value).__name__}")
     return int(value)
 
 
 def _bool(arg: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{_FN}: argument '{arg}' must be a bool, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{_FN}: argument '{arg}' must be a bool, got {type(value).__name__}")
     return bool(value)
 
 
@@ -104,16 +107,16 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type=None, sor
         raise InvalidArgumentError(f"{_FN}: argument 'topk' must be in [1, {_C.select_max_topk}], got {k}")
     torch_input = is_torch_tensor(input)
     idx_name = _index_type_name(indices_type, torch_input)
-    if output_idx is not None and _dtype_name(output_idx) != idx_name:
-        raise TypeError(f"{_FN}: argument 'output_idx' must have dtype indices_type ({idx_name}), "
-                        f"got {_dtype_name(output_idx)}")
+    if output_idx is not None and _dtype_name(output_idx, "output_idx") != idx_name:
+        raise ArgumentTypeError(f"{_FN}: argument 'output_idx' must have dtype indices_type ({idx_name}), "
+                        f"got {_dtype_name(output_idx, 'output_idx')}")
     sorted_ = _bool("sorted", sorted)
     sorted_index = _bool("sorted_index", sorted_index)
     return_value = _bool("return_value", return_value)
     abort = _bool("abort_when_nan_found", abort_when_nan_found)
     idx_fill = _int("idx_oob_fill_value", idx_oob_fill_value)
     if not isinstance(value_oob_fill_value, numbers.Real):
-        raise TypeError(f"{_FN}: argument 'value_oob_fill_value' must be a float, "
+        raise ArgumentTypeError(f"{_FN}: argument 'value_oob_fill_value' must be a float, "
                         f"got {type(value_oob_fill_value).__name__}")
     in_ref = to_ref(input, _FN, "input")
     if len(in_ref.shape) != 2:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _C
 from .._arrays import like, optional_ref, to_numpy, to_ref
-from .._errors import InvalidArgumentError
+from .._errors import ArgumentTypeError, InvalidArgumentError
 from . import _varlen_autograd
 
 _HELP = ("; your input arguments are inconsistent with sched_meta: pass the same shapes and flags to every "
@@ -47,8 +47,14 @@ class FlashMLASchedMeta:
 
 def _int(fn: str, arg: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{fn}: argument '{arg}' must be an int, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be an int, got {type(value).__name__}")
     return int(value)
+
+
+def _float(fn: str, arg: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be a float, got {type(value).__name__}")
+    return float(value)
 
 
 def _old_metadata(cache_seqlens, num_q_tokens_per_head_k, num_heads_k, num_heads_q=None, is_fp8_kvcache=False,
@@ -187,7 +193,7 @@ def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk
     max_logits = np.empty((s_q, h_q), dtype=np.float32)
     lse = np.empty((s_q, h_q), dtype=np.float32)
     _C.flash_mla_sparse_fwd(to_ref(q, fn, "q"), to_ref(kv, fn, "kv"), to_ref(indices, fn, "indices"),
-                            float(sm_scale), d_v, optional_ref(attn_sink, fn, "attn_sink"),
+                            _float(fn, "sm_scale", sm_scale), d_v, optional_ref(attn_sink, fn, "attn_sink"),
                             optional_ref(topk_length, fn, "topk_length"), to_ref(out, fn, "out", writable=True),
                             to_ref(max_logits, fn, "max_logits", writable=True),
                             to_ref(lse, fn, "lse", writable=True))
@@ -211,7 +217,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo,
     if dropout_p != 0.0:
         raise InvalidArgumentError(f"{fn}: argument 'dropout_p' must be 0.0 (dropout is not supported), got {dropout_p}")
     if not isinstance(is_varlen, (bool, np.bool_)):
-        raise TypeError(f"{fn}: argument 'is_varlen' must be a bool, got {type(is_varlen).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument 'is_varlen' must be a bool, got {type(is_varlen).__name__}")
     for name, x in (("q", q), ("k", k), ("v", v)):
         if getattr(x, "ndim", None) != 3:
             raise InvalidArgumentError(f"{fn}: argument '{name}' must be a 3-D array [tokens, heads, head_dim]")

@@ -3,7 +3,7 @@ import ml_dtypes
 import numpy as np
 
 from ..._arrays import to_numpy
-from ..._errors import InvalidArgumentError, invalid_argument
+from ..._errors import ArgumentTypeError, InvalidArgumentError, invalid_argument
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -12,7 +12,7 @@ def _array(fn, arg, x, ndim, dtype=None):
     try:
         v = to_numpy(x)
     except TypeError:
-        raise TypeError(f"{fn}: argument '{arg}' must be a numpy array or a torch CPU tensor, "
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be a numpy array or a torch CPU tensor, "
                         f"got {type(x).__name__}") from None
     if v.ndim != ndim:
         raise invalid_argument(fn, arg, f"must be {ndim}-D, got shape {list(v.shape)}")
@@ -87,7 +87,7 @@ def _transposed(b):
 
 def _handle(fn, handle, n, what):
     if not isinstance(handle, (tuple, list)) or len(handle) != n:
-        raise TypeError(f"{fn}: argument 'handle' must be a tuple {what}")
+        raise ArgumentTypeError(f"{fn}: argument 'handle' must be a tuple {what}")
     return handle
 
 

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from ..._errors import invalid_argument
+from ..._errors import ArgumentTypeError, invalid_argument
 
 # Bytes written between bench_kineto's calls when flush_l2 is set: larger than the last-level caches of
 # the CPUs tessera targets (32 MiB L3 per CCD here), so every call starts from DRAM like a GPU call
@@ -96,9 +96,9 @@ def bench_kineto(fn, kernel_names, num_tests: int = 30, suppress_kineto_output: 
     else:
         raise invalid_argument(fn_name, "kernel_names", "must be a string or a non-empty tuple of strings")
     if trace_path is not None and not isinstance(trace_path, (str, os.PathLike)):
-        raise TypeError(f"{fn_name}: argument 'trace_path' must be a path or None, got {type(trace_path).__name__}")
+        raise ArgumentTypeError(f"{fn_name}: argument 'trace_path' must be a path or None, got {type(trace_path).__name__}")
     if barrier is not None and not callable(barrier):
-        raise TypeError(f"{fn_name}: argument 'barrier' must be callable or None, got {type(barrier).__name__}")
+        raise ArgumentTypeError(f"{fn_name}: argument 'barrier' must be callable or None, got {type(barrier).__name__}")
     if int(num_tests) < 1:
         raise invalid_argument(fn_name, "num_tests", f"must be >= 1 (got {num_tests})")
 

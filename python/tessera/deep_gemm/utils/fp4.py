@@ -70,7 +70,7 @@ def per_token_cast_to_fp4(x, use_ue8m0: bool, gran_k: int = 128, use_packed_ue8m
     ``use_ue8m0``. ``use_packed_ue8m0`` (needs ``use_ue8m0``) returns sf packed with pack_ue8m0_to_int,
     int32 [M, ceil(ceil(N/gran_k)/4)]: a scale count that is not a multiple of 4 is padded with 1.0."""
     fn = "per_token_cast_to_fp4"
-    v = _as_f32(x)
+    v = _as_f32(x, fn)
     _check_2d(fn, v)
     gran_k = _check_gran(fn, gran_k)
     m, n = v.shape
@@ -81,11 +81,11 @@ def per_token_cast_to_fp4(x, use_ue8m0: bool, gran_k: int = 128, use_packed_ue8m
         raise InvalidArgumentError(f"{fn}: 'use_packed_ue8m0' needs 'use_ue8m0' (packed scales are powers of two)")
     padded = np.zeros((m, align(n, gran_k)), dtype=np.float32)
     padded[:, :n] = v
-    blocks = padded.reshape(m, -1, gran_k)
+    blocks = padded.reshape(m, padded.shape[1] // gran_k, gran_k)  # explicit: m may be 0
     sf = np.maximum(np.abs(blocks).max(axis=2, initial=np.float32(0)), _AMAX_FLOOR) / _E2M1_MAX
     if use_ue8m0:
         sf = _ue8m0_ceil(sf)
-    codes = _encode_e2m1(blocks * (np.float32(1) / sf)[:, :, None]).reshape(m, -1)
+    codes = _encode_e2m1(blocks * (np.float32(1) / sf)[:, :, None]).reshape(m, padded.shape[1])
     packed = np.ascontiguousarray(_pack_pairs(codes)[:, :n // 2])
     if use_packed_ue8m0 and sf.shape[-1] % 4:
         # Four exponent bytes per int32: pad the scale count to a multiple of 4 with 1.0 (2^0). The

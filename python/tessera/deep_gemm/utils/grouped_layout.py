@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from ..._arrays import like, to_numpy, to_ref
-from ..._errors import InvalidArgumentError
+from ..._errors import ArgumentTypeError, InvalidArgumentError
 from .math import align, ceil_div
 
 __all__ = ["get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor"]
@@ -20,7 +20,7 @@ __all__ = ["get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor"]
 
 def _int_arg(fn: str, arg: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{fn}: argument '{arg}' must be an int, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{fn}: argument '{arg}' must be an int, got {type(value).__name__}")
     return int(value)
 
 

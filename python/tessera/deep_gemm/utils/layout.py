@@ -11,7 +11,7 @@ import numpy as np
 
 from ... import _C
 from ..._arrays import is_torch_tensor, like, to_numpy, to_ref, torch_module
-from ..._errors import InvalidArgumentError
+from ..._errors import ArgumentTypeError, InvalidArgumentError
 from .._runtime import (
     get_k_alignment_for_contiguous_layout,
     get_m_alignment_for_contiguous_layout,
@@ -146,7 +146,7 @@ def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout=None):
 def _check_recipe(fn: str, recipe, is_sfa):
     if not isinstance(recipe, (tuple, list)) or not all(
             isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in recipe):
-        raise TypeError(f"{fn}: argument 'recipe' must be a tuple of 2 or 3 ints, got {recipe!r}")
+        raise ArgumentTypeError(f"{fn}: argument 'recipe' must be a tuple of 2 or 3 ints, got {recipe!r}")
     if len(recipe) == 3:
         if is_sfa is None:
             raise InvalidArgumentError(f"{fn}: a 3-entry 'recipe' (gran_m, gran_n, gran_k) needs 'is_sfa'")

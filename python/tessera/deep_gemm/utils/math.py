@@ -39,8 +39,8 @@ def align(x: int, y: int) -> int:
     return ceil_div(x, y) * y
 
 
-def _as_f32(x) -> np.ndarray:
-    return np.asarray(to_numpy(x), dtype=np.float32)
+def _as_f32(x, fn: str = "", arg: str = "x") -> np.ndarray:
+    return np.asarray(to_numpy(x, fn, arg), dtype=np.float32)
 
 
 def _ue8m0_ceil(sf: np.ndarray) -> np.ndarray:
@@ -50,13 +50,13 @@ def _ue8m0_ceil(sf: np.ndarray) -> np.ndarray:
 
 def ceil_to_ue8m0(x):
     """|x| rounded up to a power of two, exponent clamped to [1, 254] (float32)."""
-    return like(_ue8m0_ceil(_as_f32(x)), x)
+    return like(_ue8m0_ceil(_as_f32(x, "ceil_to_ue8m0")), x)
 
 
 def pack_ue8m0_to_int(x):
     """float32 powers of two [..., 4j] -> int32 [..., j], four exponent bytes per int (little-endian)."""
     fn = "pack_ue8m0_to_int"
-    v = to_numpy(x)
+    v = to_numpy(x, fn, "x")
     if v.dtype != np.float32 or v.ndim == 0 or v.shape[-1] % 4:
         raise InvalidArgumentError(f"{fn}: argument 'x' must be float32 with a last dimension divisible by 4, "
                                    f"got {v.dtype} shape {list(v.shape)}")
@@ -68,7 +68,7 @@ def pack_ue8m0_to_int(x):
 
 def unpack_ue8m0_from_int(packed_sf):
     """int32 [..., j] of packed exponent bytes -> float32 [..., 4j] (byte e -> bits e << 23; 0 -> 0.0)."""
-    v = to_numpy(packed_sf)
+    v = to_numpy(packed_sf, "unpack_ue8m0_from_int", "packed_sf")
     if v.dtype != np.int32 or v.ndim == 0:
         raise InvalidArgumentError("unpack_ue8m0_from_int: argument 'packed_sf' must be an int32 array, got "
                                    f"{v.dtype}")
@@ -102,15 +102,15 @@ def per_token_cast_to_fp8(x, use_ue8m0: bool, gran_k: int = 128, use_packed_ue8m
     columns (the last block zero-padded). ``use_packed_ue8m0`` returns sf packed with
     pack_ue8m0_to_int (needs ``use_ue8m0`` power-of-two scales and a scale count divisible by 4)."""
     fn = "per_token_cast_to_fp8"
-    v = _as_f32(x)
+    v = _as_f32(x, fn)
     _check_2d(fn, v)
     gran_k = _check_gran(fn, gran_k)
     m, n = v.shape
     padded = np.zeros((m, align(n, gran_k)), dtype=np.float32)
     padded[:, :n] = v
-    blocks = padded.reshape(m, -1, gran_k)
+    blocks = padded.reshape(m, padded.shape[1] // gran_k, gran_k)  # explicit: m may be 0
     sf = _scales(np.abs(blocks).max(axis=2, initial=np.float32(0)), use_ue8m0)
-    q = _encode_e4m3(blocks * (np.float32(1) / sf)[:, :, None]).reshape(m, -1)[:, :n]
+    q = _encode_e4m3(blocks * (np.float32(1) / sf)[:, :, None]).reshape(m, padded.shape[1])[:, :n]
     q = like(np.ascontiguousarray(q), x)
     return q, pack_ue8m0_to_int(like(sf, x)) if use_packed_ue8m0 else like(sf, x)
 
@@ -119,7 +119,7 @@ def per_channel_cast_to_fp8(x, use_ue8m0: bool, gran_k: int = 128):
     """x [M, N] with M % gran_k == 0 -> (e4m3 [M, N], sf float32 [M/gran_k, N]): one scale per column
     and gran_k rows (the weight-gradient operands' (1, 1, gran_k) layout)."""
     fn = "per_channel_cast_to_fp8"
-    v = _as_f32(x)
+    v = _as_f32(x, fn)
     _check_2d(fn, v)
     gran_k = _check_gran(fn, gran_k)
     m, n = v.shape
@@ -136,7 +136,7 @@ def per_block_cast_to_fp8(x, use_ue8m0: bool, gran_k: int = 128):
     """x [M, N] -> (e4m3 [M, N], sf float32 [ceil(M/gran_k), ceil(N/gran_k)]): one scale per
     gran_k x gran_k block (edge blocks zero-padded)."""
     fn = "per_block_cast_to_fp8"
-    v = _as_f32(x)
+    v = _as_f32(x, fn)
     _check_2d(fn, v)
     gran_k = _check_gran(fn, gran_k)
     m, n = v.shape
@@ -152,7 +152,7 @@ def per_custom_dims_cast_to_fp8(x, dims, use_ue8m0: bool):
     """One scale per index of the kept ``dims`` (amax over all other dims): returns (e4m3 of x's
     shape, sf with the kept dims only, like torch's squeeze())."""
     fn = "per_custom_dims_cast_to_fp8"
-    v = _as_f32(x)
+    v = _as_f32(x, fn)
     kept = {int(d) % v.ndim for d in dims} if v.ndim else set()
     if v.ndim == 0 or any(not -v.ndim <= int(d) < v.ndim for d in dims):
         raise InvalidArgumentError(f"{fn}: argument 'dims' must index dimensions of x (shape {list(v.shape)}), "
