@@ -1,5 +1,8 @@
 #include "limit_pct.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "tessera/core/cpu.h"
 #include "timing.h"
 
@@ -13,6 +16,12 @@ void set_pct(Row* row, const char* name, double throughput, double now, double a
   row->limit_value = now;
   row->pct_of_limit = 100.0 * throughput / now;
   row->pct_of_start_limit = 100.0 * throughput / at_start;
+}
+
+// The peak of the products the active level's decode GEMVs use: fp32 FMAs at avx2 and avx512 (the
+// Highway kernels), bf16 products above (vdpbf16ps or AMX tiles; bf16_peak_gflops is the best of them).
+double decode_product_peak_gflops(const MachineLimits& start) {
+  return int(active_isa()) <= int(Isa::kAvx512) ? start.fp32_peak_gflops : start.bf16_peak_gflops;
 }
 
 }  // namespace
@@ -43,6 +52,25 @@ void set_dram_read_pct(Row* row, double gbps, const MachineLimits& start) {
 
 void set_dram_copy_pct(Row* row, double gbps, const MachineLimits& start) {
   set_pct(row, "dram_copy_gbps", gbps, dram_copy_gbps_now(), start.dram_copy_gbps);
+}
+
+void set_decode_ceiling(Row* row, double flops_per_weight_byte, const MachineLimits& start) {
+  const double dram = row->limit_value;  // the DRAM read figure set_dram_read_pct measured
+  const double compute_gbps = decode_product_peak_gflops(start) / flops_per_weight_byte;
+  if (!(dram > 0) || !(compute_gbps > 0)) return;
+  row->pct_ceiling = 100.0 * std::min(1.0, compute_gbps / dram);
+}
+
+double geo_mean_pct_of_roofline(const std::vector<const Row*>& rows) {
+  double log_sum = 0;
+  int count = 0;
+  for (const Row* r : rows) {
+    const double pct = r->pct_of_limit / r->pct_ceiling * 100.0;
+    if (!r->ok() || !std::isfinite(pct) || !(pct > 0)) continue;
+    log_sum += std::log(pct);
+    ++count;
+  }
+  return count ? std::exp(log_sum / count) : kNotAvailable;
 }
 
 }  // namespace tessera::bench

@@ -3,6 +3,8 @@
 // after it (pct_of_limit); the figure measured at the run's start gives pct_of_start_limit beside it.
 #pragma once
 
+#include <vector>
+
 #include "bench.h"
 
 namespace tessera::bench {
@@ -13,6 +15,14 @@ void set_bf16_peak_pct(Row* row, const MachineLimits& start);
 void set_dram_read_pct(Row* row, double gbps, const MachineLimits& start);
 // A row that reads and writes `gbps` of counted bytes: over the DRAM copy bandwidth.
 void set_dram_copy_pct(Row* row, double gbps, const MachineLimits& start);
+
+// A decode row's roofline, called after set_dram_read_pct: the DRAM read figure, or where lower the
+// weight bytes per second the level's product peak allows at `flops_per_weight_byte` (2 M N K over the
+// counted weight bytes). At avx2 and avx512 the decode GEMVs run fp32 FMAs, whose peak can bind before
+// DRAM does (FP4 or e4m3 weights with several activation rows). Sets row->pct_ceiling (100: DRAM binds).
+void set_decode_ceiling(Row* row, double flops_per_weight_byte, const MachineLimits& start);
+// Geometric mean over the rows that passed of pct_of_limit / pct_ceiling (percent of each row's roofline).
+double geo_mean_pct_of_roofline(const std::vector<const Row*>& rows);
 
 // The attention and MQA-logits targets of the active ISA level (the README's tables): percent of the
 // level's peak a compute-bound row must reach (amx 30 of the tile peak, avx512bf16 60 of vdpbf16ps,

@@ -163,6 +163,7 @@ class GemmBench {
     row->gbps = double(a.bytes() + b0.bytes() + 2 * m * n) / seconds * 1e-9;
     if (decode) {
       set_dram_read_pct(row, double(b0.bytes()) / seconds * 1e-9, lim_);
+      set_decode_ceiling(row, 2.0 * double(m) * double(n) * double(k) / double(b0.bytes()), lim_);
     } else {
       set_bf16_peak_pct(row, lim_);
     }

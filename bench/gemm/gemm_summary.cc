@@ -8,6 +8,7 @@
 #include "gemm/gemm_bench.h"
 #include "gemm/gemm_cases.h"
 #include "gemm/kernel_ceiling_row.h"
+#include "limit_pct.h"
 #include "peers/onednn_matmul.h"
 
 namespace tessera::bench {
@@ -61,6 +62,12 @@ std::string pct_of_kernel(const std::vector<Row>& rows, const std::string& op, c
   return format_pct(100.0 * geo_means(group).pct_of_limit / kernel.pct_of_limit);
 }
 
+// Decode rows: the same throughput over each row's roofline (DRAM read, or the level's FMA peak where
+// the row's flops per weight byte make that lower), so a row bound by compute reads as such.
+std::string roofline_note(const std::vector<const Row*>& group) {
+  return format_pct(geo_mean_pct_of_roofline(group)) + " of roofline (DRAM or FMA peak)";
+}
+
 // The percentages above divide by each row's limit measured right after it; this is the same
 // throughput over the figures measured at the run's start.
 std::string start_note(const GeoMeans& g) {
@@ -76,10 +83,11 @@ void print_gemm_summary(std::FILE* out, const std::vector<Row>& rows) {
       const std::vector<const Row*> group = select(rows, op, band.lo, band.hi);
       if (group.empty()) continue;
       const GeoMeans g = geo_means(group);
-      const char* limit = band.hi <= kGemmDecodeMaxM ? "of DRAM read (weights)" : "of bf16 peak";
-      std::fprintf(out, "  %-13s %-7s %2d rows: %7s %-22s %7s peer  %7s OpenBLAS\n", op.c_str(), band.name, g.rows,
+      const bool decode = band.hi <= kGemmDecodeMaxM;
+      const char* limit = decode ? "of DRAM read (weights)" : "of bf16 peak";
+      std::fprintf(out, "  %-13s %-7s %2d rows: %7s %-22s %7s peer  %7s OpenBLAS%s\n", op.c_str(), band.name, g.rows,
                    format_pct(g.pct_of_limit).c_str(), limit, format_ratio(g.peer_ratio).c_str(),
-                   format_ratio(g.openblas_ratio).c_str());
+                   format_ratio(g.openblas_ratio).c_str(), decode ? ("  " + roofline_note(group)).c_str() : "");
     }
   }
 
@@ -104,10 +112,10 @@ void print_gemm_summary(std::FILE* out, const std::vector<Row>& rows) {
     const double ratio = decode_ratio_vs_onednn_bf16(rows);
     std::fprintf(out,
                  "  Decode M in {1,4}: %s of DRAM read counting FP8 weight bytes (target 80%%), %s %s GEMV "
-                 "(target 1.6x) %s%s\n",
+                 "(target 1.6x) %s%s; %s\n",
                  format_pct(g.pct_of_limit).c_str(), format_ratio(ratio).c_str(),
-                 (peer == "oneDNN" ? "oneDNN bf16" : peer).c_str(),
-                 verdict(g.pct_of_limit, 80, ratio, 1.6), start_note(g).c_str());
+                 (peer == "oneDNN" ? "oneDNN bf16" : peer).c_str(), verdict(g.pct_of_limit, 80, ratio, 1.6),
+                 start_note(g).c_str(), roofline_note(select(rows, "fp8_gemm_nt", 1, kGemmDecodeMaxM)).c_str());
   }
   if (const Row* kernel = kernel_ceiling_row(rows)) {
     std::fprintf(out,

@@ -39,6 +39,8 @@ void run_case(const GroupedCase& c, const MachineLimits& limits, uint64_t seed, 
   row->gbps = double(run->bytes) / seconds * 1e-9;
   if (is_decode(c)) {
     set_dram_read_pct(row, double(run->weight_data_bytes) / seconds * 1e-9, limits);
+    set_decode_ceiling(row, 2.0 * double(run->valid_rows) * double(c.n) * double(c.k) / double(run->weight_data_bytes),
+                       limits);
   } else {
     set_bf16_peak_pct(row, limits);
   }
