@@ -134,8 +134,9 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
     [b, s_q, h_q, 576|512] bf16, indices [b, s_q, topk] int32 flat slots; -1 and any out-of-range index are
     skipped. ``topk_length`` [b], ``attn_sink`` [h_q] float32, and an ``extra_k_cache`` with
     ``extra_indices_in_kvcache`` [b, s_q, extra_topk] (and ``extra_topk_length``) joining the same softmax.
-    A row with no token gets out 0 and lse +inf. ``tile_scheduler_metadata`` is a FlashMLASchedMeta (then
-    ``num_splits`` must be None), or the arrays of the old get_mla_metadata form.
+    A row with no token gets out 0 and lse +inf; a NaN in q or in a key the row sees makes its out and
+    lse NaN. ``tile_scheduler_metadata`` is a FlashMLASchedMeta (then ``num_splits`` must be None), or the
+    arrays of the old get_mla_metadata form.
     """
     fn = "flash_mla_with_kvcache"
     if getattr(q, "ndim", None) != 4:

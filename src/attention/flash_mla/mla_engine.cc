@@ -143,8 +143,14 @@ void attend(const MlaTask& t, const TokenList& list, const Unit& u, int64_t p0, 
   if (ks.o_to_natural) ks.o_to_natural(b.o, u.nrows, t.d_v);
 }
 
-// Normalises row r in place; returns its lse (natural log; -inf when it saw nothing).
+// Normalises row r in place; returns its lse (natural log; -inf when it saw nothing). A NaN score (a
+// NaN in q or in a visible key) has made the row's sum NaN: the row becomes NaN, as on the GPU, rather
+// than the "no valid token" answer.
 float finish_row(float* o, int d_v, float row_max, float row_sum) {
+  if (std::isnan(row_sum)) {
+    std::fill(o, o + d_v, std::numeric_limits<float>::quiet_NaN());
+    return std::numeric_limits<float>::quiet_NaN();
+  }
   if (!(row_sum > 0)) {
     std::fill(o, o + d_v, 0.0f);
     return -kInf;
@@ -167,12 +173,12 @@ void run_unit(const MlaTask& t, const Unit& u, TokenList* list, const Partials& 
     float* o = b.o + size_t(r) * t.d_v;
     const float lse = finish_row(o, t.d_v, b.row_max[r], b.row_sum[r]);
     if (u.partial < 0) {
-      t.store(u.group, u.row0 + r, o, lse == -kInf ? kInf : lse, b.row_max[r]);
+      t.store(u.group, u.row0 + r, o, lse == -kInf ? kInf : lse, std::isnan(lse) ? lse : b.row_max[r]);
     } else {
       float* dst = parts.row(u.partial + u.split, r);
       std::memcpy(dst, o, size_t(t.d_v) * 4);
       dst[t.d_v] = lse;
-      dst[t.d_v + 1] = b.row_max[r];
+      dst[t.d_v + 1] = std::isnan(lse) ? lse : b.row_max[r];
     }
   }
 }
@@ -181,10 +187,18 @@ void run_unit(const MlaTask& t, const Unit& u, TokenList* list, const Partials& 
 void combine(const MlaTask& t, const Unit& u, const Partials& parts, float* o) {
   for (int r = 0; r < u.nrows; ++r) {
     float lse_max = -kInf, max_logit = -kInf;
+    bool nan = false;
     for (int s = 0; s < u.num_splits; ++s) {
       const float* row = parts.row(u.partial + s, r);
+      nan |= std::isnan(row[t.d_v]);
       lse_max = std::max(lse_max, row[t.d_v]);
       max_logit = std::max(max_logit, row[t.d_v + 1]);
+    }
+    if (nan) {  // a split saw a NaN score: the whole row is NaN (finish_row)
+      const float q_nan = std::numeric_limits<float>::quiet_NaN();
+      std::fill(o, o + t.d_v, q_nan);
+      t.store(u.group, u.row0 + r, o, q_nan, q_nan);
+      continue;
     }
     std::fill(o, o + t.d_v, 0.0f);
     if (lse_max == -kInf) {

@@ -1,6 +1,7 @@
 // The portable MLA kernel set: fp32 K rows and queries, one query row at a time, exact exp. It is the
 // reference the vectorised sets are tested against, the path for CPUs without AVX-512 BF16, and the
 // path for fp16 inputs (fp16 and bf16 values are exact in fp32).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -37,9 +38,16 @@ void attend_tile(const MlaTileArgs& a) {
     const int vis = a.visible ? a.visible[r] : a.nt;
     if (vis <= 0) continue;
     float tile_max = -std::numeric_limits<float>::infinity();
+    bool nan = false;
     for (int t = 0; t < vis; ++t) {
       s[t] = a.scale * dot(q + size_t(r) * a.d_qk, k[t], a.d_qk);
       tile_max = std::fmax(tile_max, s[t]);
+      nan |= std::isnan(s[t]);
+    }
+    if (nan) {  // the row's result is NaN, as the products would make it (finish_row reads the NaN sum)
+      a.row_sum[r] = std::numeric_limits<float>::quiet_NaN();
+      std::fill(a.o + size_t(r) * a.d_v, a.o + size_t(r + 1) * a.d_v, std::numeric_limits<float>::quiet_NaN());
+      continue;
     }
     const float m_old = a.row_max[r], m_new = std::fmax(m_old, tile_max);
     if (m_new == -std::numeric_limits<float>::infinity()) continue;  // every score so far is -inf
