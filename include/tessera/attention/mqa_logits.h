@@ -61,7 +61,8 @@ void get_paged_mqa_logits_metadata(const TensorView& context_lens, int block_kv,
 // block_table int32 [B, max_blocks] with stride(1) == 1: page of token p of request b is
 // block_table[b, p / block_kv], slot p % block_kv; only pages below ceil(len / block_kv) are read and
 // their entries must lie in [0, num_blocks). schedule_meta: int32 [n + 1, 2] from
-// get_paged_mqa_logits_metadata (validated; the CPU schedules by itself). logits [B * next_n,
+// get_paged_mqa_logits_metadata for these lengths and this block_kv (every entry is checked against it;
+// the CPU schedules by itself). max_context_len <= max_blocks * block_kv. logits [B * next_n,
 // max_context_len] (stride(1) == 1): row b * next_n + j holds positions p < len(b, j) <= max_context_len;
 // clean_logits writes exact -inf at positions >= len, otherwise they are not written.
 void fp8_fp4_paged_mqa_logits(const TensorView& q, const TensorView* q_sf, const TensorView& kv_cache,

@@ -145,8 +145,9 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, sc
     [num_blocks, block_kv, 1, D + 4] (per page: block_kv * D value bytes, then block_kv scales);
     weights [B * next_n, H]; context_lens int32 [B, next_n] (tokens each query sees) or [B] (the
     causal last next_n positions of a request of that length); block_table int32 [B, max_blocks];
-    schedule_meta from get_paged_mqa_logits_metadata. Returns [B * next_n, max_context_len]; with
-    clean_logits the positions at or past a query's length are exactly -inf.
+    schedule_meta from get_paged_mqa_logits_metadata for these context_lens (checked entry by entry).
+    Returns [B * next_n, max_context_len]; with clean_logits the positions at or past a query's length
+    are exactly -inf.
 
     Varlen (``indices`` int32 [B]): the B rows are single tokens (next_n == 1) of fewer sequences,
     indices[i] being row i's sequence (non-decreasing, >= 0); context_lens and block_table give each row

@@ -1,6 +1,7 @@
 // fp8_fp4_paged_mqa_logits and its schedule metadata. Work items are runs of kPagesPerItem pages of
 // one request; an item converts each page once (values are token-major, scales follow them) and runs
 // the kernel for every next_n query of the request on the page's rows below that query's length.
+#include <array>
 #include <algorithm>
 #include <climits>
 #include <vector>
@@ -57,6 +58,22 @@ void prefetch_page(const uint8_t* page, int64_t rows, int64_t block_kv, int64_t 
   for (int64_t off = 0; off < rows * 4; off += 64) __builtin_prefetch(page + block_kv * row_bytes + off);
 }
 
+// The schedule DeepGEMM's paged kernel reads: entry t of num_sms + 1 = (request, page within it) where
+// worker t starts when all pages are split into num_sms equal shares; the last is (batch_size, 0).
+std::vector<std::array<int32_t, 2>> schedule_entries(const std::vector<int64_t>& pages, int64_t num_sms) {
+  const int64_t batch = int64_t(pages.size());
+  int64_t total = 0;
+  for (int64_t p : pages) total += p;
+  std::vector<std::array<int32_t, 2>> entries(size_t(num_sms + 1));
+  int64_t b = 0, before = 0;  // before = pages of requests < b
+  for (int64_t t = 0; t <= num_sms; ++t) {
+    const int64_t start = total / num_sms * t + total % num_sms * t / num_sms;
+    while (b < batch && before + pages[size_t(b)] <= start) before += pages[size_t(b++)];
+    entries[size_t(t)] = {int32_t(b), int32_t(b < batch ? start - before : 0)};
+  }
+  return entries;
+}
+
 }  // namespace
 
 void get_paged_mqa_logits_metadata(const TensorView& context_lens, int block_kv, int num_sms, const TensorView& out) {
@@ -74,15 +91,11 @@ void get_paged_mqa_logits_metadata(const TensorView& context_lens, int block_kv,
   check_no_overlap(kMetaFn, "out", out, "context_lens", context_lens);
   const std::vector<int64_t> len = query_lengths(kMetaFn, context_lens, batch, next_n);
   const std::vector<int64_t> pages = request_pages(len, batch, next_n, block_kv);
-  int64_t total = 0;
-  for (int64_t p : pages) total += p;
+  const std::vector<std::array<int32_t, 2>> entries = schedule_entries(pages, num_sms);
   int32_t* o = out.ptr<int32_t>();
-  int64_t b = 0, before = 0;  // before = pages of requests < b
   for (int64_t t = 0; t <= num_sms; ++t) {
-    const int64_t start = total / num_sms * t + total % num_sms * t / num_sms;
-    while (b < batch && before + pages[size_t(b)] <= start) before += pages[size_t(b++)];
-    o[t * out.stride(0)] = int32_t(b);
-    o[t * out.stride(0) + out.stride(1)] = int32_t(b < batch ? start - before : 0);
+    o[t * out.stride(0)] = entries[size_t(t)][0];
+    o[t * out.stride(0) + out.stride(1)] = entries[size_t(t)][1];
   }
 }
 
@@ -147,6 +160,20 @@ void fp8_fp4_paged_mqa_logits(const TensorView& q, const TensorView* q_sf, const
   TESSERA_CHECK(schedule_meta.size(0) >= 2 && schedule_meta.size(1) == 2, kFn,
                 ": argument 'schedule_meta' must be [num_sms + 1, 2] from get_paged_mqa_logits_metadata, got shape ",
                 schedule_meta.shape_str());
+  // The CPU schedules by itself, but a schedule_meta that does not belong to these lengths is a caller's
+  // bug the GPU would turn into wrong logits: refuse it.
+  {
+    const int64_t num_sms = schedule_meta.size(0) - 1;
+    const std::vector<std::array<int32_t, 2>> want = schedule_entries(pages, num_sms);
+    const int32_t* m = schedule_meta.ptr<const int32_t>();
+    for (int64_t t = 0; t <= num_sms; ++t) {
+      const int32_t r = m[t * schedule_meta.stride(0)], pg = m[t * schedule_meta.stride(0) + schedule_meta.stride(1)];
+      TESSERA_CHECK(r == want[size_t(t)][0] && pg == want[size_t(t)][1], kFn,
+                    ": argument 'schedule_meta' does not match get_paged_mqa_logits_metadata(context_lens, block_kv=",
+                    block_kv, ", num_sms=", num_sms, "): entry ", t, " is (", r, ", ", pg, "), expected (",
+                    want[size_t(t)][0], ", ", want[size_t(t)][1], ")");
+    }
+  }
 
   TESSERA_CHECK(max_context_len >= 0, kFn, ": argument 'max_context_len' must be >= 0, got ", max_context_len);
   TESSERA_CHECK(max_context_len <= block_table.size(1) * block_kv, kFn, ": argument 'max_context_len' (", max_context_len,

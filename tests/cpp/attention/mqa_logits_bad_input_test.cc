@@ -112,7 +112,7 @@ struct Paged {
   std::vector<uint8_t> q = std::vector<uint8_t>(B * H * D, 0x38), cache = std::vector<uint8_t>(NB * BLK * (D + 4), 0);
   std::vector<float> w = std::vector<float>(B * H, 1.0f);
   std::vector<int32_t> lens = {10, 3}, table = {0, 1, 2, 3};
-  std::vector<int32_t> meta = std::vector<int32_t>(6, 0);
+  std::vector<int32_t> meta = {0, 0, 0, 1, 2, 0};  // get_paged_mqa_logits_metadata(lens, BLK, 2)
   std::vector<float> out = std::vector<float>(B * 16, -7.0f);
   void run(int64_t max_len = 16, const TensorView* indices = nullptr) {
     attention::fp8_fp4_paged_mqa_logits(
@@ -156,6 +156,12 @@ TEST(MqaBadInput, Paged) {
   {
     Paged p;
     EXPECT_TRUE(throws_invalid([&] { p.run(8); }, {"max_context_len"}));
+  }
+  {
+    Paged p;
+    p.meta[3] = 0;  // a schedule computed for other lengths
+    EXPECT_TRUE(throws_invalid([&] { p.run(); }, {"'schedule_meta' does not match", "entry 1 is (0, 0), expected (0, 1)"}));
+    EXPECT_TRUE(p.untouched());
   }
   {
     Paged p;
