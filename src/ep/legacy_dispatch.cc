@@ -2,6 +2,7 @@
 // source rank then source token, combine summed in ascending rank order.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ep/group_state.h"
 #include "ep/inputs.h"
@@ -38,6 +39,17 @@ void check_layout(const LegacyDispatchArgs& a, const Routing& r, int R) {
     const int32_t n = a.num_tokens_per_rank.ptr<int32_t>()[d * a.num_tokens_per_rank.strides[0]];
     TESSERA_CHECK(n == r.sent_tokens(d), kDispatch, ": num_tokens_per_rank[", d, "] = ", n,
                   " but is_token_in_rank sends ", r.sent_tokens(d), " tokens there");
+  }
+  // With topk_idx the per-expert counts (which size every receiver's expert lists) must be its own.
+  if (r.idx.empty()) return;
+  const TensorView& per_expert = a.num_tokens_per_expert;
+  std::vector<int64_t> counted(size_t(per_expert.shape[0]), 0);
+  for (int64_t e : r.idx)
+    if (e >= 0 && e < int64_t(counted.size())) ++counted[size_t(e)];
+  for (size_t e = 0; e < counted.size(); ++e) {
+    const int32_t n = per_expert.ptr<int32_t>()[int64_t(e) * per_expert.strides[0]];
+    TESSERA_CHECK(n == counted[e], kDispatch, ": num_tokens_per_expert[", e, "] = ", n, " but topk_idx routes ",
+                  counted[e], " tokens to expert ", e, " (get_dispatch_layout computes it)");
   }
 }
 

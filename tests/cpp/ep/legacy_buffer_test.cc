@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "ep_test_util.h"
 
@@ -53,6 +55,19 @@ TEST(LegacyBuffer, LayoutDispatchCombineAndCache) {
   a.topk_idx = view_idx(mine);
   a.topk_weights = view_w(mine);
   a.expert_alignment = 2;
+  {  // per-expert counts that topk_idx does not give: refused on every rank before any exchange
+    std::vector<int32_t> wrong(per_expert);
+    wrong[size_t(E - 1)] += 1;
+    LegacyDispatchArgs bad = a;
+    bad.num_tokens_per_expert = TensorView(wrong.data(), DType::kI32, {int64_t(E)});
+    try {
+      buf.dispatch(bad);
+      ADD_FAILURE() << "a wrong num_tokens_per_expert was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("num_tokens_per_expert["), std::string::npos) << e.what();
+    }
+  }
   const LegacyDispatchResult d = buf.dispatch(a);
   const std::vector<RefRow> rows = ref_rows(in, me, R);
   ASSERT_EQ(d.recv_x.view.shape[0], int64_t(rows.size()));
