@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from . import _C
-from ._errors import ArgumentTypeError, invalid_argument
+from ._errors import ArgumentTypeError, invalid_argument, out_of_memory
 
 # numpy dtype -> native dtype name (tessera/core/dtype.h: dtype_from_name).
 _NUMPY_DTYPES = {
@@ -188,3 +188,11 @@ def shares_own_memory(v) -> bool:
             return True
         extent += stride * (size - 1)
     return False
+
+
+def new_output(fn: str, what: str, shape, dtype) -> np.ndarray:
+    """np.empty for a call's result; an allocation the machine cannot serve raises a named error."""
+    try:
+        return np.empty(shape, dtype=dtype)
+    except MemoryError:
+        raise out_of_memory(fn, what, shape, np.dtype(dtype).itemsize) from None

@@ -30,3 +30,11 @@ class TesseraRuntimeError(TesseraError, RuntimeError):
 def invalid_argument(fn: str, arg: str, rule: str) -> InvalidArgumentError:
     """Builds the error for argument ``arg`` of ``fn`` in the native layer's message format."""
     return InvalidArgumentError(f"{fn}: argument '{arg}' {rule}")
+
+
+def out_of_memory(fn: str, what: str, shape, itemsize: int) -> TesseraRuntimeError:
+    """The error for an allocation the machine cannot serve (a valid but too large problem)."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return TesseraRuntimeError(f"{fn}: cannot allocate {what} of shape {list(shape)} ({n * itemsize} bytes)")

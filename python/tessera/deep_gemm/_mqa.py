@@ -20,8 +20,8 @@ import ml_dtypes
 import numpy as np
 
 from .. import _C
-from .._arrays import is_torch_tensor, optional_ref, to_numpy, to_ref, torch_module
-from .._errors import ArgumentTypeError, InvalidArgumentError
+from .._arrays import is_torch_tensor, new_output, optional_ref, to_numpy, to_ref, torch_module
+from .._errors import ArgumentTypeError, InvalidArgumentError, out_of_memory
 from ._runtime import _check_bool, _check_int
 
 __all__ = [
@@ -51,16 +51,19 @@ def _logits_dtype_name(fn: str, logits_dtype) -> str:
     raise InvalidArgumentError(f"{fn}: argument 'logits_dtype' must be float32 or bfloat16, got {logits_dtype!r}")
 
 
-def _empty_logits(rows: int, cols: int, dtype_name: str, like_input):
+def _empty_logits(fn: str, rows: int, cols: int, dtype_name: str, like_input):
     """[rows, cols] whose row stride is padded to 1 KiB, as DeepGEMM allocates its logits."""
     itemsize = 4 if dtype_name == "float32" else 2
     per_row = _ROW_ALIGN_BYTES // itemsize
     padded = max(per_row, (cols + per_row - 1) // per_row * per_row)
     if is_torch_tensor(like_input):
         torch = torch_module()
-        return torch.empty((rows, padded), dtype=getattr(torch, dtype_name))[:, :cols]
+        try:
+            return torch.empty((rows, padded), dtype=getattr(torch, dtype_name))[:, :cols]
+        except (MemoryError, RuntimeError):  # torch's allocator raises RuntimeError when out of memory
+            raise out_of_memory(fn, "the logits", (rows, padded), itemsize) from None
     np_dtype = np.float32 if dtype_name == "float32" else ml_dtypes.bfloat16
-    return np.empty((rows, padded), dtype=np_dtype)[:, :cols]
+    return new_output(fn, "the logits", (rows, padded), np_dtype)[:, :cols]
 
 
 def _pair(fn: str, arg: str, value, optional_second: bool):
@@ -92,7 +95,7 @@ def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, cle
                                    f"{list(q_ref.shape)} and {list(kv_ref.shape)}")
     if max_k < 0:
         raise InvalidArgumentError(f"{fn}: argument 'max_seqlen_k' must be >= 0, got {max_k}")
-    logits = _empty_logits(q_ref.shape[0], max_k if max_k > 0 else kv_ref.shape[0], dtype_name, q_data)
+    logits = _empty_logits(fn, q_ref.shape[0], max_k if max_k > 0 else kv_ref.shape[0], dtype_name, q_data)
     _C.fp8_fp4_mqa_logits(q_ref, optional_ref(q_sf, fn, "q_sf"), kv_ref, to_ref(kv_sf, fn, "kv_sf"),
                           to_ref(weights, fn, "weights"), to_ref(cu_seq_len_k_start, fn, "cu_seq_len_k_start"),
                           to_ref(cu_seq_len_k_end, fn, "cu_seq_len_k_end"), to_ref(logits, fn, "logits", writable=True),
@@ -173,7 +176,7 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, sc
         raise InvalidArgumentError(
             f"{fn}: argument 'max_context_len' ({max_len}) must not exceed the tokens a block_table row addresses "
             f"(max_blocks * block_kv = {table_ref.shape[1]} * {kv_ref.shape[1]})")
-    logits = _empty_logits(q_ref.shape[0] * q_ref.shape[1], max_len, dtype_name, q_data)
+    logits = _empty_logits(fn, q_ref.shape[0] * q_ref.shape[1], max_len, dtype_name, q_data)
     _C.fp8_fp4_paged_mqa_logits(q_ref, optional_ref(q_sf, fn, "q_sf"), kv_ref,
                                 to_ref(weights, fn, "weights"), to_ref(context_lens, fn, "context_lens"),
                                 table_ref, to_ref(schedule_meta, fn, "schedule_meta"),

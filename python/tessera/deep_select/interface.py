@@ -22,7 +22,7 @@ import numpy as np
 
 from tessera import _C
 from tessera._arrays import is_torch_tensor, to_ref, torch_module
-from tessera._errors import ArgumentTypeError, InvalidArgumentError
+from tessera._errors import ArgumentTypeError, InvalidArgumentError, out_of_memory
 
 _backend = importlib.import_module(".deep_select_cuda", __package__)
 
@@ -70,7 +70,10 @@ def _empty_padded(rows: int, cols: int, dtype_name: str, like_input):
     if is_torch_tensor(like_input):
         torch = torch_module()
         return torch.empty((rows, padded), dtype=getattr(torch, dtype_name), device=like_input.device)[:, :cols]
-    return np.empty((rows, padded), dtype=_NP_TYPES[dtype_name])[:, :cols]
+    try:
+        return np.empty((rows, padded), dtype=_NP_TYPES[dtype_name])[:, :cols]
+    except MemoryError:
+        raise out_of_memory(_FN, "the outputs", (rows, padded), itemsize) from None
 
 
 def _int(arg: str, value) -> int:

@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import _C
-from .._arrays import like, optional_ref, to_numpy, to_ref
+from .._arrays import like, new_output, optional_ref, to_numpy, to_ref
 from .._errors import ArgumentTypeError, InvalidArgumentError
 from . import _varlen_autograd
 
@@ -158,8 +158,8 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
         tile, splits = _schedule_lists(fn, tile_scheduler_metadata, num_splits)
 
     b, s_q, h_q = (int(x) for x in q.shape[:3])
-    out = np.empty((b, s_q, h_q, max(head_dim_v, 0)), dtype=to_numpy(q).dtype)
-    lse = np.empty((b, h_q, s_q), dtype=np.float32)
+    out = new_output(fn, "out", (b, s_q, h_q, max(head_dim_v, 0)), to_numpy(q).dtype)
+    lse = new_output(fn, "lse", (b, h_q, s_q), np.float32)
     new_tile, parts, new_splits = _C.flash_mla_with_kvcache(
         to_ref(q, fn, "q"), to_ref(k_cache, fn, "k_cache"), optional_ref(block_table, fn, "block_table"),
         optional_ref(cache_seqlens, fn, "cache_seqlens"), head_dim_v, tile, splits,
@@ -190,9 +190,9 @@ def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk
         raise InvalidArgumentError(f"{fn}: argument 'q' must be a 3-D array [s_q, h_q, d_qk]")
     d_v = _int(fn, "d_v", d_v)
     s_q, h_q = int(q.shape[0]), int(q.shape[1])
-    out = np.empty((s_q, h_q, max(d_v, 0)), dtype=to_numpy(q).dtype)
-    max_logits = np.empty((s_q, h_q), dtype=np.float32)
-    lse = np.empty((s_q, h_q), dtype=np.float32)
+    out = new_output(fn, "out", (s_q, h_q, max(d_v, 0)), to_numpy(q).dtype)
+    max_logits = new_output(fn, "max_logits", (s_q, h_q), np.float32)
+    lse = new_output(fn, "lse", (s_q, h_q), np.float32)
     _C.flash_mla_sparse_fwd(to_ref(q, fn, "q"), to_ref(kv, fn, "kv"), to_ref(indices, fn, "indices"),
                             _float(fn, "sm_scale", sm_scale), d_v, optional_ref(attn_sink, fn, "attn_sink"),
                             optional_ref(topk_length, fn, "topk_length"), to_ref(out, fn, "out", writable=True),
@@ -228,8 +228,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo,
             lambda q_, k_, v_: flash_attn_varlen_func(q_, k_, v_, cu_seqlens_qo, cu_seqlens_kv, max_seqlen_qo,
                                                       max_seqlen_kv, 0.0, softmax_scale, causal))
     total_q, h_q = int(q.shape[0]), int(q.shape[1])
-    out = np.empty((total_q, h_q, int(v.shape[2])), dtype=to_numpy(q).dtype)
-    lse = np.empty((h_q, total_q), dtype=np.float32).T  # FlashMLA's layout: contiguous along the tokens
+    out = new_output(fn, "out", (total_q, h_q, int(v.shape[2])), to_numpy(q).dtype)
+    lse = new_output(fn, "lse", (h_q, total_q), np.float32).T  # FlashMLA's layout: contiguous along the tokens
     _C.flash_attn_varlen_fwd(to_ref(q, fn, "q"), to_ref(k, fn, "k"), to_ref(v, fn, "v"),
                              to_ref(cu_seqlens_qo, fn, "cu_seqlens_qo"), to_ref(cu_seqlens_kv, fn, "cu_seqlens_kv"),
                              _int(fn, "max_seqlen_qo", max_seqlen_qo), _int(fn, "max_seqlen_kv", max_seqlen_kv),

@@ -13,7 +13,7 @@ import numpy as np
 
 from ... import _C
 from ..._arrays import like, to_numpy
-from ..._errors import InvalidArgumentError
+from ..._errors import InvalidArgumentError, out_of_memory
 
 __all__ = [
     "ceil_div",
@@ -40,7 +40,11 @@ def align(x: int, y: int) -> int:
 
 
 def _as_f32(x, fn: str = "", arg: str = "x") -> np.ndarray:
-    return np.asarray(to_numpy(x, fn, arg), dtype=np.float32)
+    v = to_numpy(x, fn, arg)
+    try:
+        return np.asarray(v, dtype=np.float32)
+    except MemoryError:
+        raise out_of_memory(fn or "tessera.deep_gemm.utils", f"a float32 copy of '{arg}'", v.shape, 4) from None
 
 
 def _ue8m0_ceil(sf: np.ndarray) -> np.ndarray:
