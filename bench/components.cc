@@ -90,7 +90,7 @@ const std::vector<Component> kComponents = {
      run_gemm_and_grouped_bench, print_gemm_and_grouped_summary},
     {"select", "DeepSelect top-k (sampler, indexer) vs nth_element+sort", kSelectHelp, run_select_bench,
      print_select_summary},
-    {"attention", "FlashMLA sparse/dense decode and sparse prefill vs dequant+oneDNN", kAttentionHelp,
+    {"attention", "FlashMLA decode and prefill vs dequant+oneDNN; FMHA backward (2.5x fwd flops)", kAttentionHelp,
      run_attention_bench, print_attention_summary},
     {"ep", "expert-parallel dispatch/combine between mpirun ranks vs MPI_Alltoallv", kEpHelp, run_ep_bench,
      print_ep_summary},

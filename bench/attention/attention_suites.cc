@@ -3,6 +3,7 @@
 // a section to kAttentionHelp (a literal, so bench/components.cc may use it during static initialisation).
 
 #include "attention/attention_bench.h"
+#include "attention/fmha_bwd_bench.h"
 #include "attention/mla_bench.h"
 #include "attention/mqa_bench.h"
 
@@ -17,6 +18,7 @@ struct Suite {
 const Suite kSuites[] = {
     {run_mla_bench, print_mla_summary},
     {run_mqa_bench, print_mqa_summary},
+    {run_fmha_bwd_bench, print_fmha_bwd_summary},
 };
 
 }  // namespace
@@ -53,6 +55,19 @@ Method: results checked first against float64 on sampled logits; then a warm-up 
   GB/s    = (q + kv + scales + weights + logits bytes) / time
   peer    = dequantise q and kv to bf16, oneDNN bf16 GEMM per block of 32 queries (all H heads against
             all keys, scores materialised), relu / weights / head sum in plain loops (prefill only)
+
+FMHA backward (flash_attn_varlen_bwd, FlashMLA's dense MHA prefill backward; one request of 1024 tokens,
+8 heads, d_qk 192, d_v 128; quick runs on slower levels take fewer tokens):
+  fmha_bwd         not causal
+  fmha_bwd_causal  causal
+Columns: M = query tokens, N = heads, K = keys.
+Method: dq on sampled query rows and dk, dv on sampled keys checked first against float64 (error within
+2% of each sample's largest value); then a warm-up and timed calls.
+  GFLOP/s = 2.5 x the forward's flops / time (FlashAttention-2's convention: the five products of the
+            backward against the forward's two), forward = 2 * attended (query, key) pairs * h * (192 + 128)
+  %limit  = GFLOP/s / bf16_peak_gflops (the level's matrix or vector bf16 peak) measured right after the row
+  peer    = a naive backward per head: oneDNN S = Q.K^T and dP = dO.V^T (bf16 out), P and dS in fp32 loops
+            (materialised, transposed copies too), oneDNN dV = P^T.dO, dK = dS^T.Q, dQ = dS.K
 )";
 
 std::vector<Row> run_attention_bench(const Options& options, const MachineLimits& limits) {

@@ -136,7 +136,9 @@ void flash_attn_varlen_fwd(const VarlenInputs& in, const TensorView& out, const 
 // strides), dout [total_q, h_q, d_v] (q's dtype, any strides) the gradient of out, dlse [total_q, h_q] fp32
 // (optional) the gradient of lse. Writes dq [total_q, h_q, d_qk], dk [total_kv, h_kv, d_qk], dv
 // [total_kv, h_kv, d_v] (q's dtype or fp32, last dim contiguous; GQA sums over a KV head's query heads).
-// P = exp(scale * q.k - lse) is recomputed in fp32; all sums are fp32. Keys no query sees get dk = dv = 0.
+// P = exp(scale * q.k - lse) is recomputed in fp32; all sums are fp32; with bf16 inputs at the amx and
+// avx512bf16 levels P and dS are rounded to bf16 as product operands (as on GPUs). Keys no query sees get
+// dk = dv = 0.
 void flash_attn_varlen_bwd(const VarlenInputs& in, const TensorView& out, const TensorView& lse,
                            const TensorView& dout, const TensorView& dq, const TensorView& dk, const TensorView& dv,
                            const TensorView* dlse = nullptr);

@@ -1,44 +1,59 @@
 // flash_attn_varlen_bwd: the dense MHA prefill backward (FlashAttention-2 style, FlashMLA's API,
 // docs/attention.md). Group (request i, KV head g) has rows r = (query j, head of the group) as in the
-// forward. P = exp(scale * q.k - lse) is recomputed from the forward's lse. Two passes over independent
-// tasks claimed by the pool's threads:
-//  1. per (i, g, row tile), over key tiles: delta = sum_t P dP - dlse (= rowsum(dO * O) in fp32: the bf16
-//     `out` would cancel badly when a row sees few keys) and dQ = scale * (sum P dP K - delta * sum P K);
-//  2. per (i, g, key tile), over row tiles: dV = sum P^T dO, dK = scale * sum dS^T Q, dS = P (dP - delta).
+// forward. P = exp(scale * q.k - lse) is recomputed from the forward's lse. The five products per tile
+// pair run on the level's GEMM kernel set (Slot::kMlaBwd: AMX tiles, vdpbf16ps or fp32 FMA; bf16 inputs
+// give bf16 operands, so P and dS are rounded to bf16 as on GPUs; fp32 sums), the element-wise steps in
+// fp32. Groups are handled in batches whose operands fit a memory budget, in three phases over tasks
+// claimed by the pool's threads:
+//  1. gather each row tile's q, dO and key tile's k, v into contiguous operands and pack every B side
+//     once (K, V, K^T per key tile; Q, dO, Q^T, dO^T per row tile);
+//  2. per (i, g, row tile), over key tiles: S = Q K^T, dP = dO V^T, delta = sum_t P dP - dlse (fp32 from
+//     fp32 P and dP: rowsum(dO * O) over the bf16 `out` would cancel badly when a row sees few keys); then
+//     dS = P (dP - delta) and dQ = scale * sum dS K (P and dP kept from the first sweep when they fit);
+//  3. per (i, g, key tile), over row tiles: S^T = K Q^T, dP^T = V dO^T, dV = sum P^T dO,
+//     dK = scale * sum dS^T Q.
 // Every output element is summed by one task in a fixed tile order, so the bits do not depend on the
 // thread count.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <vector>
 
+#include "attention/flash_mla/mla_bwd_products.h"
 #include "attention/flash_mla/mla_rows.h"
 #include "attention/flash_mla/mla_varlen_args.h"
 #include "backends/cpu/mla_bwd_kernel_set.h"
+#include "backends/cpu/registry.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/error.h"
+#include "tessera/core/memory.h"
 #include "tessera/core/thread_pool.h"
 
 namespace tessera::flash_mla {
 namespace {
 
 constexpr const char* kFn = "flash_attn_varlen_bwd";
-using cpu::kBwdKeys;
-using cpu::kBwdRows;
-using cpu::KeyTile;
-using cpu::RowTile;
+// Gathered and packed operands of one batch of groups (about 4.5x their bf16 inputs) stay under this.
+constexpr size_t kBatchBytes = size_t(512) << 20;
+// A row task keeps its first sweep's P and dP for the second when they take at most this much.
+constexpr size_t kStashBytes = size_t(8) << 20;
+// The calling thread keeps a batch arena up to this size between calls (fresh pages cost a fault each).
+constexpr size_t kKeptArenaBytes = size_t(64) << 20;
 
-// n elements of t[token, head, :] (bf16|fp16, any element stride) as fp32.
-void widen(const TensorView& t, int64_t token, int64_t head, int64_t n, float* dst) {
-  const uint16_t* s = t.ptr<uint16_t>() + token * t.strides[0] + head * t.strides[1];
-  const int64_t st = t.strides[2];
-  if (t.dtype == DType::kBF16) {
-    for (int64_t c = 0; c < n; ++c) dst[c] = bf16_to_f32(s[c * st]);
-  } else {
-    for (int64_t c = 0; c < n; ++c) dst[c] = f16_to_f32(s[c * st]);
-  }
+size_t align64(size_t x) {
+  return (x + 63) & ~size_t(63);
 }
+int round_up(int x, int to) {
+  return (x + to - 1) / to * to;
+}
+
+// Register tiles of the products; every B side is packed for the tile of its product.
+struct Tiles {
+  cpu::GemmTile s, dq, st, dv, dk;  // S and dP | dQ | S^T and dP^T | dV | dK
+};
 
 struct Problem {
   VarlenLayout l;
@@ -47,7 +62,11 @@ struct Problem {
   int64_t hp = 1;  // query heads per KV head
   float scale = 0;
   bool causal = false;
-  const cpu::MlaBwdKernelSet* ks = nullptr;
+  const cpu::MlaBwdTileOps* ops = nullptr;
+  BwdGemm gemm;
+  Tiles tiles;
+  bool bf16_ops = false;     // operands in bf16 (else fp32)
+  int R = 0, T = 0;          // query rows per row tile, keys per key tile
   std::vector<float> delta;  // [total_q * h_q]: sum_t P dP - dlse, written by the row pass
 
   int64_t rows(int64_t i) const { return l.q_len[size_t(i)] * hp; }
@@ -58,65 +77,202 @@ struct Problem {
   }
   int64_t token(int64_t i, int64_t r) const { return l.q_begin[size_t(i)] + r / hp; }
   int64_t head(int64_t g, int64_t r) const { return g * hp + r % hp; }
+  float lse_of(int64_t i, int64_t g, int64_t r) const {
+    return lse.ptr<float>()[token(i, r) * lse.strides[0] + head(g, r) * lse.strides[1]];
+  }
+  float delta_of(int64_t i, int64_t g, int64_t r) const { return delta[size_t(token(i, r) * l.h_q + head(g, r))]; }
 };
+
+// Bytes of each packed form of one tile (a whole tile's worth, also for a shorter last tile).
+struct PackSizes {
+  size_t kb, vb, ktb, qb, dob, qtb, dotb;
+  PackSizes(const Problem& pb) {
+    const BwdGemm& m = pb.gemm;
+    const int dq = int(pb.l.d_qk), dv = int(pb.l.d_v), R = pb.R, T = pb.T;
+    kb = align64(m.packed_b_bytes(pb.tiles.s.nr, T, dq));
+    vb = align64(m.packed_b_bytes(pb.tiles.s.nr, T, dv));
+    ktb = align64(m.packed_b_bytes(pb.tiles.dq.nr, dq, T));
+    qb = align64(m.packed_b_bytes(pb.tiles.st.nr, R, dq));
+    dob = align64(m.packed_b_bytes(pb.tiles.st.nr, R, dv));
+    qtb = align64(m.packed_b_bytes(pb.tiles.dk.nr, dq, R));
+    dotb = align64(m.packed_b_bytes(pb.tiles.dv.nr, dv, R));
+  }
+  size_t key_tile() const { return kb + vb + ktb; }
+  size_t row_tile() const { return qb + dob + qtb + dotb; }
+};
+
+// One group's operands inside the batch arena.
+struct Group {
+  int64_t i, g;
+  int64_t rows, keys;
+  char* q;  // [rows][d_qk] operands, then dO [rows][d_v]
+  char* dout;
+  char* k;  // [keys][d_qk], then v [keys][d_v]
+  char* v;
+  char* row_packs;  // per row tile: Q, dO, Q^T, dO^T packed
+  char* key_packs;  // per key tile: K, V, K^T packed
+};
+
+size_t group_bytes(const Problem& pb, const PackSizes& ps, int64_t rows, int64_t keys) {
+  const size_t es = pb.bf16_ops ? 2 : 4;
+  const int R = pb.R, T = pb.T;
+  const int64_t row_tiles = (rows + R - 1) / R, key_tiles = (keys + T - 1) / T;
+  return align64(size_t(rows) * size_t(pb.l.d_qk + pb.l.d_v) * es) * 2 +
+         align64(size_t(keys) * size_t(pb.l.d_qk + pb.l.d_v) * es) * 2 + size_t(row_tiles) * ps.row_tile() +
+         size_t(key_tiles) * ps.key_tile();
+}
 
 // Buffers of one thread.
 struct Scratch {
-  std::vector<float> kt, vt, krows, vrow, q, dout, lse, delta, p, dp, acc_a, acc_b, acc_c;
-  std::vector<int> vis;
-  explicit Scratch(const Problem& pb) {
-    const size_t dq = size_t(pb.l.d_qk), dv = size_t(pb.l.d_v), R = kBwdRows, K = kBwdKeys;
-    kt.resize(dq * K);
-    vt.resize(dv * K);
-    krows.resize(K * dq);
-    vrow.resize(dv);
-    q.resize(R * dq);
-    dout.resize(R * dv);
-    lse.resize(R);
-    delta.resize(R);
-    vis.resize(R);
-    p.resize(R * K);
-    dp.resize(R * K);
-    acc_a.resize(std::max(K, R) * dq);
-    acc_b.resize(K * dv);
-    acc_c.resize(R * dq);
+  AlignedPtr<char> a1, a2, a3, a4, op1, op2;
+  AlignedPtr<float> s, dp, acc1, acc2, stash, lse, delta, unused;
+  AlignedPtr<int> vis;
+  size_t stash_floats = 0;
+  int64_t ld_tile = 0;  // row stride of s and dp
+
+  std::vector<int64_t> shape;  // what the sizes below were made for
+
+  static std::vector<int64_t> shape_of(const Problem& pb) {
+    const Tiles& t = pb.tiles;
+    return {pb.l.d_qk, pb.l.d_v, pb.R, pb.T, int64_t(pb.bf16_ops), reinterpret_cast<intptr_t>(pb.gemm.ks),
+            t.s.nr,    t.st.nr};
+  }
+
+  explicit Scratch(const Problem& pb) : shape(shape_of(pb)) {
+    const BwdGemm& m = pb.gemm;
+    const int dq = int(pb.l.d_qk), dv = int(pb.l.d_v), d = std::max(dq, dv), R = pb.R, T = pb.T, n = std::max(R, T);
+    const size_t fixed_a = m.prepared_a_bytes(n, d), step_a = m.prepared_a_bytes(n, n);
+    a1 = aligned_array<char>(fixed_a);
+    a2 = aligned_array<char>(fixed_a);
+    a3 = aligned_array<char>(step_a);
+    a4 = aligned_array<char>(step_a);
+    op1 = aligned_array<char>(size_t(n) * n * 4);
+    op2 = aligned_array<char>(size_t(n) * n * 4);
+    ld_tile = std::max(round_up(T, pb.tiles.s.nr), round_up(R, pb.tiles.st.nr));
+    s = aligned_array<float>(size_t(n) * size_t(ld_tile));
+    dp = aligned_array<float>(size_t(n) * size_t(ld_tile));
+    const int ld_acc = round_up(d, 48);  // room for any tile's last panel
+    acc1 = aligned_array<float>(size_t(n) * size_t(ld_acc + 48));
+    acc2 = aligned_array<float>(size_t(n) * size_t(ld_acc + 48));
+    lse = aligned_array<float>(size_t(n));
+    delta = aligned_array<float>(size_t(n));
+    unused = aligned_array<float>(size_t(n));
+    vis = aligned_array<int>(size_t(n));
+  }
+  float* stash_of(size_t floats) {
+    if (floats > stash_floats) {
+      stash = aligned_array<float>(floats);
+      stash_floats = floats;
+    }
+    return stash.get();
   }
 };
 
-// Loads keys [k0, k0 + nk) of request i, KV head g: transposed K and V (zero-padded to kBwdKeys columns)
-// and, when `rows_too`, K row-major.
-KeyTile load_keys(const Problem& pb, int64_t i, int64_t g, int64_t k0, int nk, bool rows_too, Scratch& s) {
-  const int64_t dq = pb.l.d_qk, dv = pb.l.d_v;
-  std::fill(s.kt.begin(), s.kt.end(), 0.0f);
-  std::fill(s.vt.begin(), s.vt.end(), 0.0f);
-  float* row = s.krows.data();
-  for (int t = 0; t < nk; ++t) {
-    const int64_t tok = pb.l.kv_begin[size_t(i)] + k0 + t;
-    float* kr = rows_too ? row + int64_t(t) * dq : row;
-    widen(pb.k, tok, g, dq, kr);
-    for (int64_t c = 0; c < dq; ++c) s.kt[size_t(c * kBwdKeys + t)] = kr[c];
-    float* vr = s.vrow.data();
-    widen(pb.v, tok, g, dv, vr);
-    for (int64_t c = 0; c < dv; ++c) s.vt[size_t(c * kBwdKeys + t)] = vr[c];
-  }
-  return {nk, s.kt.data(), s.vt.data()};
+int64_t acc_ld(int d, const cpu::GemmTile& t) {
+  return round_up(d, t.nr);
 }
 
-// Loads rows [r0, r0 + nr) of request i, KV head g: q, dO and lse.
-RowTile load_rows(const Problem& pb, int64_t i, int64_t g, int64_t r0, int nr, Scratch& s) {
-  const int64_t dq = pb.l.d_qk, dv = pb.l.d_v;
-  for (int x = 0; x < nr; ++x) {
-    const int64_t tok = pb.token(i, r0 + x), h = pb.head(g, r0 + x);
-    widen(pb.q, tok, h, dq, s.q.data() + int64_t(x) * dq);
-    widen(pb.dout, tok, h, dv, s.dout.data() + int64_t(x) * dv);
-    s.lse[size_t(x)] = pb.lse.ptr<float>()[tok * pb.lse.strides[0] + h * pb.lse.strides[1]];
-  }
-  return {nr, s.q.data(), s.dout.data(), s.lse.data(), s.vis.data()};
+// The calling thread's buffers, kept between calls of the same shape (no page faults per call).
+Scratch& scratch_for(const Problem& pb) {
+  thread_local std::unique_ptr<Scratch> kept;
+  if (!kept || kept->shape != Scratch::shape_of(pb)) kept = std::make_unique<Scratch>(pb);
+  return *kept;
 }
 
-// Keys of the tile [k0, k0 + nk) each row of [r0, r0 + nr) may see.
-void set_visible(const Problem& pb, int64_t i, int64_t r0, int nr, int64_t k0, int nk, Scratch& s) {
-  for (int x = 0; x < nr; ++x) s.vis[size_t(x)] = int(std::clamp<int64_t>(pb.visible(i, r0 + x) - k0, 0, nk));
+// Runs body(task, scratch) for tasks [0, n), claimed one at a time by the pool's threads.
+template <typename Body>
+void run_tasks(const Problem& pb, int64_t n, const Body& body) {
+  std::atomic<int64_t> next{0};
+  parallel_run([&](int, int) {
+    Scratch& s = scratch_for(pb);
+    for (int64_t t = next.fetch_add(1); t < n; t = next.fetch_add(1)) body(t, s);
+  });
+}
+
+// A batch's operands: the calling thread's kept arena when large enough, else a fresh one (kept when small).
+char* batch_arena(size_t bytes, AlignedPtr<char>* fresh) {
+  thread_local AlignedPtr<char> kept;
+  thread_local size_t kept_bytes = 0;
+  if (bytes <= kept_bytes) return kept.get();
+  if (bytes > kKeptArenaBytes) {
+    *fresh = aligned_array<char>(bytes);
+    return fresh->get();
+  }
+  kept = aligned_array<char>(bytes);
+  kept_bytes = bytes;
+  return kept.get();
+}
+
+// n elements of t[token, head, :] (bf16|fp16, any element stride) as operands: bf16 copied, else fp32.
+void gather(const Problem& pb, const TensorView& t, int64_t token, int64_t head, int64_t n, char* dst) {
+  const uint16_t* s = t.ptr<uint16_t>() + token * t.strides[0] + head * t.strides[1];
+  const int64_t st = t.strides[2];
+  if (pb.bf16_ops) {
+    uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+    if (st == 1) {
+      std::memcpy(d, s, size_t(n) * 2);
+    } else {
+      for (int64_t c = 0; c < n; ++c) d[c] = s[c * st];
+    }
+    return;
+  }
+  float* d = reinterpret_cast<float*>(dst);
+  if (t.dtype == DType::kBF16) {
+    for (int64_t c = 0; c < n; ++c) d[c] = bf16_to_f32(s[c * st]);
+  } else {
+    for (int64_t c = 0; c < n; ++c) d[c] = f16_to_f32(s[c * st]);
+  }
+}
+
+cpu::GemmSrc src(const Problem& pb, const char* data, int64_t stride_r, int64_t stride_k) {
+  return cpu::GemmSrc{data, pb.bf16_ops ? cpu::GemmSrcType::kBF16 : cpu::GemmSrcType::kF32, stride_r, stride_k};
+}
+
+struct TileTask {
+  const Group* gr;
+  int64_t start;  // first row (row tiles) or key (key tiles)
+};
+
+void gather_and_pack(const Problem& pb, const PackSizes& ps, const std::vector<TileTask>& row_tasks,
+                     const std::vector<TileTask>& key_tasks) {
+  const int dq = int(pb.l.d_qk), dv = int(pb.l.d_v), R = pb.R, T = pb.T;
+  const size_t es = pb.bf16_ops ? 2 : 4;
+  const BwdGemm& m = pb.gemm;
+  const int64_t n_rows = int64_t(row_tasks.size());
+  run_tasks(pb, n_rows + int64_t(key_tasks.size()), [&](int64_t n, Scratch&) {
+    if (n < n_rows) {
+      const TileTask& t = row_tasks[size_t(n)];
+      const Group& gr = *t.gr;
+      const int nr = int(std::min<int64_t>(R, gr.rows - t.start));
+      char* q = gr.q + size_t(t.start) * dq * es;
+      char* o = gr.dout + size_t(t.start) * dv * es;
+      for (int x = 0; x < nr; ++x) {
+        const int64_t r = t.start + x, tok = pb.token(gr.i, r), h = pb.head(gr.g, r);
+        gather(pb, pb.q, tok, h, dq, q + size_t(x) * dq * es);
+        gather(pb, pb.dout, tok, h, dv, o + size_t(x) * dv * es);
+      }
+      char* pk = gr.row_packs + size_t(t.start / R) * ps.row_tile();
+      m.pack_b(pb.tiles.st.nr, src(pb, q, dq, 1), nr, dq, pk);
+      m.pack_b(pb.tiles.st.nr, src(pb, o, dv, 1), nr, dv, pk + ps.qb);
+      m.pack_b(pb.tiles.dk.nr, src(pb, q, 1, dq), dq, nr, pk + ps.qb + ps.dob);
+      m.pack_b(pb.tiles.dv.nr, src(pb, o, 1, dv), dv, nr, pk + ps.qb + ps.dob + ps.qtb);
+      return;
+    }
+    const TileTask& t = key_tasks[size_t(n - n_rows)];
+    const Group& gr = *t.gr;
+    const int nk = int(std::min<int64_t>(T, gr.keys - t.start));
+    char* k = gr.k + size_t(t.start) * dq * es;
+    char* v = gr.v + size_t(t.start) * dv * es;
+    for (int x = 0; x < nk; ++x) {
+      const int64_t tok = pb.l.kv_begin[size_t(gr.i)] + t.start + x;
+      gather(pb, pb.k, tok, gr.g, dq, k + size_t(x) * dq * es);
+      gather(pb, pb.v, tok, gr.g, dv, v + size_t(x) * dv * es);
+    }
+    char* pk = gr.key_packs + size_t(t.start / T) * ps.key_tile();
+    m.pack_b(pb.tiles.s.nr, src(pb, k, dq, 1), nk, dq, pk);
+    m.pack_b(pb.tiles.s.nr, src(pb, v, dv, 1), nk, dv, pk + ps.kb);
+    m.pack_b(pb.tiles.dq.nr, src(pb, k, 1, dq), dq, nk, pk + ps.kb + ps.vb);
+  });
 }
 
 void store(const TensorView& t, int64_t token, int64_t head, const float* row, int64_t n, float factor) {
@@ -125,105 +281,174 @@ void store(const TensorView& t, int64_t token, int64_t head, const float* row, i
   store_row(row, n, factor, t.dtype, dst);
 }
 
-// Runs body(task, scratch) for tasks [0, n), claimed one at a time by the pool's threads.
-template <typename Body>
-void run_tasks(const Problem& pb, int64_t n, const Body& body) {
-  std::atomic<int64_t> next{0};
-  parallel_run([&](int, int) {
-    Scratch s(pb);
-    for (int64_t t = next.fetch_add(1); t < n; t = next.fetch_add(1)) body(t, s);
-  });
-}
-
-struct TileTask {
-  int64_t i, g, start;  // request, KV head, first key (pass 2) or row (pass 3)
-};
-
-void row_pass(Problem& pb) {
-  std::vector<TileTask> tasks;
-  for (int64_t i = 0; i < pb.l.b; ++i)
-    for (int64_t g = 0; g < pb.l.h_kv; ++g)
-      for (int64_t r0 = 0; r0 < pb.rows(i); r0 += kBwdRows) tasks.push_back({i, g, r0});
-  const int64_t dq = pb.l.d_qk, dv = pb.l.d_v;
+void row_pass(Problem& pb, const PackSizes& ps, const std::vector<TileTask>& tasks) {
+  const int dq = int(pb.l.d_qk), dv = int(pb.l.d_v), R = pb.R, T = pb.T;
+  const size_t es = pb.bf16_ops ? 2 : 4;
+  const BwdGemm& m = pb.gemm;
+  const Tiles& tl = pb.tiles;
   run_tasks(pb, int64_t(tasks.size()), [&](int64_t n, Scratch& s) {
     const TileTask& t = tasks[size_t(n)];
-    const int nr = int(std::min<int64_t>(kBwdRows, pb.rows(t.i) - t.start));
-    const RowTile rows = load_rows(pb, t.i, t.g, t.start, nr, s);
-    float *a = s.acc_a.data(), *b = s.acc_c.data();  // sum P dP K, sum P K
-    std::fill(s.acc_a.begin(), s.acc_a.end(), 0.0f);
-    std::fill(s.acc_c.begin(), s.acc_c.end(), 0.0f);
-    std::fill(s.delta.begin(), s.delta.end(), 0.0f);
-    const int64_t last = pb.visible(t.i, t.start + nr - 1);  // the tile's last row sees the most keys
-    for (int64_t k0 = 0; k0 < last; k0 += kBwdKeys) {
-      const int nk = int(std::min<int64_t>(kBwdKeys, last - k0));
-      load_keys(pb, t.i, t.g, k0, nk, true, s);
-      set_visible(pb, t.i, t.start, nr, k0, nk, s);
-      pb.ks->probs(rows, KeyTile{nk, s.kt.data(), s.vt.data()}, int(dq), int(dv), pb.scale, s.p.data(), s.dp.data());
-      for (int x = 0; x < nr; ++x) {
-        float* w = s.dp.data() + x * kBwdKeys;
-        const float* p = s.p.data() + x * kBwdKeys;
-        float sum = s.delta[size_t(x)];
-        for (int c = 0; c < nk; ++c) {
-          w[c] *= p[c];
-          sum += w[c];
-        }
-        s.delta[size_t(x)] = sum;
-      }
-      pb.ks->accumulate_rows(s.dp.data(), nr, nk, s.krows.data(), int(dq), a);
-      pb.ks->accumulate_rows(s.p.data(), nr, nk, s.krows.data(), int(dq), b);
+    const Group& gr = *t.gr;
+    const int nr = int(std::min<int64_t>(R, gr.rows - t.start));
+    const BwdGemm::Prepared qa = m.prepare_a(src(pb, gr.q + size_t(t.start) * dq * es, dq, 1), nr, dq, s.a1.get());
+    const BwdGemm::Prepared oa = m.prepare_a(src(pb, gr.dout + size_t(t.start) * dv * es, dv, 1), nr, dv, s.a2.get());
+    for (int x = 0; x < nr; ++x) {
+      s.lse[x] = pb.lse_of(gr.i, gr.g, t.start + x);
+      s.delta[x] = 0.0f;
+    }
+    const int64_t last = pb.visible(gr.i, t.start + nr - 1);  // the tile's last row sees the most keys
+    const int64_t ld = s.ld_tile, tile_floats = int64_t(nr) * ld;
+    const int64_t key_tiles = (last + T - 1) / T;
+    const bool keep = size_t(key_tiles * tile_floats * 2) * 4 <= kStashBytes;
+    float* stash = keep ? s.stash_of(size_t(key_tiles * tile_floats * 2)) : nullptr;
+    // P (in place of S) and dP of key tile kt; the first sweep also adds to delta. Products cover the
+    // tile's keys (its packs' shape); keys past a row's visible ones get p = 0.
+    auto probs = [&](int64_t kt, bool first, float* p, float* dp) {
+      const int64_t k0 = kt * T;
+      const int nk = int(std::min<int64_t>(T, gr.keys - k0));
+      const char* pk = gr.key_packs + size_t(kt) * ps.key_tile();
+      m.multiply(tl.s, qa, pk, nk, p, ld, false);
+      m.multiply(tl.s, oa, pk + ps.kb, nk, dp, ld, false);
+      for (int x = 0; x < nr; ++x) s.vis[x] = int(std::clamp<int64_t>(pb.visible(gr.i, t.start + x) - k0, 0, nk));
+      pb.ops->row_probs(p, dp, nr, nk, ld, s.lse.get(), s.vis.get(), pb.scale, first ? s.delta.get() : s.unused.get());
+    };
+    for (int64_t kt = 0; kt < key_tiles; ++kt) {
+      float* p = keep ? stash + kt * tile_floats * 2 : s.s.get();
+      probs(kt, true, p, keep ? p + tile_floats : s.dp.get());
     }
     for (int x = 0; x < nr; ++x) {
-      const int64_t tok = pb.token(t.i, t.start + x), h = pb.head(t.g, t.start + x);
-      float delta = s.delta[size_t(x)];
+      const int64_t tok = pb.token(gr.i, t.start + x), h = pb.head(gr.g, t.start + x);
+      float delta = s.delta[x];
       if (pb.dlse) delta -= pb.dlse->ptr<float>()[tok * pb.dlse->strides[0] + h * pb.dlse->strides[1]];
+      s.delta[x] = delta;
       pb.delta[size_t(tok * pb.l.h_q + h)] = delta;
-      float* ar = a + int64_t(x) * dq;
-      const float* br = b + int64_t(x) * dq;
-      for (int64_t c = 0; c < dq; ++c) ar[c] -= delta * br[c];  // sum P (dP - delta) K
-      store(pb.dq, tok, h, ar, dq, pb.scale);
+    }
+    float* acc = s.acc1.get();
+    const int64_t ld_dq = acc_ld(dq, tl.dq);
+    for (int64_t kt = 0; kt < key_tiles; ++kt) {
+      const int nk = int(std::min<int64_t>(T, gr.keys - kt * T));
+      float *p = s.s.get(), *dp = s.dp.get();
+      if (keep) {
+        p = stash + kt * tile_floats * 2;
+        dp = p + tile_floats;
+      } else {
+        probs(kt, false, p, dp);
+      }
+      pb.ops->row_dscores(p, dp, nr, nk, ld, s.delta.get(), pb.bf16_ops, s.op1.get(), T);
+      const BwdGemm::Prepared dsa = m.prepare_a(src(pb, s.op1.get(), T, 1), nr, nk, s.a3.get());
+      const char* ktb = gr.key_packs + size_t(kt) * ps.key_tile() + ps.kb + ps.vb;
+      m.multiply(tl.dq, dsa, ktb, dq, acc, ld_dq, kt > 0);
+    }
+    for (int x = 0; x < nr; ++x) {
+      const int64_t tok = pb.token(gr.i, t.start + x), h = pb.head(gr.g, t.start + x);
+      float* row = acc + int64_t(x) * ld_dq;
+      if (key_tiles == 0) std::fill_n(row, dq, 0.0f);
+      store(pb.dq, tok, h, row, dq, pb.scale);
     }
   });
 }
 
-void key_pass(const Problem& pb) {
-  std::vector<TileTask> tasks;
-  for (int64_t i = 0; i < pb.l.b; ++i)
-    for (int64_t g = 0; g < pb.l.h_kv; ++g)
-      for (int64_t k0 = 0; k0 < pb.l.kv_len[size_t(i)]; k0 += kBwdKeys) tasks.push_back({i, g, k0});
-  const int64_t dq = pb.l.d_qk, dv = pb.l.d_v;
+void key_pass(const Problem& pb, const PackSizes& ps, const std::vector<TileTask>& tasks) {
+  const int dq = int(pb.l.d_qk), dv = int(pb.l.d_v), R = pb.R, T = pb.T;
+  const size_t es = pb.bf16_ops ? 2 : 4;
+  const BwdGemm& m = pb.gemm;
+  const Tiles& tl = pb.tiles;
   run_tasks(pb, int64_t(tasks.size()), [&](int64_t n, Scratch& s) {
     const TileTask& t = tasks[size_t(n)];
-    const int nk = int(std::min<int64_t>(kBwdKeys, pb.l.kv_len[size_t(t.i)] - t.start));
-    const KeyTile keys = load_keys(pb, t.i, t.g, t.start, nk, false, s);
-    std::fill(s.acc_a.begin(), s.acc_a.end(), 0.0f);  // dK / scale
-    std::fill(s.acc_b.begin(), s.acc_b.end(), 0.0f);  // dV
+    const Group& gr = *t.gr;
+    const int nk = int(std::min<int64_t>(T, gr.keys - t.start));
+    const BwdGemm::Prepared ka = m.prepare_a(src(pb, gr.k + size_t(t.start) * dq * es, dq, 1), nk, dq, s.a1.get());
+    const BwdGemm::Prepared va = m.prepare_a(src(pb, gr.v + size_t(t.start) * dv * es, dv, 1), nk, dv, s.a2.get());
+    float *dk = s.acc1.get(), *dvacc = s.acc2.get();
+    const int64_t ld = s.ld_tile, ld_dk = acc_ld(dq, tl.dk), ld_dv = acc_ld(dv, tl.dv);
     // Causal: rows of queries before the first one that sees key `start` see none of this tile.
-    const int64_t R = pb.rows(t.i), n_q = pb.l.q_len[size_t(t.i)], n_kv = pb.l.kv_len[size_t(t.i)];
+    const int64_t n_q = pb.l.q_len[size_t(gr.i)], n_kv = gr.keys;
     const int64_t r_begin = pb.causal ? std::clamp<int64_t>(t.start - (n_kv - n_q), 0, n_q) * pb.hp : 0;
-    for (int64_t r0 = r_begin; r0 < R; r0 += kBwdRows) {
-      const int nr = int(std::min<int64_t>(kBwdRows, R - r0));
-      const RowTile rows = load_rows(pb, t.i, t.g, r0, nr, s);
-      for (int x = 0; x < nr; ++x)
-        s.delta[size_t(x)] = pb.delta[size_t(pb.token(t.i, r0 + x) * pb.l.h_q + pb.head(t.g, r0 + x))];
-      set_visible(pb, t.i, r0, nr, t.start, nk, s);
-      pb.ks->probs(rows, keys, int(dq), int(dv), pb.scale, s.p.data(), s.dp.data());
-      pb.ks->dscores(s.p.data(), nr, s.delta.data(), s.dp.data());
-      pb.ks->accumulate_keys(s.p.data(), nr, nk, rows.dout, int(dv), s.acc_b.data());
-      pb.ks->accumulate_keys(s.dp.data(), nr, nk, rows.q, int(dq), s.acc_a.data());
+    bool first = true;
+    for (int64_t r0 = r_begin / R * R; r0 < gr.rows; r0 += R) {
+      const int nr = int(std::min<int64_t>(R, gr.rows - r0));
+      const char* pk = gr.row_packs + size_t(r0 / R) * ps.row_tile();
+      m.multiply(tl.st, ka, pk, nr, s.s.get(), ld, false);
+      m.multiply(tl.st, va, pk + ps.qb, nr, s.dp.get(), ld, false);
+      for (int x = 0; x < nr; ++x) {
+        s.lse[x] = pb.lse_of(gr.i, gr.g, r0 + x);
+        s.delta[x] = pb.delta_of(gr.i, gr.g, r0 + x);
+        s.vis[x] = int(std::clamp<int64_t>(pb.visible(gr.i, r0 + x) - t.start, 0, nk));
+      }
+      pb.ops->key_grads(s.s.get(), s.dp.get(), nk, nr, ld, s.lse.get(), s.delta.get(), s.vis.get(), pb.scale,
+                        pb.bf16_ops, s.op1.get(), s.op2.get(), R);
+      const BwdGemm::Prepared pa = m.prepare_a(src(pb, s.op1.get(), R, 1), nk, nr, s.a3.get());
+      const BwdGemm::Prepared dsa = m.prepare_a(src(pb, s.op2.get(), R, 1), nk, nr, s.a4.get());
+      m.multiply(tl.dv, pa, pk + ps.qb + ps.dob + ps.qtb, dv, dvacc, ld_dv, !first);
+      m.multiply(tl.dk, dsa, pk + ps.qb + ps.dob, dq, dk, ld_dk, !first);
+      first = false;
     }
     for (int x = 0; x < nk; ++x) {
-      const int64_t tok = pb.l.kv_begin[size_t(t.i)] + t.start + x;
-      store(pb.dk, tok, t.g, s.acc_a.data() + int64_t(x) * dq, dq, pb.scale);
-      store(pb.dv, tok, t.g, s.acc_b.data() + int64_t(x) * dv, dv, 1.0f);
+      const int64_t tok = pb.l.kv_begin[size_t(gr.i)] + t.start + x;
+      float* krow = dk + int64_t(x) * ld_dk;
+      float* vrow = dvacc + int64_t(x) * ld_dv;
+      if (first) {
+        std::fill_n(krow, dq, 0.0f);
+        std::fill_n(vrow, dv, 0.0f);
+      }
+      store(pb.dk, tok, gr.g, krow, dq, pb.scale);
+      store(pb.dv, tok, gr.g, vrow, dv, 1.0f);
     }
   });
+}
+
+// Runs the three phases over batches of groups whose operands fit kBatchBytes (at least one group each).
+void run_batches(Problem& pb) {
+  const PackSizes ps(pb);
+  const int R = pb.R, T = pb.T;
+  std::vector<Group> groups;
+  int64_t i = 0, g = 0;
+  while (i < pb.l.b) {
+    groups.clear();
+    size_t bytes = 0;
+    std::vector<size_t> offsets;
+    for (; i < pb.l.b; g = 0, ++i) {
+      for (; g < pb.l.h_kv; ++g) {
+        const int64_t rows = pb.rows(i), keys = pb.l.kv_len[size_t(i)];
+        const size_t need = group_bytes(pb, ps, rows, keys);
+        if (!groups.empty() && bytes + need > kBatchBytes) break;
+        groups.push_back(Group{i, g, rows, keys, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr});
+        offsets.push_back(bytes);
+        bytes += need;
+      }
+      if (g < pb.l.h_kv) break;
+    }
+    AlignedPtr<char> fresh;
+    char* const arena = batch_arena(bytes, &fresh);
+    const size_t es = pb.bf16_ops ? 2 : 4;
+    std::vector<TileTask> row_tasks, key_tasks;
+    for (size_t x = 0; x < groups.size(); ++x) {
+      Group& gr = groups[x];
+      char* p = arena + offsets[x];
+      gr.q = p;
+      p += align64(size_t(gr.rows) * size_t(pb.l.d_qk) * es);
+      gr.dout = p;
+      p += align64(size_t(gr.rows) * size_t(pb.l.d_v) * es);
+      gr.k = p;
+      p += align64(size_t(gr.keys) * size_t(pb.l.d_qk) * es);
+      gr.v = p;
+      p += align64(size_t(gr.keys) * size_t(pb.l.d_v) * es);
+      gr.row_packs = p;
+      p += size_t((gr.rows + R - 1) / R) * ps.row_tile();
+      gr.key_packs = p;
+      for (int64_t r0 = 0; r0 < gr.rows; r0 += R) row_tasks.push_back({&gr, r0});
+      for (int64_t k0 = 0; k0 < gr.keys; k0 += T) key_tasks.push_back({&gr, k0});
+    }
+    gather_and_pack(pb, ps, row_tasks, key_tasks);
+    row_pass(pb, ps, row_tasks);
+    key_pass(pb, ps, key_tasks);
+  }
 }
 
 }  // namespace
 
-void flash_attn_varlen_bwd(const VarlenInputs& in, const TensorView& out, const TensorView& lse,
-                           const TensorView& dout, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                           const TensorView* dlse) {
+void flash_attn_varlen_bwd(const VarlenInputs& in, const TensorView& out, const TensorView& lse, const TensorView& dout,
+                           const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView* dlse) {
   Problem pb;
   pb.l = check_varlen_inputs(kFn, in);
   const VarlenLayout& l = pb.l;
@@ -261,11 +486,21 @@ void flash_attn_varlen_bwd(const VarlenInputs& in, const TensorView& out, const 
   pb.hp = l.h_q / l.h_kv;
   pb.scale = float(l.scale);
   pb.causal = in.causal;
-  // fp32 FMA loops: AVX-512 from that level up (bf16 dot products would round P and dS to bf16).
-  pb.ks = active_isa() >= Isa::kAvx512 ? &cpu::mla_bwd_kernels_avx512() : &cpu::mla_bwd_kernels_scalar();
+  const auto& set = cpu::kernels_for<cpu::MlaBwdKernelSet>(cpu::Slot::kMlaBwd, kFn);
+  pb.ops = set.ops;
+  // bf16 inputs on a bf16 set: bf16 operands (exact for q, k, v, dO; P and dS rounded). fp32 sets and
+  // fp16 inputs: fp32 operands (bf16 would round q, k, v, dO).
+  pb.bf16_ops = dt == DType::kBF16 && set.gemm && set.gemm->elem_bytes == 2;
+  pb.gemm.ks = dt == DType::kBF16 ? set.gemm : set.gemm_f32;
+  pb.gemm.type = pb.bf16_ops ? cpu::GemmSrcType::kBF16 : cpu::GemmSrcType::kF32;
+  const int dqk = int(l.d_qk), dvv = int(l.d_v);
+  const int R = set.tile_rows, T = set.tile_keys;
+  pb.R = R;
+  pb.T = T;
+  pb.tiles = {pb.gemm.tile_for(R, T), pb.gemm.tile_for(R, dqk), pb.gemm.tile_for(T, R), pb.gemm.tile_for(T, dvv),
+              pb.gemm.tile_for(T, dqk)};
   pb.delta.assign(size_t(l.total_q * l.h_q), 0.0f);
-  row_pass(pb);
-  key_pass(pb);
+  run_batches(pb);
 }
 
 }  // namespace tessera::flash_mla

@@ -1,45 +1,48 @@
-// The tile math of the dense MHA prefill backward (flash_attn_varlen_bwd): one (query-row tile, key tile)
-// step of FlashAttention-2's backward in fp32. One body (mla_bwd_tiles.inc) is compiled portably
-// (scalar/) and with AVX-512 flags (avx512/); the driver picks by the active level. Loops vectorise along
-// the inner dimension (no cross-lane reductions) and every sum runs in a fixed order, so the bits never
-// depend on threads. A plain interface header (ISA-file rule 1: no inline functions).
+// The dense MHA prefill backward (flash_attn_varlen_bwd) per ISA level: the GEMM kernel sets that run its
+// five products per tile pair (S = Q K^T, dP = dO V^T, dV += P^T dO, dK += dS^T Q, dQ += dS K) and the
+// element-wise steps between them (P from the forward's lse, delta, dS), compiled per level from one body
+// (mla_bwd_tiles.inc: scalar/, avx2/, avx512/). Registered in the kernel registry (Slot::kMlaBwd). Every
+// sum runs in a fixed order, so the bits never depend on threads. A plain interface header (ISA-file
+// rule 1: no inline functions).
 #pragma once
 
 #include <stdint.h>
 
+#include "backends/cpu/gemm_kernel_set.h"
+
 namespace tessera::cpu {
 
-constexpr int kBwdRows = 32;  // query rows (token, head) per tile
-constexpr int kBwdKeys = 64;  // keys per tile
-
-// One key tile, held transposed for the score and dP products (plain aggregates: no inline constructors).
-struct KeyTile {
-  int nk;          // keys in the tile
-  const float* kt;  // [d_qk][kBwdKeys]
-  const float* vt;  // [d_v][kBwdKeys]
-};
-
-// One query-row tile.
-struct RowTile {
-  int nr;
-  const float* q;      // [nr][d_qk]
-  const float* dout;   // [nr][d_v]
-  const float* lse;    // [nr]
-  const int* visible;  // [nr]: keys of this tile row r may see (0..nk)
+// Element-wise steps on fp32 product tiles. "Operand" outputs are the next products' A operands: bf16
+// (round to nearest even) when `bf16`, else fp32.
+struct MlaBwdTileOps {
+  // Row pass, tiles [nr][ld] (row r = query row, column t = key): s becomes p = exp(scale * s - lse[r])
+  // for t < visible[r], else 0 (t < nk), and delta[r] += sum_t p * dp in a fixed order.
+  void (*row_probs)(float* s, const float* dp, int nr, int nk, int64_t ld, const float* lse, const int* visible,
+                    float scale, float* delta);
+  // Row pass: ds[r][t] (operand, row stride ld_ds) = p * (dp - delta[r]) for t < nk.
+  void (*row_dscores)(const float* p, const float* dp, int nr, int nk, int64_t ld, const float* delta, bool bf16,
+                      void* ds, int64_t ld_ds);
+  // Key pass, tiles [nk][ld] (row t = key, column r = query row < nr): p = exp(scale * s - lse[r]) for
+  // t < visible[r], else 0, and ds = p * (dp - delta[r]), both written as operands [nk][ld_op].
+  void (*key_grads)(const float* s, const float* dp, int nk, int nr, int64_t ld, const float* lse, const float* delta,
+                    const int* visible, float scale, bool bf16, void* p, void* ds, int64_t ld_op);
 };
 
 struct MlaBwdKernelSet {
-  // p [nr][kBwdKeys] = exp(scale * q.k - lse) and dp = dO.v, both 0 where not visible.
-  void (*probs)(const RowTile& rows, const KeyTile& keys, int d_qk, int d_v, float scale, float* p, float* dp);
-  // ds = p * (dp - delta[r]) (in place over dp).
-  void (*dscores)(const float* p, int nr, const float* delta, float* dp);
-  // acc [nk][n] += sum_r w[r][t] * x[r][:]: dV += P^T dO (x = dO) and dK += dS^T Q (x = Q).
-  void (*accumulate_keys)(const float* w, int nr, int nk, const float* x, int n, float* acc);
-  // acc [nr][d_qk] += sum_t w[r][t] * k[t][:] (k row-major [nk][d_qk]).
-  void (*accumulate_rows)(const float* w, int nr, int nk, const float* k, int d_qk, float* acc);
+  const char* name;
+  // Products for bf16 inputs (bf16 operands: P and dS rounded to bf16, fp32 sums), or nullptr: portable
+  // fp32 loops.
+  const GemmKernelSet* gemm;
+  // Products for fp16 inputs (fp32 operands: the bf16 sets would round q, k, v), or nullptr as above.
+  const GemmKernelSet* gemm_f32;
+  const MlaBwdTileOps* ops;
+  // Query rows (token, head) per row tile and keys per key tile: also the K of the products dV, dK (rows)
+  // and dQ (keys), so larger tiles amortise the micro-kernels' accumulator loads and stores.
+  int tile_rows, tile_keys;
 };
 
-const MlaBwdKernelSet& mla_bwd_kernels_scalar();
-const MlaBwdKernelSet& mla_bwd_kernels_avx512();  // only when the active level is avx512 or higher
+const MlaBwdTileOps* mla_bwd_ops_scalar();
+const MlaBwdTileOps* mla_bwd_ops_avx2();    // only when the active level is avx2 or higher
+const MlaBwdTileOps* mla_bwd_ops_avx512();  // only when the active level is avx512 or higher
 
 }  // namespace tessera::cpu

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/ep_kernels.h"
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/mla_bwd_kernel_set.h"
 #include "backends/cpu/mla_kernel_set.h"
 #include "backends/cpu/mqa_logits_kernels.h"
 #include "backends/cpu/select_kernels.h"
@@ -70,6 +71,40 @@ const KernelImpl kMla[] = {
     {"mla_scalar", Isa::kScalar, [](Isa) -> const void* { return mla_kernels_scalar(); }},
 };
 
+// The backward's products run on the level's GEMM set (fp16 inputs: an fp32 one) and its element-wise
+// steps on the widest vector code at or below the level. The AMX set takes 128 x 128 tiles (fewer
+// accumulator loads and stores per product; the vector sets do not gain from them: see the lab notes).
+template <const GemmKernelSet* (*Gemm)(), const GemmKernelSet* (*GemmF32)(), const MlaBwdTileOps* (*Ops)(),
+          int kTileRows = 64, int kTileKeys = 64>
+const MlaBwdKernelSet* mla_bwd_set(const char* name) {
+  static const MlaBwdKernelSet set = {name, Gemm(), GemmF32(), Ops(), kTileRows, kTileKeys};
+  return set.gemm && set.gemm_f32 && set.ops ? &set : nullptr;
+}
+
+const KernelImpl kMlaBwd[] = {
+    {"mla_bwd_amx", Isa::kAmx,
+     [](Isa) -> const void* {
+       return mla_bwd_set<gemm_kernels_amx, gemm_kernels_avx512, mla_bwd_ops_avx512, 128, 128>("mla_bwd_amx");
+     }},
+    {"mla_bwd_avx512bf16", Isa::kAvx512Bf16,
+     [](Isa) -> const void* {
+       return mla_bwd_set<gemm_kernels_avx512bf16, gemm_kernels_avx512, mla_bwd_ops_avx512>("mla_bwd_avx512bf16");
+     }},
+    {"mla_bwd_avx512", Isa::kAvx512,
+     [](Isa) -> const void* {
+       return mla_bwd_set<gemm_kernels_avx512, gemm_kernels_avx512, mla_bwd_ops_avx512>("mla_bwd_avx512");
+     }},
+    {"mla_bwd_avx2", Isa::kAvx2,
+     [](Isa) -> const void* {
+       return mla_bwd_set<gemm_kernels_avx2, gemm_kernels_avx2, mla_bwd_ops_avx2>("mla_bwd_avx2");
+     }},
+    {"mla_bwd_scalar", Isa::kScalar,
+     [](Isa) -> const void* {
+       static const MlaBwdKernelSet set = {"mla_bwd_scalar", nullptr, nullptr, mla_bwd_ops_scalar(), 32, 64};
+       return &set;
+     }},
+};
+
 const KernelImpl kMqaLogits[] = {
     {"mqa_amx", Isa::kAmx, [](Isa) -> const void* { return mqa_kernels_amx(); }},
     {"mqa_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return mqa_kernels_avx512bf16(); }},
@@ -111,7 +146,7 @@ const SlotInfo kSlots[int(Slot::kCount)] = {
     TESSERA_SLOT("gemm_packed", kGemmPacked), TESSERA_SLOT("gemm_finalize", kGemmFinalize),
     TESSERA_SLOT("gemv_bf16", kGemvBf16),     TESSERA_SLOT("gemv_fp8", kGemvFp8),
     TESSERA_SLOT("gemv_fp4", kGemvFp4),       TESSERA_SLOT("mla", kMla),
-    TESSERA_SLOT("mqa_logits", kMqaLogits),   TESSERA_SLOT("select", kSelect),
+    TESSERA_SLOT("mla_bwd", kMlaBwd),         TESSERA_SLOT("mqa_logits", kMqaLogits),   TESSERA_SLOT("select", kSelect),
     TESSERA_SLOT("ep", kEp),                  TESSERA_SLOT("tl_gemv", kTlGemv),
     TESSERA_SLOT("tl_vector", kTlVector),
 };

@@ -1,9 +1,11 @@
 // Dispatch smoke: MQA logits (prefill and paged decode, FP8 with per-token scales) and FlashMLA (dense
-// bf16 decode, sparse FP8 decode over both cache layouts, sparse prefill) once each at this CPU's own
-// level on small problems, each against a float64 reference (see gemm_smoke_test.cc for why).
+// bf16 decode, sparse FP8 decode over both cache layouts, sparse prefill, the dense MHA prefill backward)
+// once each at this CPU's own level on small problems, each against a float64 reference (see
+// gemm_smoke_test.cc for why).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "attention/mla_harness.h"
@@ -147,6 +149,62 @@ TEST(DispatchSmoke, FlashMlaSparsePrefill) {
   p.build(rng);
   flash_mla::flash_mla_sparse_fwd(p.inputs(), p.out.view, p.max_logits.view, p.lse.view);
   EXPECT_TRUE(p.check());
+}
+
+// flash_attn_varlen_bwd, causal GQA (2 query heads per KV head) with tile tails: gradients against float64.
+TEST(DispatchSmoke, FmhaBackward) {
+  Rng rng(9);
+  const int64_t n_q = 70, n_kv = 90, h_q = 2, h_kv = 1, d_qk = 72, d_v = 40;
+  Buffer q = make_buffer(DType::kBF16, {n_q, h_q, d_qk}), k = make_buffer(DType::kBF16, {n_kv, h_kv, d_qk}),
+         v = make_buffer(DType::kBF16, {n_kv, h_kv, d_v}), dout = make_buffer(DType::kBF16, {n_q, h_q, d_v});
+  for (Buffer* b : {&q, &k, &v, &dout}) fill_normal(b, rng);
+  Buffer out = make_buffer(DType::kBF16, {n_q, h_q, d_v}), lse = make_buffer(DType::kF32, {n_q, h_q});
+  Buffer dq = make_buffer(DType::kF32, {n_q, h_q, d_qk}), dk = make_buffer(DType::kF32, {n_kv, h_kv, d_qk}),
+         dv = make_buffer(DType::kF32, {n_kv, h_kv, d_v});
+  std::vector<int32_t> cu_q = {0, int32_t(n_q)}, cu_kv = {0, int32_t(n_kv)};
+  flash_mla::VarlenInputs in;
+  in.q = q.view;
+  in.k = k.view;
+  in.v = v.view;
+  in.cu_seqlens_qo = TensorView(cu_q.data(), DType::kI32, {2});
+  in.cu_seqlens_kv = TensorView(cu_kv.data(), DType::kI32, {2});
+  in.max_seqlen_qo = n_q;
+  in.max_seqlen_kv = n_kv;
+  in.causal = true;
+  flash_mla::flash_attn_varlen_fwd(in, out.view, lse.view);
+  flash_mla::flash_attn_varlen_bwd(in, out.view, lse.view, dout.view, dq.view, dk.view, dv.view);
+
+  const std::vector<double> qd = to_doubles(q), kd = to_doubles(k), vd = to_doubles(v), od = to_doubles(dout);
+  std::vector<double> gq(qd.size(), 0.0), gk(kd.size(), 0.0), gv(vd.size(), 0.0);
+  const double scale = 1.0 / std::sqrt(double(d_qk));
+  for (int64_t j = 0; j < n_q; ++j)
+    for (int64_t h = 0; h < h_q; ++h) {
+      const int64_t seen = n_kv - n_q + j + 1, row = j * h_q + h;
+      std::vector<double> p(static_cast<size_t>(seen)), dp(static_cast<size_t>(seen));
+      double mx = -INFINITY, sum = 0, delta = 0;
+      for (int64_t t = 0; t < seen; ++t) {
+        double s = 0, d = 0;
+        for (int64_t c = 0; c < d_qk; ++c) s += qd[size_t(row * d_qk + c)] * kd[size_t(t * d_qk + c)];
+        for (int64_t c = 0; c < d_v; ++c) d += od[size_t(row * d_v + c)] * vd[size_t(t * d_v + c)];
+        p[size_t(t)] = s * scale;
+        dp[size_t(t)] = d;
+        mx = std::max(mx, p[size_t(t)]);
+      }
+      for (int64_t t = 0; t < seen; ++t) sum += std::exp(p[size_t(t)] - mx);
+      for (int64_t t = 0; t < seen; ++t) delta += (p[size_t(t)] = std::exp(p[size_t(t)] - mx) / sum) * dp[size_t(t)];
+      for (int64_t t = 0; t < seen; ++t) {
+        const double ds = p[size_t(t)] * (dp[size_t(t)] - delta) * scale;
+        for (int64_t c = 0; c < d_qk; ++c) {
+          gq[size_t(row * d_qk + c)] += ds * kd[size_t(t * d_qk + c)];
+          gk[size_t(t * d_qk + c)] += ds * qd[size_t(row * d_qk + c)];
+        }
+        for (int64_t c = 0; c < d_v; ++c) gv[size_t(t * d_v + c)] += p[size_t(t)] * od[size_t(row * d_v + c)];
+      }
+    }
+  // bf16 operands at the amx and avx512bf16 levels: well inside 1% of the largest gradient.
+  EXPECT_TRUE(close_to("flash_attn_varlen_bwd dq", to_doubles(dq), gq, 1e-2));
+  EXPECT_TRUE(close_to("flash_attn_varlen_bwd dk", to_doubles(dk), gk, 1e-2));
+  EXPECT_TRUE(close_to("flash_attn_varlen_bwd dv", to_doubles(dv), gv, 1e-2));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
-// The dense-prefill backward tile math compiled with the avx512 folder's flags (see mla_bwd_kernel_set.h).
-#include <math.h>
+// The dense-prefill backward's element-wise steps compiled with the avx512 folder's flags (see
+// mla_bwd_kernel_set.h).
+#include <stdint.h>
+#include <string.h>
 
 #include "backends/cpu/mla_bwd_kernel_set.h"
 
@@ -8,6 +10,8 @@ namespace {
 #include "backends/cpu/mla_bwd_tiles.inc"
 }  // namespace
 
-const MlaBwdKernelSet& mla_bwd_kernels_avx512() { return kSet; }
+const MlaBwdTileOps* mla_bwd_ops_avx512() {
+  return &kOps;
+}
 
 }  // namespace tessera::cpu
