@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "tessera/core/json.h"
+
 namespace tessera::bench {
 
 class JsonObject {
@@ -23,6 +25,6 @@ class JsonObject {
   std::string text_ = "{";
 };
 
-std::string json_quote(const std::string& s);
+using tessera::json_quote;  // the shared escaping (tessera/core/json.h)
 
 }  // namespace tessera::bench

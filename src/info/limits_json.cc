@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "tessera/core/json.h"
 #include "tessera/info.h"
 
 namespace tessera {
@@ -50,22 +51,7 @@ const Field kFields[] = {
     {"measured_unix_time", &MachineLimits::measured_unix_time},
 };
 
-void append_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", unsigned(c));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
+void append_string(std::string& out, const std::string& s) { out += json_quote(s); }
 
 // A parsed value: text for strings, the number for numbers and booleans (1/0).
 struct Value {
