@@ -53,8 +53,167 @@ bool print_plans() {
   return on;
 }
 
+// One K chunk of one (a-block, b-block) tile: what its micro-kernel calls share. The two loop orders
+// below (panel outer, BLIS) run the chunk's calls through it.
+struct Chunk {
+  const GemmProblem& p;
+  const PackedPlan& plan;
+  const cpu::GemmKernelSet& ks;
+  const cpu::GemmSrc& xs;  // the a-side operand
+  size_t es = 0;           // bytes per packed element
+  int64_t x0 = 0, xe = 0;  // the a-block's first row; the end of this thread's a-side rows
+  int mx = 0, ny = 0;      // rows of the a-block, columns of the b-block
+  int64_t pc = 0;          // the chunk's first K
+  int kc = 0;
+  int64_t g0 = 0;          // its first scale group
+  bool scaled = false;
+  const char* bchunk = nullptr;  // the b-block's packed panels of this chunk
+  float* ws = nullptr;           // fp32 workspace tile, row stride ldw
+  const float* xs_buf = nullptr;
+  const float* ys_buf = nullptr;
+  void* abuf = nullptr;
+  // The block's thin tail panel (if any) as bf16 rows along K (see TailDotArgs).
+  int tail_jr = 0, tail_n = 0;
+  bool tail = false;
+  const void* tail_rows = nullptr;
+  int64_t tail_ld = 0;
+  int k_valid = 0;
+  int tiles = 0, ukr_calls = 0;  // b-panels; those run by the micro-kernel (not the tail dot)
+  bool fuse_chunk = false;       // plan.fused_convert applies to this chunk
+  cpu::UkrArgs u{};
+
+  // The micro-kernel (or the tail dot) on a-panel rows [ir, ir + mr) x b-panel columns [jr, jr + nr).
+  void call(const char* apanel, int ir, int jr) {
+    u.a = apanel;
+    u.b = bchunk + size_t(jr) * kc * es;
+    u.c = ws + int64_t(ir) * u.ldc + jr;
+    u.m_valid = std::min(plan.tile.mr, mx - ir);
+    u.n_valid = std::min(plan.tile.nr, ny - jr);
+    if (scaled) {
+      u.row_scale = xs_buf + g0 * plan.mc + ir;
+      u.col_scale = ys_buf + g0 * plan.nc + jr;
+    }
+    if (tail && jr == tail_jr) {
+      ks.tail_dot({static_cast<const uint16_t*>(u.a), u.lda, u.m_valid, static_cast<const uint16_t*>(tail_rows),
+                   tail_ld, tail_n, k_valid, u.c, u.ldc, u.accumulate, u.group, u.row_scale, u.row_scale_stride,
+                   u.col_scale, u.col_scale_stride});
+      return;
+    }
+    plan.tile.ukr(u);
+  }
+
+  // Lines the next calls will read (an a-side read in place, or the source of the next conversion) are
+  // prefetched by the micro-kernel a few per 16 K pairs (ukr_prefetch.h): share t of `parts` of a-side
+  // rows [r0, r0 + rows) x K [k0, k0 + plan.kc) per call. One burst of a panel's lines before the call
+  // was mostly dropped (the lab notes: spreading them gained 5-10% for fp8 M=128).
+  void prefetch_share(int64_t r0, int rows, int64_t k0, int t, int parts) {
+    u.pf_begin = u.pf_end = 0;
+    if (rows <= 0 || xs.stride_k != 1 || k0 >= p.k) return;
+    const int xes = src_bytes(xs);
+    u.pf_base = static_cast<const char*>(xs.data) + (r0 * xs.stride_r + k0) * xes;
+    u.pf_row_stride = xs.stride_r * xes;
+    u.pf_row_lines = int((std::min<int64_t>(plan.kc, p.k - k0) * xes + 63) / 64);
+    const int total = rows * u.pf_row_lines;
+    u.pf_begin = total * t / parts;
+    u.pf_end = total * (t + 1) / parts;
+  }
+
+  // Fused conversion (plan.fused_convert) of this chunk, in whole 64-value units: points the calls'
+  // jobs at a-side rows from `row` on, written (row stride kc) at dst; each call then takes units
+  // [cv_begin, cv_end) of rows * kc / 64.
+  void aim_conversion(int64_t row, uint16_t* dst) {
+    u.cv_src = static_cast<const char*>(xs.data) + row * xs.stride_r + pc;
+    u.cv_src_stride = xs.stride_r;
+    u.cv_dst = dst;
+    u.cv_dst_stride = kc;
+    u.cv_row_units = kc / 64;
+  }
+};
+
+// Panel outer: each a-panel is converted into L1 once and meets every b-panel of the chunk (L2). With a
+// kernel set that fuses the conversion, the calls of one panel convert the next panel of the chunk into
+// the other half of abuf (two panel buffers), so only each chunk's first panel is converted on its own.
+// Meanwhile the micro-kernel prefetches the source of the panel that is converted next: in loop order
+// the next panel (the one after it when fused), past the chunk's end the next chunk's, past the last
+// chunk the next block's.
+void run_panel_outer(Chunk& c) {
+  const int mr = c.plan.tile.mr;
+  const int64_t block_panels = (c.mx + mr - 1) / mr;
+  const int64_t panel_elems = int64_t(mr) * c.kc;
+  auto panel_in_loop_order = [&](int64_t j, int64_t* r, int64_t* k) {
+    if (j < block_panels) {
+      *r = c.x0 + j * mr, *k = c.pc;
+    } else if (c.pc + c.kc < c.plan.k_pad) {
+      *r = c.x0 + (j - block_panels) * mr, *k = c.pc + c.kc;
+    } else {
+      *r = c.x0 + c.mx + (j - block_panels) * mr, *k = 0;
+    }
+  };
+  const char* apanel = nullptr;
+  for (int64_t j = 0; j < block_panels; ++j) {
+    const int ir = int(j * mr);
+    const int rows = std::min(mr, c.mx - ir);
+    uint16_t* own = static_cast<uint16_t*>(c.abuf) + (c.fuse_chunk ? (j % 2) * panel_elems : 0);
+    if (!c.fuse_chunk || j == 0) {
+      apanel = static_cast<const char*>(c.ks.prepare_a(c.xs, c.x0 + ir, rows, c.pc, c.kc, c.p.k, own, &c.u.lda));
+    } else {
+      apanel = reinterpret_cast<const char*>(own);  // converted by the previous panel's calls
+      c.u.lda = c.kc;
+    }
+    int64_t next_r = 0, next_k = 0;
+    panel_in_loop_order(j + (c.fuse_chunk ? 2 : 1), &next_r, &next_k);
+    const int next_rows = int(std::clamp<int64_t>(c.xe - next_r, 0, mr));
+    const bool convert_next = c.fuse_chunk && j + 1 < block_panels;
+    const int next_panel_rows = convert_next ? std::min(mr, c.mx - ir - mr) : 0;
+    if (convert_next) c.aim_conversion(c.x0 + ir + mr, static_cast<uint16_t*>(c.abuf) + ((j + 1) % 2) * panel_elems);
+    for (int jr = 0, t = 0; jr < c.ny; jr += c.plan.tile.nr, ++t) {
+      c.prefetch_share(next_r, next_rows, next_k, t, c.tiles);
+      if (convert_next && t < c.ukr_calls) {
+        const int units = next_panel_rows * (c.kc / 64);
+        c.u.cv_begin = units * t / c.ukr_calls;
+        c.u.cv_end = units * (t + 1) / c.ukr_calls;
+      }
+      c.call(apanel, ir, jr);
+      c.u.cv_begin = c.u.cv_end = 0;
+    }
+  }
+}
+
+// BLIS order: the a-block (mc x kc) stays in L2 and meets every b-panel of the block. After a panel's
+// first call its next chunk is prefetched in one go (on the last chunk, the next a-block's first chunk:
+// short K would otherwise start every a-block with its rows still in DRAM). Fused conversion: only the
+// first panel is converted up front; each panel's call against the first b-panel converts the next
+// panel into its place in the block and prefetches the source of the one after (without that prefetch
+// the conversion's loads stall the kernel).
+void run_blis_order(Chunk& c) {
+  const int mr = c.plan.tile.mr;
+  const bool fused = c.fuse_chunk && c.mx > mr;
+  const char* ablock =
+      static_cast<const char*>(c.ks.prepare_a(c.xs, c.x0, fused ? mr : c.mx, c.pc, c.kc, c.p.k, c.abuf, &c.u.lda));
+  for (int jr = 0; jr < c.ny; jr += c.plan.tile.nr)
+    for (int ir = 0; ir < c.mx; ir += mr) {
+      const bool convert_next = fused && jr == 0 && ir + mr < c.mx;
+      if (convert_next) {
+        c.aim_conversion(c.x0 + ir + mr, static_cast<uint16_t*>(c.abuf) + int64_t(ir + mr) * c.kc);
+        c.u.cv_begin = 0;
+        c.u.cv_end = std::min(mr, c.mx - ir - mr) * (c.kc / 64);
+        if (ir + 2 * mr < c.mx) c.prefetch_share(c.x0 + ir + 2 * mr, std::min(mr, c.mx - ir - 2 * mr), c.pc, 0, 1);
+      }
+      c.call(ablock + ir * c.u.lda * int64_t(c.es), ir, jr);
+      c.u.cv_begin = c.u.cv_end = 0;
+      c.u.pf_begin = c.u.pf_end = 0;
+      if (jr != 0) continue;
+      if (c.pc + c.kc < c.plan.k_pad) {
+        prefetch_a_rows(c.xs, c.x0 + ir, c.u.m_valid, c.pc + c.kc, c.plan.kc, c.p.k);  // this panel's next chunk
+      } else if (c.x0 + c.mx + ir < c.xe) {
+        prefetch_a_rows(c.xs, c.x0 + c.mx + ir, int(std::min<int64_t>(c.u.m_valid, c.xe - (c.x0 + c.mx + ir))), 0,
+                        c.plan.kc, c.p.k);
+      }
+    }
+}
+
 // Runs panels [pb, pe) of the plan's split side (all of the other side) of one problem on the calling
-// thread.
+// thread: b-blocks (packed once, all of K), a-blocks, K chunks, then one of the two loop orders.
 void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKernelSet& ks, int64_t pb, int64_t pe) {
   cpu::GemmSrc xs = plan.swap ? p.b : p.a;  // a-side operand
   cpu::GemmSrc ys = plan.swap ? p.a : p.b;  // b-side operand
@@ -95,157 +254,41 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
       const int mx = int(std::min<int64_t>(plan.mc, xe - x0));
       if (scaled) expand_scales(xscale, 0, groups, x0, mx, xs_buf, plan.mc);
       for (int64_t pc = 0; pc < plan.k_pad; pc += plan.kc) {
-        const int kc = int(std::min<int64_t>(plan.kc, plan.k_pad - pc));
-        const char* bchunk = bpack + pc * ny_pad * es;
-        const int64_t g0 = scaled ? pc / p.group : 0;
-        cpu::UkrArgs u{};
-        u.kc = kc;
-        u.group = scaled ? p.group : kc;
-        u.ldc = ldw;
-        u.accumulate = pc > 0;
-        u.row_scale_stride = plan.mc;
-        u.col_scale_stride = plan.nc;
-        // The block's thin tail panel (if any) as bf16 rows along K: read in place, or converted once
-        // per chunk like an a-side (same lane order as the a-panels).
-        const int tail_jr = (ny - 1) / plan.tile.nr * plan.tile.nr, tail_n = ny - tail_jr;
-        const bool tail = tail_n < plan.tile.nr && tail_n <= plan.dot_cols;
-        const void* tail_rows = nullptr;
-        int64_t tail_ld = 0;
-        if (tail)
-          tail_rows = ks.prepare_a(ys, y0 + tail_jr, tail_n, pc, kc, p.k,
-                                   thread_scratch(7, size_t(plan.dot_cols) * kc * es), &tail_ld);
-        // In-place bf16 rows end at K; converted ones (lane order included) are zero-padded to kc.
-        const int k_valid = int(plan.lane_order ? kc : std::min<int64_t>(kc, p.k - pc));
-        auto call = [&](const char* apanel, int ir, int jr) {
-          u.a = apanel;
-          u.b = bchunk + size_t(jr) * kc * es;
-          u.c = ws + int64_t(ir) * ldw + jr;
-          u.m_valid = std::min(plan.tile.mr, mx - ir);
-          u.n_valid = std::min(plan.tile.nr, ny - jr);
-          if (scaled) {
-            u.row_scale = xs_buf + g0 * plan.mc + ir;
-            u.col_scale = ys_buf + g0 * plan.nc + jr;
-          }
-          if (tail && jr == tail_jr) {
-            // A thin tail panel: dot products over the tail's rows (see TailDotArgs).
-            ks.tail_dot({static_cast<const uint16_t*>(u.a), u.lda, u.m_valid, static_cast<const uint16_t*>(tail_rows),
-                         tail_ld, tail_n, k_valid, u.c, u.ldc, u.accumulate, u.group, u.row_scale,
-                         u.row_scale_stride, u.col_scale, u.col_scale_stride});
-            return;
-          }
-          plan.tile.ukr(u);
-        };
-        // Lines the next calls will read (an a-side read in place, or the source of the next conversion)
-        // are prefetched by the micro-kernel a few per 16 K pairs (ukr_prefetch.h): share t of `parts` of
-        // a-side rows [r0, r0 + rows) x K [k0, k0 + plan.kc) per call. One burst of a panel's lines
-        // before the call was mostly dropped (an fp8 a-panel's conversion read at ~14 cycles per 64
-        // bytes; spread: +5-10% for fp8 M=128).
-        auto prefetch_share = [&](int64_t r0, int rows, int64_t k0, int t, int parts) {
-          u.pf_begin = u.pf_end = 0;
-          if (rows <= 0 || xs.stride_k != 1 || k0 >= p.k) return;
-          const int xes = src_bytes(xs);
-          u.pf_base = static_cast<const char*>(xs.data) + (r0 * xs.stride_r + k0) * xes;
-          u.pf_row_stride = xs.stride_r * xes;
-          u.pf_row_lines = int((std::min<int64_t>(plan.kc, p.k - k0) * xes + 63) / 64);
-          const int total = rows * u.pf_row_lines;
-          u.pf_begin = total * t / parts;
-          u.pf_end = total * (t + 1) / parts;
-        };
-        const int tiles = int((ny + plan.tile.nr - 1) / plan.tile.nr);
-        const int mr = plan.tile.mr;
-        const int ukr_calls = tiles - (tail ? 1 : 0);  // the tail-dot path does no conversion share
-        // Fused conversion (plan.fused_convert) of this chunk: whole 64-value units, and a micro-kernel
-        // call to do it in. aim_conversion points the calls' jobs at a-side rows from `row` on, written
-        // (row stride kc) at dst; each call then takes units [cv_begin, cv_end) of rows * kc / 64.
-        const bool fuse_chunk = plan.fused_convert && pc + kc <= p.k && ukr_calls > 0;
-        auto aim_conversion = [&](int64_t row, uint16_t* dst) {
-          u.cv_src = static_cast<const char*>(xs.data) + row * xs.stride_r + pc;
-          u.cv_src_stride = xs.stride_r;
-          u.cv_dst = dst;
-          u.cv_dst_stride = kc;
-          u.cv_row_units = kc / 64;
-        };
+        Chunk c{p, plan, ks, xs};
+        c.es = es;
+        c.x0 = x0, c.xe = xe, c.mx = mx, c.ny = ny;
+        c.pc = pc;
+        c.kc = int(std::min<int64_t>(plan.kc, plan.k_pad - pc));
+        c.scaled = scaled;
+        c.g0 = scaled ? pc / p.group : 0;
+        c.bchunk = bpack + pc * ny_pad * es;
+        c.ws = ws;
+        c.xs_buf = xs_buf;
+        c.ys_buf = ys_buf;
+        c.abuf = abuf;
+        c.u.kc = c.kc;
+        c.u.group = scaled ? p.group : c.kc;
+        c.u.ldc = ldw;
+        c.u.accumulate = pc > 0;
+        c.u.row_scale_stride = plan.mc;
+        c.u.col_scale_stride = plan.nc;
+        // The thin tail panel: read in place, or converted once per chunk like an a-side (same lane order
+        // as the a-panels). In-place bf16 rows end at K; converted ones are zero-padded to kc.
+        c.tail_jr = (ny - 1) / plan.tile.nr * plan.tile.nr;
+        c.tail_n = ny - c.tail_jr;
+        c.tail = c.tail_n < plan.tile.nr && c.tail_n <= plan.dot_cols;
+        if (c.tail)
+          c.tail_rows = ks.prepare_a(ys, y0 + c.tail_jr, c.tail_n, pc, c.kc, p.k,
+                                     thread_scratch(7, size_t(plan.dot_cols) * c.kc * es), &c.tail_ld);
+        c.k_valid = int(plan.lane_order ? c.kc : std::min<int64_t>(c.kc, p.k - pc));
+        c.tiles = int((ny + plan.tile.nr - 1) / plan.tile.nr);
+        c.ukr_calls = c.tiles - (c.tail ? 1 : 0);  // the tail-dot path does no conversion share
+        c.fuse_chunk = plan.fused_convert && pc + c.kc <= p.k && c.ukr_calls > 0;
         if (plan.panel_outer) {
-          // Each a-panel is converted into L1 once and meets every b-panel of the chunk (L2). With a
-          // kernel set that fuses the conversion, the calls of one panel convert the next panel of the
-          // chunk into the other half of abuf (two panel buffers), so only each chunk's first panel is
-          // converted on its own. Meanwhile the micro-kernel prefetches the source of the panel that is
-          // converted next: in loop order the next panel (the one after it when fused), past the
-          // chunk's end the next chunk's, past the last chunk the next block's.
-          const int64_t block_panels = (mx + mr - 1) / mr;
-          const int64_t panel_elems = int64_t(mr) * kc;
-          auto panel_in_loop_order = [&](int64_t j, int64_t* r, int64_t* k) {
-            if (j < block_panels) {
-              *r = x0 + j * mr, *k = pc;
-            } else if (pc + kc < plan.k_pad) {
-              *r = x0 + (j - block_panels) * mr, *k = pc + kc;
-            } else {
-              *r = x0 + mx + (j - block_panels) * mr, *k = 0;
-            }
-          };
-          const char* apanel = nullptr;
-          for (int64_t j = 0; j < block_panels; ++j) {
-            const int ir = int(j * mr);
-            const int rows = std::min(mr, mx - ir);
-            uint16_t* own = static_cast<uint16_t*>(abuf) + (fuse_chunk ? (j % 2) * panel_elems : 0);
-            if (!fuse_chunk || j == 0) {
-              apanel = static_cast<const char*>(ks.prepare_a(xs, x0 + ir, rows, pc, kc, p.k, own, &u.lda));
-            } else {
-              apanel = reinterpret_cast<const char*>(own);  // converted by the previous panel's calls
-              u.lda = kc;
-            }
-            int64_t next_r = 0, next_k = 0;
-            panel_in_loop_order(j + (fuse_chunk ? 2 : 1), &next_r, &next_k);
-            const int next_rows = int(std::clamp<int64_t>(xe - next_r, 0, mr));
-            const bool convert_next = fuse_chunk && j + 1 < block_panels;
-            const int next_panel_rows = convert_next ? std::min(mr, mx - ir - mr) : 0;
-            if (convert_next) aim_conversion(x0 + ir + mr, static_cast<uint16_t*>(abuf) + ((j + 1) % 2) * panel_elems);
-            for (int jr = 0, t = 0; jr < ny; jr += plan.tile.nr, ++t) {
-              prefetch_share(next_r, next_rows, next_k, t, tiles);
-              if (convert_next && t < ukr_calls) {
-                const int units = next_panel_rows * (kc / 64);
-                u.cv_begin = units * t / ukr_calls;
-                u.cv_end = units * (t + 1) / ukr_calls;
-              }
-              call(apanel, ir, jr);
-              u.cv_begin = u.cv_end = 0;
-            }
-          }
+          run_panel_outer(c);
         } else {
-          // BLIS order: the a-block (mc x kc) stays in L2 and meets every b-panel of the block. After a
-          // panel's first call its next chunk is prefetched in one go (on the last chunk, the next
-          // a-block's first chunk: short K would otherwise start every a-block with its rows still in
-          // DRAM). Spreading these through the calls like above measured 1-3% slower for bf16 M=128.
-          // Fused conversion: only the first panel is converted up front; each panel's call against the
-          // first b-panel converts the next panel into its place in the block and prefetches the
-          // source of the one after.
-          const bool fused = fuse_chunk && mx > mr;
-          const char* ablock =
-              static_cast<const char*>(ks.prepare_a(xs, x0, fused ? mr : mx, pc, kc, p.k, abuf, &u.lda));
-          for (int jr = 0; jr < ny; jr += plan.tile.nr)
-            for (int ir = 0; ir < mx; ir += mr) {
-              const bool convert_next = fused && jr == 0 && ir + mr < mx;
-              if (convert_next) {
-                aim_conversion(x0 + ir + mr, static_cast<uint16_t*>(abuf) + int64_t(ir + mr) * kc);
-                u.cv_begin = 0;
-                u.cv_end = std::min(mr, mx - ir - mr) * (kc / 64);
-                // From DRAM or L2 the conversion's loads would stall the kernel (without this prefetch
-                // M=1024 N=7168 K=2048 ran 2-7% slower fused than separate).
-                if (ir + 2 * mr < mx) prefetch_share(x0 + ir + 2 * mr, std::min(mr, mx - ir - 2 * mr), pc, 0, 1);
-              }
-              call(ablock + ir * u.lda * int64_t(es), ir, jr);
-              u.cv_begin = u.cv_end = 0;
-              u.pf_begin = u.pf_end = 0;
-              if (jr != 0) continue;
-              if (pc + kc < plan.k_pad) {
-                prefetch_a_rows(xs, x0 + ir, u.m_valid, pc + kc, plan.kc, p.k);  // this panel's next chunk
-              } else if (x0 + mx + ir < xe) {
-                prefetch_a_rows(xs, x0 + mx + ir, int(std::min<int64_t>(u.m_valid, xe - (x0 + mx + ir))), 0,
-                                plan.kc, p.k);
-              }
-            }
+          run_blis_order(c);
         }
-        u.pf_begin = u.pf_end = 0;
       }
       if (plan.swap) {
         finalize_tile(p, ws, ldw, true, y0, ny, x0, mx);
