@@ -4,6 +4,7 @@
 #include "ep/ep_bench.h"
 #include "gemm/gemm_bench.h"
 #include "gemm/grouped_bench.h"
+#include "moe/moe_bench.h"
 #include "python/python_bench.h"
 #include "select/select_bench.h"
 #include "tl/tl_bench.h"
@@ -94,6 +95,8 @@ const std::vector<Component> kComponents = {
      run_attention_bench, print_attention_summary},
     {"ep", "expert-parallel dispatch/combine between mpirun ranks vs MPI_Alltoallv", kEpHelp, run_ep_bench,
      print_ep_summary},
+    {"moe", "DeepGEMM's Mega MoE (fused, one rank) vs the unfused grouped-GEMM sequence", kMoeHelp, run_moe_bench,
+     print_moe_summary},
     {"tl", "tile-language kernels (GEMM, elementwise, dequant GEMV, FlashAttention) and compile times", kTlHelp,
      run_tl_bench, print_tl_summary},
     {"python", "the Python modules with torch tensors vs the same calls at the native entry", kPythonHelp,

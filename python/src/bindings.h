@@ -27,5 +27,7 @@ void bind_select(nanobind::module_& m);
 void bind_mqa_logits(nanobind::module_& m);
 // Expert-parallel groups, ElasticBuffer and Buffer of tessera/ep.h (bind_ep.cc, bind_ep_legacy.cc).
 void bind_ep(nanobind::module_& m);
+// DeepGEMM's Mega MoE of tessera/mega_moe.h (bind_mega_moe.cc; needs bind_ep's EpGroup).
+void bind_mega_moe(nanobind::module_& m);
 
 }  // namespace tessera::python

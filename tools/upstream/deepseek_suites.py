@@ -18,11 +18,16 @@ DEEP_GEMM = {
         "tests/test_layout.py": {"factor": 16, "threshold": 1024},
         "tests/test_lazy_init.py": {"argv": ["--num-processes", "2"]},
         "tests/test_legacy.py": {"factor": 16, "threshold": 1024},
+        # One rank in this process (--local-rank-idx 0): torch.multiprocessing.spawn's children would not get
+        # the shim, and several tessera ranks need mpirun. Shapes via the file's own flags. Its correctness
+        # check compares against DeepEP + TileLang ops and is skipped when they do not load (they do not here).
+        "tests/test_mega_moe.py": {"argv": ["--local-rank-idx", "0", "--num-processes", "1",
+                                            "--num-max-tokens-per-rank", "128", "--hidden", "512",
+                                            "--intermediate-hidden", "256", "--num-experts", "16", "--num-topk", "4",
+                                            "--masked-ratio", "0.1"]},
     },
     "excluded": {
         "tests/test_sanitizer.py": "runs CUDA's compute-sanitizer on GPU kernels (out of scope by the brief)",
-        "tests/test_mega_moe.py": "Mega MoE (fp8_fp4_mega_moe, symmetric memory over 8 ranks) is not "
-                                  "implemented in tessera.deep_gemm",
         "tests/generators.py": "helper module, not a test",
     },
 }

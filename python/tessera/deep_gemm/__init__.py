@@ -15,9 +15,11 @@ is ``set_mk_alignment_for_contiguous_layout`` (default 128); the CPU kernels nee
 The MQA logits of the sparse-attention indexer (fp8_fp4_mqa_logits, fp8_fp4_paged_mqa_logits, their
 legacy fp8_* names and get_paged_mqa_logits_metadata) live in ``_mqa``.
 
+Mega MoE (SymmBuffer, get_symm_buffer_for_mega_moe, transform_weights_for_mega_moe, fp8_fp4_mega_moe,
+bf16_mega_moe: the fused expert-parallel MoE layer across the ranks of one host) lives in ``_mega``.
+
 ``legacy`` holds DeepGEMM's Triton-era grouped GEMMs (``*_tl``), ``testing`` its test helpers and
-``utils.dist`` its process-group helpers. Not provided by this module yet (accessing them raises
-AttributeError): Mega MoE.
+``utils.dist`` its process-group helpers.
 """
 from . import legacy, testing, utils
 from ._gemm import (
@@ -58,6 +60,13 @@ from ._grouped import (
     m_grouped_gemm_fp8_fp8_bf16_nt_contiguous,
     m_grouped_gemm_fp8_fp8_bf16_nt_masked,
 )
+from ._mega import (
+    SymmBuffer,
+    bf16_mega_moe,
+    fp8_fp4_mega_moe,
+    get_symm_buffer_for_mega_moe,
+    transform_weights_for_mega_moe,
+)
 from ._mqa import (
     fp8_fp4_mqa_logits,
     fp8_fp4_paged_mqa_logits,
@@ -96,4 +105,6 @@ __all__ = [
     "set_ignore_compile_dims", "set_block_size_multiple_of",
     "fp8_fp4_mqa_logits", "fp8_mqa_logits", "get_paged_mqa_logits_metadata", "fp8_fp4_paged_mqa_logits",
     "fp8_paged_mqa_logits",
+    "SymmBuffer", "get_symm_buffer_for_mega_moe", "transform_weights_for_mega_moe", "fp8_fp4_mega_moe",
+    "bf16_mega_moe",
 ] + utils.__all__
