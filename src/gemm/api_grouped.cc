@@ -107,6 +107,7 @@ GroupedOperands check_grouped_operands(const char* fn, const TensorView& a, cons
   g.a = check_operand(fn, "a", a, true, types);
   check_ndim(fn, "b", b, {3});
   g.groups = b.shape[0];
+  check_group_count(fn, "b", g.groups);
   TESSERA_CHECK(g.groups >= 1, fn, ": argument 'b' must hold at least one group, got shape ", b.shape_str());
   g.b = check_operand(fn, "b", slice0(b, 0), b_rows_first, types);
   TESSERA_CHECK(g.a.k == g.b.k, fn, ": 'a' and 'b' must share K, got ", g.a.k, " (a shape ", a.shape_str(),
@@ -183,6 +184,7 @@ void masked_gemm(const char* fn, const TensorView& a, const TensorView* sfa, con
   check_ndim(fn, "d", d, {3});
   check_dtype(fn, "d", d, {DType::kBF16});
   const int64_t groups = a.shape[0], max_m = a.shape[1];
+  check_group_count(fn, "a", groups);
   check_dim(fn, "b", b, 0, groups, "G (the groups of 'a')");
   check_dim(fn, "d", d, 0, groups, "G (the groups of 'a')");
   TESSERA_CHECK(expected_m > 0, fn, ": argument 'expected_m' must be > 0 (it is a hint), got ", expected_m);

@@ -111,6 +111,7 @@ void k_grouped(const char* fn, const TensorView& a, const TensorView* sfa, const
   check_ndim(fn, "d", d, {3});
   check_dtype(fn, "d", d, {DType::kF32});
   const int64_t groups = d.shape[0], m = ai.rows, n = bi.rows;
+  check_group_count(fn, "d", groups);
   TESSERA_CHECK(d.shape[1] == m && d.shape[2] == n, fn, ": argument 'd' must have shape [G, M, N] = [", groups, ", ", m,
                 ", ", n, "], got ", d.shape_str());
   if (c && c->data) {
@@ -172,6 +173,7 @@ void k_grouped_fp8_gemm_nt_contiguous(const ScaledTensor& a, const ScaledTensor&
   check_ndim(fn, "d", d, {3});
   check_dtype(fn, "d", d, {DType::kF32});
   const int64_t groups = d.shape[0], m = d.shape[1], n = d.shape[2];
+  check_group_count(fn, "d", groups);
   TESSERA_CHECK(int64_t(ks.size()) == groups, fn, ": argument 'ks' must have G = ", groups, " entries, got ", ks.size());
   int64_t sum_k = 0, sf_cols = 0;
   for (int64_t k : ks) {

@@ -195,4 +195,8 @@ TensorView slice_rows(const TensorView& t, int64_t r0, int64_t rows) {
   return r;
 }
 
+void check_group_count(const char* fn, const char* arg, int64_t groups) {
+  TESSERA_CHECK(groups <= kMaxGroups, fn, ": argument '", arg, "' must hold at most 2^20 groups, got ", groups);
+}
+
 }  // namespace tessera::gemm

@@ -12,6 +12,11 @@
 
 namespace tessera::gemm {
 
+// Groups of one grouped GEMM call: bounds the per-group work lists before they are built (a stride-0
+// view makes any count free to pass; DeepGEMM's callers use at most a few hundred).
+constexpr int64_t kMaxGroups = int64_t(1) << 20;
+void check_group_count(const char* fn, const char* arg, int64_t groups);
+
 // Swaps the last two dimensions of a view (no data movement).
 TensorView transpose_last2(const TensorView& t);
 

@@ -131,9 +131,11 @@ def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None)
     if indices is not None:
         _check_varlen_indices(fn, indices, int(context_lens.shape[0]), 1)
     block_kv = _check_int(fn, "block_kv", block_kv)
+    if not 1 <= block_kv <= 1 << 20:
+        raise InvalidArgumentError(f"{fn}: argument 'block_kv' must be in [1, 2^20], got {block_kv}")
     num_sms = _check_int(fn, "num_sms", num_sms)
-    if num_sms < 1:
-        raise InvalidArgumentError(f"{fn}: argument 'num_sms' must be >= 1, got {num_sms}")
+    if not 1 <= num_sms <= 1 << 20:
+        raise InvalidArgumentError(f"{fn}: argument 'num_sms' must be in [1, 2^20], got {num_sms}")
     out = np.empty((num_sms + 1, 2), dtype=np.int32)
     _C.get_paged_mqa_logits_metadata(to_ref(context_lens, fn, "context_lens"), block_kv, num_sms,
                                      to_ref(out, fn, "out", writable=True))

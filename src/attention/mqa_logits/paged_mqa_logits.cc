@@ -28,6 +28,8 @@ std::vector<int64_t> query_lengths(const char* fn, const TensorView& lens, int64
   check_ndim(fn, "context_lens", lens, {1, 2});
   check_dim(fn, "context_lens", lens, 0, batch, "batch_size");
   if (lens.ndim == 2) check_dim(fn, "context_lens", lens, 1, next_n, "next_n");
+  TESSERA_CHECK(batch * next_n <= (int64_t(1) << 24), fn, ": argument 'context_lens' must cover at most 2^24 queries, "
+                "got shape ", lens.shape_str());
   std::vector<int64_t> out(static_cast<size_t>(batch * next_n));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t j = 0; j < next_n; ++j) {
@@ -78,7 +80,8 @@ std::vector<std::array<int32_t, 2>> schedule_entries(const std::vector<int64_t>&
 
 void get_paged_mqa_logits_metadata(const TensorView& context_lens, int block_kv, int num_sms, const TensorView& out) {
   TESSERA_CHECK(block_kv >= 1, kMetaFn, ": argument 'block_kv' must be >= 1, got ", block_kv);
-  TESSERA_CHECK(num_sms >= 1, kMetaFn, ": argument 'num_sms' must be >= 1, got ", num_sms);
+  TESSERA_CHECK(num_sms >= 1 && num_sms <= (1 << 20), kMetaFn, ": argument 'num_sms' must be in [1, 2^20], got ",
+                num_sms);
   check_defined(kMetaFn, "context_lens", context_lens);
   check_ndim(kMetaFn, "context_lens", context_lens, {1, 2});
   const int64_t batch = context_lens.size(0), next_n = context_lens.ndim == 2 ? context_lens.size(1) : 1;
@@ -162,6 +165,9 @@ void fp8_fp4_paged_mqa_logits(const TensorView& q, const TensorView* q_sf, const
                 schedule_meta.shape_str());
   // The CPU schedules by itself, but a schedule_meta that does not belong to these lengths is a caller's
   // bug the GPU would turn into wrong logits: refuse it.
+  TESSERA_CHECK(schedule_meta.size(0) - 1 <= (int64_t(1) << 20), kFn,
+                ": argument 'schedule_meta' must have at most 2^20 + 1 rows (num_sms + 1), got shape ",
+                schedule_meta.shape_str());
   {
     const int64_t num_sms = schedule_meta.size(0) - 1;
     const std::vector<std::array<int32_t, 2>> want = schedule_entries(pages, num_sms);
