@@ -208,14 +208,13 @@ def test_error_unsupported_constructs():
 
     expect_error(symbolic_range, InvalidArgumentError, "marker: symbolic range", "symbolic value", "T.serial")
 
-    def persistent():
+    def per_thread_index():
         @T.prim_func
-        def bad(A: T.Tensor((64,), "int32")):
+        def bad(A: T.Tensor((128,), "int32")):
             with T.Kernel(1, threads=128) as _:
-                for i in T.Persistent(4):  # marker: persistent
-                    A[i] = 0
+                A[T.get_thread_binding()] = 0  # marker: thread index
 
-    expect_error(persistent, NotImplementedInTessera, "marker: persistent", "T.Persistent")
+    expect_error(per_thread_index, NotImplementedInTessera, "marker: thread index", "T.get_thread_binding")
 
 
 def test_error_symbolic_shape_for_on_chip_buffer():

@@ -23,20 +23,29 @@ from TileLang.
                 T.copy(C_l, C[by * block_M, bx * block_N])
         return main
 """
-from ._dtypes import (DType, bfloat16, bool, double, float, float8_e4m3, float8_e4m3fn, float8_e5m2, float16,  # noqa: A004
-                      float32, float64, half, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+from ._dtypes import (DType, bfloat16, bool, double, dtype, float, float8_e4m3, float8_e4m3fn, float8_e5m2,  # noqa: A004
+                      float16, float32, float64, half, int, int8, int16, int32, int64, tfloat32, uint, uint8, uint16,
+                      uint32, uint64)
+from ._eager import const, empty
 from ._expr import Buffer as BufferProxy
 from ._expr import BufferRef, DynamicDim, Expr, VarBuffer
-from ._kernel import FragmentBuffer, Kernel, LocalBuffer, ParamInfo, PrimFunc, SharedBuffer, Tensor, dynamic, macro, prim_func, symbolic
+from ._kernel import (FragmentBuffer, Kernel, LocalBuffer, ParamInfo, PrimFunc, SharedBuffer, StridedTensor, Tensor,
+                      alloc_global, dynamic, macro, prim_func, symbolic)
+from ._bits import reinterpret
+from ._reducers import alloc_reducer, finalize_reducer, reducer_init, reducer_update
+from ._threads import get_thread_binding
+from ._views import im2col
 from ._loops import Parallel, Persistent, Pipelined, grid, serial, unroll, vectorized
-from ._math import (Cast, abs, ceil, ceildiv, clamp, cos, decode_e2m1, erf, exp, exp2, floor, floordiv, floormod,  # noqa: A004
-                    fma, if_then_else, infinity, isinf, isnan, log, log2, max, max_value, min, min_value, pow, round,
+from ._math import (Cast, Select, abs, bitwise_and, bitwise_or, bitwise_xor, ceil, ceildiv, clamp, cos,  # noqa: A004
+                    decode_e2m1, erf, exp, exp2, floor, floordiv, floormod, fma, isfinite, truncmod, if_then_else, infinity, isinf, isnan, log, log2, max, max_value, min, min_value, pow, round,
                     rsqrt, sigmoid, sin, sqrt, tanh, truncdiv, trunc)
-from ._ops import (alloc_fragment, alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add, atomic_max,
+from ._ops import (Fragment, Layout, alloc_fragment, assume, async_copy, device_assert, pdl_sync, pdl_trigger,
+                   ptx_commit_group, ptx_wait_group, alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add, atomic_max,
                    atomic_min, clear, copy, cumsum, fill, gemm, no_set_max_nreg, reduce, reduce_absmax, reduce_abssum,
-                   reduce_max, reduce_min, reduce_sum, sync_threads, use_swizzle)
+                   reduce_max, reduce_min, reduce_sum, sync_threads, sync_warp, use_swizzle)
 
 Buffer = Tensor  # TileLang accepts T.Buffer as the parameter annotation too
+Serial = serial  # TileLang spells it both ways
 
 
 class GemmWarpPolicy:
@@ -44,6 +53,19 @@ class GemmWarpPolicy:
     Square = "Square"
     FullRow = "FullRow"
     FullCol = "FullCol"
+
+
+def alloc_buffer(shape, dtype, scope="global"):
+    """TileLang's generic allocation: scope "global" is T.alloc_global, "shared*" T.alloc_shared,
+    "local.fragment" T.alloc_fragment, other "local*" T.alloc_local."""
+    scope = str(scope)
+    if scope == "global":
+        return alloc_global(shape, dtype)
+    if scope.startswith("shared"):
+        return alloc_shared(shape, dtype)
+    if scope == "local.fragment":
+        return alloc_fragment(shape, dtype)
+    return alloc_local(shape, dtype)
 
 
 def cast(value, dtype):

@@ -13,7 +13,7 @@ from .._errors import InvalidArgumentError, NotImplementedInTessera
 
 _OWN_DIRS = tuple(
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d) + os.sep
-    for d in ("language", "tl")
+    for d in ("language", "tl", "tilelang_compat")
 )
 
 
@@ -27,6 +27,8 @@ class Trace:
         self.loop_depth = 0  # open T.* loops
         self.bound_at = {}  # (code object, name) -> loop depth where the name got its current value
         self.pending_name = None  # the assignment target of the value being built (alloc names)
+        self.params = []  # ParamInfo of every parameter, in the order the builder declared them
+        self.eager = None  # an _eager.EagerTrace while tracing an eager-style @jit function
 
     def symbol(self, name):
         node = self.symbols.get(name)

@@ -4,13 +4,49 @@ value, ``T.int32(5)`` makes a constant, and as a parameter annotation they decla
 from .. import _C
 
 
+_SHORT_NAMES = {"int": "int32", "uint": "uint32", "float": "float32", "half": "float16", "double": "float64"}
+
+
 class DType(str):
-    """A dtype name that converts values when called."""
+    """A dtype name that converts values when called. ``T.dtype("float16")`` (TileLang's dtype
+    object, also usable as an annotation ``dtype: T.dtype = T.float16``) makes one from any dtype
+    spelling; ``.bits``, ``.itemsize`` and ``.as_torch()`` describe it."""
+
+    def __new__(cls, name="float32"):
+        if isinstance(name, DType):
+            return name
+        if not isinstance(name, str):
+            name = getattr(name, "name", None) or str(name).replace("torch.", "")
+        return super().__new__(cls, _SHORT_NAMES.get(name, name))
 
     def __call__(self, value=0):
         from ._expr import cast
 
         return cast(self, value)
+
+    @property
+    def name(self):
+        return str.__str__(self)
+
+    @property
+    def bits(self):
+        return _BITS[canonical(self)]
+
+    @property
+    def itemsize(self):
+        return max(1, self.bits // 8)
+
+    bytes = itemsize  # TVM's spelling
+
+    def as_torch(self):
+        """The torch dtype of this element type (torch must be installed)."""
+        import torch
+
+        name = canonical(self)
+        attr = {"float8_e4m3": "float8_e4m3fn"}.get(name, name)
+        if not hasattr(torch, attr):
+            raise TypeError(f"T.dtype({name!r}).as_torch(): torch has no dtype {attr}")
+        return getattr(torch, attr)
 
 
 def canonical(dtype) -> str:
@@ -31,5 +67,14 @@ float8_e4m3fn = DType("float8_e4m3")
 half = DType("float16")
 float = DType("float32")  # noqa: A001 - TileLang spells it this way too
 double = DType("float64")
+int = DType("int32")  # noqa: A001 - TileLang's T.int / T.uint
+uint = DType("uint32")
+
+_BITS = {"bool": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16, "uint32": 32,
+         "uint64": 64, "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64, "float8_e4m3": 8,
+         "float8_e5m2": 8}
+dtype = DType  # TileLang's T.dtype: the dtype class, callable on any dtype spelling
+# tf32 operands: the CPU GEMM reads them as full float32 (TileLang truncates the mantissa to 10 bits)
+tfloat32 = DType("float32")
 
 FLOAT_TYPES = {"float16", "bfloat16", "float32", "float64", "float8_e4m3", "float8_e5m2"}

@@ -37,13 +37,23 @@ def wrap(node):
     return Expr(node)
 
 
+def deferred_outside_trace(a, *rest):
+    """True when no program is being traced and an operand is a T.dynamic symbol (or built from one):
+    the operation is then recorded as a Deferred and built inside the kernel that uses it."""
+    return ctx.active() is None and any(isinstance(x, (DynamicDim, Deferred)) for x in (a,) + rest)
+
+
 def _binary(op, a, b):
+    if deferred_outside_trace(a, b):
+        return Deferred(lambda: _binary(op, a, b))
     na, nb = as_node(a), as_node(b)
     ctx.set_loc()
     return wrap(_C.tl_binary(op, na, nb))
 
 
 def _compare(op, a, b):
+    if deferred_outside_trace(a, b):
+        return Deferred(lambda: _compare(op, a, b))
     na, nb = as_node(a), as_node(b)
     ctx.set_loc()
     return wrap(_C.tl_compare(op, na, nb))
@@ -195,6 +205,27 @@ class DynamicDim(Expr):
         return f"T.dynamic({self.name!r})"
 
 
+class Deferred(Expr):
+    """Arithmetic on T.dynamic symbols outside a kernel (``blocks = T.ceildiv(num_tokens, 128)`` in a
+    factory, before its @T.prim_func): rebuilt in the program that uses it."""
+
+    def __init__(self, build):
+        super().__init__(None)
+        self._build = build
+
+    @property
+    def node(self):
+        ctx.current("an expression of T.dynamic symbols")
+        return self._build().node
+
+    @property
+    def dtype(self):
+        return self.node.dtype if ctx.active() is not None else "int32"
+
+    def __repr__(self):
+        return "T.Expr(<deferred expression of T.dynamic symbols>)"
+
+
 class Buffer:
     """A tensor parameter or an on-chip buffer. ``buf[i, j]`` is an element (a value, or the corner of
     a tile in T.copy); ``buf[a:b, :]`` is a tile; ``buf[i, j] = v`` stores."""
@@ -231,6 +262,13 @@ class Buffer:
 
     def region(self):
         return _C.tl_whole(self.handle)
+
+    @property
+    def data(self):
+        """The storage of this tensor, for a view: ``T.Tensor(shape, dtype, A.data)``."""
+        from ._views import BufferData
+
+        return BufferData(self)
 
     def __repr__(self):
         return f"T.Buffer({self.name}, {list(self.shape)}, {self.dtype}, scope={self.scope})"

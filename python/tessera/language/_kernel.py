@@ -16,15 +16,54 @@ class Tensor:
     symbols. At call time the array must have this dtype and shape; any strides are accepted as long
     as the last dimension is contiguous."""
 
-    def __init__(self, shape, dtype="float32", *args, **kwargs):
+    def __new__(cls, shape=(), dtype="float32", data=None, *args, **kwargs):
+        if data is None:
+            return super().__new__(cls)
+        # T.Tensor(shape, dtype, A.data) inside a kernel: A seen with another shape
+        from ._views import BufferData, BufferView
+
+        if not isinstance(data, BufferData):
+            raise ctx.error(f"T.Tensor(shape, dtype, data): data must be a tensor's .data, got {type(data).__name__}")
+        if isinstance(shape, (numbers.Integral, Expr)):
+            shape = (shape,)
+        return BufferView(data.buffer, shape, dtype)
+
+    def __init__(self, shape, dtype="float32", data=None, *args, **kwargs):
         if isinstance(shape, (numbers.Integral, Expr)):
             shape = (shape,)
         self.shape = tuple(shape)
         self.dtype = dtype
 
+    def __class_getitem__(cls, item):
+        """``T.Tensor[(M, N), dtype]`` / ``T.Tensor[[M, N], dtype]``: the subscript spelling."""
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise ctx.error(f"T.Tensor[...] expects [shape, dtype], got {item!r}")
+        return cls(item[0], item[1])
+
     def __repr__(self):
         return f"T.Tensor({list(self.shape)}, {self.dtype!r})"
 
+
+
+class StridedTensor(Tensor):
+    """``T.StridedTensor[(M, N), (stride, 1), dtype]``: a parameter with explicit strides. Every tensor
+    parameter takes its strides from the argument at call time, so this is T.Tensor; the last stride
+    must be 1 (a contiguous last dimension)."""
+
+    def __new__(cls, *args, **kwargs):
+        return object.__new__(cls)
+
+    def __init__(self, shape, strides=None, dtype="float32", *args, **kwargs):
+        if strides is not None:
+            last = list(strides)[-1] if len(strides) else 1
+            if not (isinstance(last, numbers.Integral) and last == 1):
+                raise ctx.not_implemented(f"T.StridedTensor: the last stride must be 1, got {last}")
+        super().__init__(shape, dtype)
+
+    def __class_getitem__(cls, item):
+        if not isinstance(item, tuple) or len(item) != 3:
+            raise ctx.error(f"T.StridedTensor[...] expects [shape, strides, dtype], got {item!r}")
+        return cls(item[0], item[1], item[2])
 
 
 class SharedBuffer(Tensor):
@@ -41,13 +80,54 @@ class LocalBuffer(Tensor):
 
 class ParamInfo:
     """A parameter of a traced program: name, tensor or scalar, dtype and (for tensors) the shape with
-    ints for static dims and symbol names for dynamic ones."""
+    ints for static dims and symbol names for dynamic ones. ``role`` is "input" (an annotated
+    parameter), "output" (an eager ``T.empty``) or "scratch" (``T.alloc_global``: allocated by the
+    kernel object at every call, never seen by the caller)."""
 
-    def __init__(self, name, is_tensor, dtype, shape=()):
+    def __init__(self, name, is_tensor, dtype, shape=(), role="input"):
         self.name, self.is_tensor, self.dtype, self.shape = name, is_tensor, dtype, tuple(shape)
+        self.role = role
 
     def __repr__(self):
         return f"ParamInfo({self.name}, {'tensor' if self.is_tensor else 'scalar'}, {self.dtype}, {list(self.shape)})"
+
+
+def _locate(trace, loc):
+    if loc is None:
+        ctx.set_loc()
+    else:
+        trace.builder.set_loc(*loc)
+
+
+def declare_tensor(trace, name, shape, dtype, role="input", what=None, loc=None):
+    """Declares a global tensor parameter (dims: ints or T.dynamic symbols) and returns its Buffer.
+    loc: the (file, line) its errors name (default: the kernel author's current line)."""
+    what = what or f"parameter '{name}'"
+    if isinstance(shape, (numbers.Integral, Expr)):
+        shape = (shape,)
+    nodes, dims = [], []
+    for d in shape:
+        if isinstance(d, DynamicDim):
+            nodes.append(trace.symbol(d.name))
+            dims.append(d.name)
+        elif isinstance(d, numbers.Integral) or (isinstance(d, Expr) and d.node.const_int() is not None):
+            nodes.append(as_node(int(d)))
+            dims.append(int(d))
+        else:
+            raise ctx.error(f"{what}: dimension {d} must be an int or a T.dynamic symbol")
+    dtype = canonical(dtype)
+    _locate(trace, loc)
+    buf = Buffer(trace.builder.tensor(name, nodes, dtype))
+    trace.params.append(ParamInfo(name, True, dtype, dims, role))
+    return buf
+
+
+def declare_scalar(trace, name, dtype, loc=None):
+    dtype = canonical(dtype)
+    _locate(trace, loc)
+    value = Expr(trace.builder.scalar(name, dtype))
+    trace.params.append(ParamInfo(name, False, dtype))
+    return value
 
 
 class PrimFunc:
@@ -96,29 +176,14 @@ def _trace(fn, name):
     trace = ctx.Trace(builder)
     ctx.push(trace)
     try:
-        args, params = [], []
+        args = []
         for pname in inspect.signature(fn).parameters:
             ann = anns.get(pname)
             builder.set_loc(file, line)
             if isinstance(ann, Tensor):
-                nodes, dims = [], []
-                for d in ann.shape:
-                    if isinstance(d, DynamicDim):
-                        nodes.append(trace.symbol(d.name))
-                        dims.append(d.name)
-                    elif isinstance(d, numbers.Integral) or (isinstance(d, Expr) and d.node.const_int() is not None):
-                        nodes.append(as_node(int(d)))
-                        dims.append(int(d))
-                    else:
-                        raise ctx.error(f"parameter '{pname}': dimension {d} must be an int or a T.dynamic symbol")
-                builder.set_loc(file, line)
-                dtype = canonical(ann.dtype)
-                args.append(Buffer(builder.tensor(pname, nodes, dtype)))
-                params.append(ParamInfo(pname, True, dtype, dims))
+                args.append(declare_tensor(trace, pname, ann.shape, ann.dtype, loc=(file, line)))
             elif isinstance(ann, (str, DType)):
-                dtype = canonical(ann)
-                args.append(Expr(builder.scalar(pname, dtype)))
-                params.append(ParamInfo(pname, False, dtype))
+                args.append(declare_scalar(trace, pname, ann, loc=(file, line)))
             else:
                 raise ctx.error(f"@T.prim_func '{fn.__name__}': parameter '{pname}' needs an annotation "
                                 f"T.Tensor(shape, dtype) or a scalar dtype such as T.float32")
@@ -128,7 +193,7 @@ def _trace(fn, name):
         program = builder.finish()
     finally:
         ctx.pop()
-    return PrimFunc(program, params, fn)
+    return PrimFunc(program, trace.params, fn)
 
 
 def prim_func(fn=None, *, name=None, **_ignored):
@@ -155,6 +220,14 @@ def macro(fn=None, **_ignored):
     return call
 
 
+class BlockIndex(Expr):
+    """The block index of a one-dimensional grid. It also unpacks as a 1-tuple, so both
+    ``as bx`` and ``as (bx,)`` work for ``T.Kernel(n)``."""
+
+    def __iter__(self):
+        yield Expr(self.node)
+
+
 class Kernel:
     """``with T.Kernel(gx, gy, threads=128) as (bx, by):`` - a grid of blocks that run in parallel on
     tessera's thread pool; each block runs on one thread (threads= is accepted and recorded)."""
@@ -165,12 +238,11 @@ class Kernel:
         if len(grid) > 3:
             raise ctx.error(f"T.Kernel takes at most 3 grid extents, got {len(grid)}")
         self.grid = grid
-        if isinstance(threads, (tuple, list)):
-            n = 1
-            for x in threads:
-                n *= int(x)
-            threads = n
-        self.threads = int(threads)
+        self.thread_extents = tuple(int(x) for x in threads) if isinstance(threads, (tuple, list)) else (int(threads),)
+        n = 1
+        for x in self.thread_extents:
+            n *= x
+        self.threads = n
 
     def __enter__(self):
         t = ctx.current("T.Kernel")
@@ -178,7 +250,8 @@ class Kernel:
         ctx.set_loc()
         block_vars = [Expr(v) for v in t.builder.begin_kernel(nodes, self.threads)]
         t.kernel_depth += 1
-        return block_vars[0] if len(block_vars) == 1 else tuple(block_vars)
+        t.kernel_threads = self.thread_extents
+        return BlockIndex(block_vars[0].node) if len(block_vars) == 1 else tuple(block_vars)
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
@@ -189,8 +262,21 @@ class Kernel:
 
 
 def dynamic(name, dtype="int32"):
-    """A dimension bound from the argument shapes at every call; kernels compile once for all sizes."""
+    """A dimension bound from the argument shapes at every call; kernels compile once for all sizes.
+    ``T.dynamic("M, N")`` (or "M N") declares several at once and returns a tuple."""
+    names = [n for n in str(name).replace(",", " ").split() if n]
+    if len(names) > 1:
+        return tuple(DynamicDim(n, dtype) for n in names)
     return DynamicDim(name, dtype)
+
+
+def alloc_global(shape, dtype):
+    """A global scratch tensor of the program (TileLang's T.alloc_global), e.g. the partial results a
+    second T.Kernel grid combines. The kernel object allocates it at every call; declare it before the
+    first T.Kernel."""
+    t = ctx.current("T.alloc_global")
+    name = t.take_name("global")
+    return declare_tensor(t, name, shape, dtype, role="scratch", what=f"T.alloc_global '{name}'")
 
 
 symbolic = dynamic

@@ -1,5 +1,5 @@
 """Loops: ``T.Parallel`` (element-wise nest, vectorized), ``T.Pipelined`` (prefetching serial loop),
-``T.serial``, ``T.unroll``, ``T.vectorized`` and ``T.grid``. Each is a Python iterable that opens the
+``T.serial``, ``T.unroll``, ``T.vectorized``, ``T.grid`` and ``T.Persistent`` (a block's share of tiles). Each is a Python iterable that opens the
 loop in the program, yields the loop variable(s) once for the body to be traced, then closes it.
 ``range()`` loops are Python loops: they unroll at trace time."""
 from . import _context as ctx
@@ -103,6 +103,34 @@ class grid:  # noqa: N801
             t.builder.end_for()
 
 
-def Persistent(*args, **kwargs):  # noqa: N802
-    raise ctx.not_implemented("T.Persistent is not supported on the CPU target (the grid already runs on a "
-                              "persistent thread pool; use T.Kernel)")
+class Persistent:  # noqa: N801 - TileLang's spelling
+    """``for t in T.Persistent([tiles...], wave_size, index)``: block ``index`` of a grid of
+    ``wave_size`` blocks visits tiles index, index + wave_size, ... of the domain (row-major; the GPU
+    group swizzle ``group_size`` only orders tiles for L2 reuse and is ignored). A serial loop; it
+    yields the tile's index, or one index per domain dimension."""
+
+    def __init__(self, domain, wave_size, index, group_size=8):
+        self.domain = list(domain) if isinstance(domain, (list, tuple)) else [domain]
+        self.wave_size, self.index = wave_size, index
+
+    def _set_names(self, names):
+        pass
+
+    def __iter__(self):
+        from ._math import ceildiv
+        from ._math import max as tl_max
+
+        total = 1
+        for d in self.domain:
+            total = total * d
+        for k in _Loop("serial", ceildiv(tl_max(total - self.index, 0), self.wave_size)):
+            linear = self.index + k * self.wave_size
+            if len(self.domain) == 1:
+                yield linear
+                continue
+            indices = []
+            for d in reversed(self.domain[1:]):
+                indices.append(linear % d)
+                linear = linear // d
+            indices.append(linear)
+            yield tuple(reversed(indices))

@@ -6,7 +6,7 @@ import numbers
 from .. import _C
 from . import _context as ctx
 from ._dtypes import canonical
-from ._expr import Expr, as_node, cast, is_symbolic, wrap
+from ._expr import Deferred, Expr, as_node, cast, deferred_outside_trace, is_symbolic, wrap
 
 
 def _number(x):
@@ -14,6 +14,8 @@ def _number(x):
 
 
 def call(name, *args):
+    if deferred_outside_trace(*args):
+        return Deferred(lambda: call(name, *args))
     nodes = [as_node(a) for a in args]
     ctx.set_loc()
     return wrap(_C.tl_call(name, nodes))
@@ -67,6 +69,8 @@ def decode_e2m1(code):
 
 
 def _binop(op, a, b):
+    if deferred_outside_trace(a, b):
+        return Deferred(lambda: _binop(op, a, b))
     na, nb = as_node(a), as_node(b)
     ctx.set_loc()
     return wrap(_C.tl_binary(op, na, nb))
@@ -97,6 +101,8 @@ def ceildiv(a, b):
     """ceil(a / b) for non-negative integers (a Python int when both are)."""
     if isinstance(a, numbers.Integral) and isinstance(b, numbers.Integral) and not is_symbolic(a) and not is_symbolic(b):
         return -(-int(a) // int(b))
+    if deferred_outside_trace(a, b):
+        return Deferred(lambda: ceildiv(a, b))
     na, nb = as_node(a), as_node(b)
     ctx.set_loc()
     return wrap(_C.tl_ceildiv(na, nb))
@@ -121,6 +127,8 @@ def if_then_else(cond, then_value, else_value):
     for lanes that take the other side)."""
     if not is_symbolic(cond):
         return then_value if cond else else_value
+    if deferred_outside_trace(cond, then_value, else_value):
+        return Deferred(lambda: if_then_else(cond, then_value, else_value))
     nc, nt, nf = as_node(cond), as_node(then_value), as_node(else_value)
     ctx.set_loc()
     return wrap(_C.tl_select(nc, nt, nf))
@@ -155,3 +163,34 @@ def min_value(dtype):
 def Cast(dtype, value):  # noqa: N802 - TileLang's spelling
     """T.Cast(dtype, x): convert x (rounding to nearest even for narrower floats)."""
     return cast(dtype, value)
+
+
+def Select(cond, then_value, else_value):  # noqa: N802 - TIR's spelling
+    """T.Select(c, a, b): TIR's select; the same value as T.if_then_else."""
+    return if_then_else(cond, then_value, else_value)
+
+
+def isfinite(x):
+    """Neither NaN nor infinite."""
+    from ._expr import logical_not, logical_or
+
+    if _number(x):
+        return math.isfinite(x)
+    return logical_not(logical_or(isnan(x), isinf(x)))
+
+
+def truncmod(a, b):
+    """The remainder of truncdiv (sign of a)."""
+    return a - truncdiv(a, b) * b if is_symbolic(a) or is_symbolic(b) else int(math.fmod(a, b))
+
+
+def bitwise_xor(a, b):
+    return a ^ b
+
+
+def bitwise_and(a, b):
+    return a & b
+
+
+def bitwise_or(a, b):
+    return a | b

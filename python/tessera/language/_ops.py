@@ -55,6 +55,10 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     """dst = src (converted to dst's dtype). Source elements outside a global tensor read as 0;
     destination elements outside one are skipped."""
     t = ctx.current("T.copy")
+    from ._views import copy_elementwise, is_view
+
+    if is_view(src) or is_view(dst):
+        return copy_elementwise(src, dst)
     s, d = region_of(src, "T.copy: src"), region_of(dst, "T.copy: dst")
     ctx.set_loc()
     t.builder.copy(s, d)
@@ -165,5 +169,51 @@ def sync_threads():
     """No-op: a CPU block is one thread."""
 
 
+def sync_warp(mask=None):
+    """No-op: a CPU block is one thread."""
+
+
 def no_set_max_nreg():
     """No-op (a GPU register-allocation hint)."""
+
+
+def async_copy(src, dst, coalesced_width=None, annotations=None, loop_layout=None):
+    """TileLang's asynchronous global -> shared copy: a plain T.copy on the CPU (it has completed when
+    the next statement runs, so T.ptx_wait_group has nothing to wait for)."""
+    copy(src, dst)
+
+
+def ptx_commit_group():
+    """No-op: CPU copies complete synchronously."""
+
+
+def ptx_wait_group(num=0):
+    """No-op: CPU copies complete synchronously."""
+
+
+def pdl_sync():
+    """No-op: programmatic dependent launch lets a GPU grid start before the previous one ends; CPU
+    grids run one after another."""
+
+
+def pdl_trigger():
+    """No-op (see pdl_sync)."""
+
+
+def assume(condition):
+    """An optimisation hint (the condition holds); recorded nowhere on the CPU."""
+
+
+def device_assert(condition, msg=""):
+    """Accepted and not checked: the CPU target has no in-kernel assertion (see docs/tl.md)."""
+
+
+class Fragment:
+    """A GPU fragment layout (thread and register of each element), as given to T.annotate_layout;
+    CPU fragments are row-major arrays, so it is accepted and ignored."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+
+Layout = Fragment

@@ -9,7 +9,9 @@ are rewritten to record IR instead:
 * ``a and b``, ``a or b``, ``not a``, ``a < b < c``, ``x if c else y`` -> logical IR when symbolic;
 * ``name = value``         -> a symbolic value is bound once at this point (a "let"), so a later
   store does not change what the name refers to; assigning to a ``T.alloc_var`` stores into it;
-* ``for i, j in T.Parallel(...)`` -> the loop variables take the author's names.
+* ``for i, j in T.Parallel(...)`` -> the loop variables take the author's names;
+* ``A: T.Tensor(...)`` on a parameter of the function (TileLang's eager style) -> the annotation is
+  evaluated and declares the parameter (Python skips annotations of local names otherwise).
 
 ``return`` / ``break`` / ``continue`` inside an ``if`` on a symbolic condition, and ``while`` loops
 with symbolic conditions, cannot be traced and raise an error naming the line.
@@ -36,6 +38,16 @@ class _Helpers:
     @staticmethod
     def symbolic(x):
         return is_symbolic(x)
+
+    @staticmethod
+    def thread_role(cond):
+        from ._threads import is_thread_role
+
+        return is_thread_role(cond)
+
+    @staticmethod
+    def role_taken(cond, branch):
+        return cond.some_take(branch)
 
     @staticmethod
     def then_(cond, has_else):
@@ -69,6 +81,8 @@ class _Helpers:
             t.bound_at[key] = t.loop_depth
         if t is None or t.kernel_depth == 0 or not isinstance(value, Expr) or isinstance(value, VarBuffer):
             return value
+        if getattr(value, "per_thread", False):
+            return value  # T.get_thread_binding(): only its uses say whether the kernel can run (_threads)
         if isinstance(value, BufferRef) and any(isinstance(i, slice) for i in value.indices):
             return value  # a tile operand, not a value
         node = value.node
@@ -108,6 +122,13 @@ class _Helpers:
         if hasattr(iterable, "_set_names"):
             iterable._set_names(names)
         return iterable
+
+    @staticmethod
+    def declare(name, annotation, scope):
+        """`name: annotation` on a parameter: declares it in an eager trace, else keeps its value."""
+        from ._eager import declare
+
+        return declare(name, annotation, scope.get(name))
 
     @staticmethod
     def unsupported(what):
@@ -204,8 +225,18 @@ class _Escapes(ast.NodeVisitor):
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self):
+    def __init__(self, params=()):
         self.counter = 0
+        self.params = set(params)
+
+    def visit_AnnAssign(self, node):
+        self.generic_visit(node)
+        if node.value is not None or not isinstance(node.target, ast.Name) or node.target.id not in self.params:
+            return node
+        name = node.target.id
+        return _located(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=_call(
+            "declare", ast.Constant(name), node.annotation,
+            ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[]))), node)
 
     def visit_If(self, node):
         self.generic_visit(node)
@@ -229,6 +260,14 @@ class _Rewriter(ast.NodeTransformer):
                            orelse=copy.deepcopy(node.orelse))
         dispatch = ast.If(test=_call("symbolic", ast.Name(id=cond, ctx=ast.Load())), body=symbolic_body,
                           orelse=[python_if])
+        if not esc.found:  # a branch on the GPU thread index: each side the block's threads take (_threads)
+            role_body = [ast.If(test=_call("role_taken", ast.Name(id=cond, ctx=ast.Load()), ast.Constant(True)),
+                                body=copy.deepcopy(node.body), orelse=[])]
+            if node.orelse:
+                role_body.append(ast.If(test=_call("role_taken", ast.Name(id=cond, ctx=ast.Load()),
+                                                   ast.Constant(False)), body=copy.deepcopy(node.orelse), orelse=[]))
+            dispatch = ast.If(test=_call("thread_role", ast.Name(id=cond, ctx=ast.Load())), body=role_body,
+                              orelse=[dispatch])
         return [assign, dispatch]
 
     def visit_While(self, node):
@@ -329,7 +368,8 @@ def rewrite(fn):
         if a is not None:
             a.annotation = None
     fdef.returns = None
-    rewriter = _Rewriter()
+    params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs]
+    rewriter = _Rewriter(params)
     fdef.body = [rewriter.visit(s) for s in fdef.body]
     fdef.body = [s for stmt in fdef.body for s in (stmt if isinstance(stmt, list) else [stmt])]
     # Free variables of the original become parameters of a wrapper, so closures keep working.

@@ -3,7 +3,8 @@
     tessera tlc kernel.py -o libkernel.so [--kernel NAME] [--arg KEY=VALUE ...] [--list]
 
 Loads kernel.py, picks a @T.prim_func or a @tessera.jit factory (called with the --arg values, Python
-literals), and writes a standalone kernel library. C++ loads it with tessera::tl::Kernel::load(path)
+literals; for an eager-style kernel they include its T.const sizes), and writes a standalone kernel
+library. C++ loads it with tessera::tl::Kernel::load(path)
 and calls it with TensorViews; the library carries its parameter signature and uses the thread pool
 and GEMM micro-kernels of the program that loads it (docs/tl.md, "AOT").
 """
@@ -14,12 +15,13 @@ import sys
 
 from .. import _C
 from ..language import PrimFunc
+from .eager import EagerJIT
 
 
 def _kernels(namespace):
     found = {}
     for name, obj in namespace.items():
-        if isinstance(obj, PrimFunc) or hasattr(obj, "__tl_factory__"):
+        if isinstance(obj, (PrimFunc, EagerJIT)) or hasattr(obj, "__tl_factory__"):
             found[name] = obj
     return found
 
@@ -50,7 +52,8 @@ def main(argv=None):
     kernels = _kernels(namespace)
     if args.list:
         for name, obj in sorted(kernels.items()):
-            print(f"{name}: {'prim_func' if isinstance(obj, PrimFunc) else 'jit factory'}")
+            kind = "prim_func" if isinstance(obj, PrimFunc) else "eager jit" if isinstance(obj, EagerJIT) else "jit factory"
+            print(f"{name}: {kind}")
         return 0
     if not args.output:
         p.error("-o/--output is required")
@@ -62,7 +65,12 @@ def main(argv=None):
         obj = next(iter(kernels.values()))
     else:
         p.error(f"{args.file} defines {len(kernels)} kernels ({', '.join(sorted(kernels))}); choose one with --kernel")
-    prim = obj if isinstance(obj, PrimFunc) else obj.__tl_factory__(**_parse_args(args.arg))
+    if isinstance(obj, PrimFunc):
+        prim = obj
+    elif isinstance(obj, EagerJIT):  # --arg gives the compile-time values and the T.const sizes
+        prim = obj.compile(**_parse_args(args.arg)).func
+    else:
+        prim = obj.__tl_factory__(**_parse_args(args.arg))
     if not isinstance(prim, PrimFunc):
         raise SystemExit(f"tessera tlc: the factory returned {type(prim).__name__}, not a @T.prim_func")
     _C.tl_compile_to_library(prim.program, args.output, [])

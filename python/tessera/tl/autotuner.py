@@ -3,19 +3,66 @@ reference, times the ones that pass and keeps the fastest - per argument tuple, 
 (<kernel cache>/autotune/<key>.json), so a tuned shape is not tuned again."""
 import functools
 import hashlib
+import inspect
 import json
 import os
 
 from .. import _C
 from .._errors import TesseraRuntimeError
+from .eager import EagerJIT
 from .jit import compile as tl_compile
-from .profiler import TensorSupplyType
+from .profiler import TensorSupplyType, do_bench
 from ..language import PrimFunc
 
 
 def _kernel_for(factory, args, kwargs, config):
     made = factory(*args, **kwargs, **config)
     return tl_compile(made) if isinstance(made, PrimFunc) else made
+
+
+def _given_tunables(factory, configs, args, kwargs):
+    """The tuned parameters the caller passed itself (TileLang then compiles that config untuned)."""
+    tunables = {k for c in configs for k in c}
+    given = tunables & set(kwargs)
+    try:
+        names = list(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        names = []
+    given |= tunables & set(names[:len(args)])
+    return given
+
+
+def _tune_eager(factory, configs, args, kwargs, warmup, rep, ref_prog, atol, rtol, skip_check):
+    """Tunes an eager-style kernel on the caller's own tensors; returns the best call's outputs."""
+    import numpy as np
+
+    from .._arrays import to_numpy
+
+    best, failures = None, []
+    for config in configs:
+        try:
+            bound = factory._bind(args, {**kwargs, **config}, partial=False)
+            tensors, statics = factory._split(bound)
+            inputs = [tensors[n] for n in factory.tensor_params]
+            kernel = factory.kernel(statics, factory.consts_of(statics, tensors))
+            if ref_prog is not None and not skip_check:
+                got, want = kernel(*inputs), ref_prog(*inputs)
+                got = got if isinstance(got, (list, tuple)) else [got]
+                want = want if isinstance(want, (list, tuple)) else [want]
+                for g, w in zip(got, want):
+                    np.testing.assert_allclose(to_numpy(g).astype(np.float64), to_numpy(w).astype(np.float64),
+                                               atol=atol, rtol=rtol)
+            latency = do_bench(lambda: kernel(*inputs), warmup=warmup, rep=rep)
+        except Exception as e:  # a config that does not compile or is wrong is skipped, with its reason
+            failures.append(f"{config}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            continue
+        if best is None or latency < best[1]:
+            best = (kernel, latency, config, inputs)
+    if best is None:
+        raise TesseraRuntimeError("autotune: no config compiled and passed the check:\n  " + "\n  ".join(failures))
+    kernel, latency, config, inputs = best
+    kernel.config, kernel.latency, kernel.autotune_failures = config, latency, failures
+    return kernel(*inputs)
 
 
 def _disk_path(factory, args, kwargs, configs):
@@ -30,7 +77,11 @@ def autotune(configs, warmup=25, rep=100, timeout=None, supply_type=TensorSupply
              **_ignored):
     """Decorates a kernel factory (usually a @tessera.jit one) whose keyword arguments include the
     tunable parameters. Calling it with the other arguments returns the best JITKernel, with
-    .config, .latency (ms) and, when ref_prog is given, .ref_latency set."""
+    .config, .latency (ms) and, when ref_prog is given, .ref_latency set.
+
+    When the caller passes a tuned parameter itself, nothing is tuned: the factory is called with the
+    caller's arguments (TileLang does the same). An eager-style kernel (see tessera.tl.eager) is tuned
+    on the tensors of the call, and the call returns the outputs of the fastest config."""
     configs = [dict(c) for c in (configs() if callable(configs) else configs)]
     if not configs:
         raise ValueError("autotune: configs must not be empty")
@@ -40,6 +91,10 @@ def autotune(configs, warmup=25, rep=100, timeout=None, supply_type=TensorSupply
 
         @functools.wraps(factory)
         def tuned(*args, **kwargs):
+            if _given_tunables(factory, configs, args, kwargs):
+                return factory(*args, **kwargs)
+            if isinstance(factory, EagerJIT):
+                return _tune_eager(factory, configs, args, kwargs, warmup, rep, ref_prog, atol, rtol, skip_check)
             key = (args, tuple(sorted(kwargs.items())))
             if key in memo:
                 return memo[key]
@@ -83,6 +138,10 @@ def autotune(configs, warmup=25, rep=100, timeout=None, supply_type=TensorSupply
             memo[key] = kernel
             return kernel
 
+        if isinstance(factory, EagerJIT):
+            tuned.compile = factory.compile
+        else:
+            tuned.compile = tuned
         return tuned
 
     return decorate

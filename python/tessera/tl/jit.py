@@ -2,7 +2,9 @@
 import functools
 
 from ..language import PrimFunc
+from ..language._eager import annotated_params
 from .._errors import InvalidArgumentError
+from .eager import EagerJIT
 from .kernel import JITKernel
 
 
@@ -19,13 +21,22 @@ def jit(func=None, *, out_idx=None, target="auto", execution_backend=None, pass_
     """Decorates a kernel factory (a function returning a @T.prim_func) or a @T.prim_func.
 
     A factory becomes a function that returns the compiled JITKernel for its arguments (memoized per
-    argument tuple); a prim_func becomes its JITKernel. pass_configs and execution_backend are accepted
-    for source compatibility and ignored; target must be "auto" or "cpu".
+    argument tuple; ``factory.compile(...)`` is the same call); a prim_func becomes its JITKernel. A
+    function that annotates its tensor parameters in its own body (``A: T.Tensor(...)``, TileLang's
+    eager style) becomes an EagerJIT: calling it with tensors compiles and runs the kernel.
+    pass_configs and execution_backend are accepted for source compatibility and ignored; target must
+    be "auto" or "cpu".
     """
     def decorate(f):
         options = dict(out_idx=out_idx, target=target, compile_flags=compile_flags, cache_dir=cache_dir)
         if isinstance(f, PrimFunc):
             return compile(f, **options)
+        tensor_params = annotated_params(f)
+        if tensor_params is not None:
+            def compile_eager(prim, out_idx=None):
+                return compile(prim, **dict(options, out_idx=out_idx if out_idx is not None else options["out_idx"]))
+
+            return EagerJIT(f, tensor_params, options, compile_eager)
         memo = {}
 
         @functools.wraps(f)
@@ -48,6 +59,7 @@ def jit(func=None, *, out_idx=None, target="auto", execution_backend=None, pass_
 
         factory.__tl_factory__ = f
         factory.__tl_options__ = options
+        factory.compile = factory
         return factory
 
     return decorate(func) if func is not None else decorate

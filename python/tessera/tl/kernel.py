@@ -31,7 +31,10 @@ class JITKernel:
             raise InvalidArgumentError(f"tessera.jit: target {target!r} is not available; this build has the CPU target "
                                        f"('auto' / 'cpu')")
         self.func = func
-        self.params = func.params
+        self._all_params = func.params
+        # T.alloc_global scratch tensors are parameters of the program but not of the kernel's callers
+        self.params = [p for p in func.params if getattr(p, "role", "input") != "scratch"]
+        self._scratch = {}  # shapes -> the scratch arrays of the last call with those shapes
         self.out_idx = _normalize_out_idx(out_idx, len(self.params))
         for i in self.out_idx:
             if not self.params[i].is_tensor:
@@ -114,12 +117,28 @@ class JITKernel:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
 
+    def _with_scratch(self, args):
+        """(parameter, argument) for every program parameter. Scratch tensors are allocated here,
+        zeroed once and reused by later calls with the same shapes (so one kernel object must not be
+        called from two threads at once when its program has T.alloc_global tensors)."""
+        if len(self._all_params) == len(self.params):
+            return zip(self.params, args)
+        symbols = self._bind_symbols(args)
+        shapes = tuple(self.output_shape(p, symbols) for p in self._all_params if p.role == "scratch")
+        scratch = self._scratch.get(shapes)
+        if scratch is None:
+            scratch = [np.zeros(shape, dtype=numpy_dtype(p.dtype))
+                       for p, shape in zip((p for p in self._all_params if p.role == "scratch"), shapes)]
+            self._scratch = {shapes: scratch}
+        it_args, it_scratch = iter(args), iter(scratch)
+        return [(p, next(it_scratch) if p.role == "scratch" else next(it_args)) for p in self._all_params]
+
     def call_all(self, args):
         """Runs with every parameter given (outputs included), in parameter order."""
         if len(args) != len(self.params):
             raise InvalidArgumentError(f"kernel '{self.name}': expected {len(self.params)} arguments, got {len(args)}")
         refs = []
-        for p, a in zip(self.params, args):
+        for p, a in self._with_scratch(args):
             if p.is_tensor:
                 refs.append(to_ref(a, f"kernel '{self.name}'", p.name, writable=True))
             elif isinstance(a, (bool, int, np.integer)):

@@ -6,8 +6,36 @@ import time
 
 import numpy as np
 
+from .._arrays import like, to_numpy, torch_module
 from .._errors import InvalidArgumentError
 from ._dtypes import numpy_dtype
+
+_input_kind = "numpy"
+
+
+def set_input_kind(kind):
+    """What Profiler.make_inputs returns: "numpy" arrays (the default) or "torch" CPU tensors (what
+    TileLang's profiler passes to reference programs; the tilelang alias selects it)."""
+    global _input_kind
+    if kind not in ("numpy", "torch"):
+        raise InvalidArgumentError(f"set_input_kind: argument 'kind' must be 'numpy' or 'torch', got {kind!r}")
+    _input_kind = kind
+
+
+def _as_input(array):
+    if _input_kind != "torch":
+        return array
+    torch = torch_module()
+    if torch is None:
+        try:
+            import torch
+        except ImportError:
+            return array
+    return like(array, torch.empty(0))
+
+
+def _float64(x):
+    return np.asarray(to_numpy(x) if torch_module() is not None and not isinstance(x, np.ndarray) else x).astype(np.float64)
 
 _FLUSH_BYTES = 128 << 20  # larger than the L3 of the CPUs we run on; read before each timed run
 _flush_buffer = None
@@ -105,7 +133,7 @@ class Profiler:
         for i, (p, shape) in enumerate(zip(self.kernel.params, shapes)):
             if i in self.kernel.out_idx:
                 continue
-            inputs.append(supply_tensor(shape, p.dtype, kind, self.rng) if p.is_tensor else 1)
+            inputs.append(_as_input(supply_tensor(shape, p.dtype, kind, self.rng)) if p.is_tensor else 1)
         return inputs
 
     def run_once(self, func=None, input_tensors=None):
@@ -138,8 +166,7 @@ class Profiler:
         if len(got) != len(want):
             raise AssertionError(f"kernel returned {len(got)} outputs, the reference {len(want)}")
         for k, (g, w) in enumerate(zip(got, want)):
-            g64 = np.asarray(g).astype(np.float64)
-            w64 = np.asarray(w).astype(np.float64)
+            g64, w64 = _float64(g), _float64(w)
             if g64.shape != w64.shape:
                 raise AssertionError(f"output {k}: shape {g64.shape} != reference {w64.shape}")
             bad = ~(np.abs(g64 - w64) <= atol + rtol * np.abs(w64))

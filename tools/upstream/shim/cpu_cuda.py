@@ -83,7 +83,10 @@ class _Stream:
 def _props(device=None):
     return types.SimpleNamespace(name="tessera-cpu", major=ARCH[0], minor=ARCH[1],
                                  multi_processor_count=int(os.environ.get("TESSERA_SHIM_SMS", "148")),
-                                 total_memory=64 << 30, L2_cache_size=64 << 20)
+                                 total_memory=64 << 30, L2_cache_size=64 << 20,
+                                 shared_memory_per_multiprocessor=228 << 10, shared_memory_per_block=48 << 10,
+                                 shared_memory_per_block_optin=227 << 10, max_threads_per_multi_processor=2048,
+                                 regs_per_multiprocessor=65536, warp_size=32)
 
 
 def _noop(*_, **__):

@@ -1,0 +1,98 @@
+"""Thread-role branches: ``if T.get_thread_binding() < 32: A else: B``.
+
+A CPU block is one thread that does the work of all of the block's GPU threads. A branch on the
+thread index that splits the threads into roles (warp specialisation: some threads do A, the others
+B) therefore becomes "the block does A, then B": each side is traced once if at least one thread of
+the block takes it (decided now, from the T.Kernel's ``threads=``). This is exact when each side is
+block-level code (tile ops, T.Parallel loops, stores that do not depend on the thread). Any other use
+of the thread index (arithmetic, indexing, T.if_then_else) needs per-thread execution and raises
+NotImplementedInTessera naming T.get_thread_binding.
+"""
+from . import _context as ctx
+from ._expr import Expr
+
+_PER_THREAD = ("T.get_thread_binding: the thread index is only supported in the condition of an `if` that "
+               "splits the block's threads into roles (e.g. `if T.get_thread_binding() < 32:`); a CPU block is "
+               "one thread, so per-thread values (arithmetic, indexing, T.if_then_else on it) do not exist")
+
+
+class _ThreadValue(Expr):
+    """A value that exists per GPU thread; only thread-role conditions are built from it."""
+
+    per_thread = True
+
+    def __init__(self):
+        super().__init__(None)
+
+    @property
+    def node(self):
+        raise ctx.not_implemented(_PER_THREAD)
+
+    @property
+    def dtype(self):
+        return "int32"
+
+    def __bool__(self):
+        raise ctx.not_implemented(_PER_THREAD)
+
+
+class ThreadIndex(_ThreadValue):
+    """``T.get_thread_binding(dim)`` inside a T.Kernel with ``threads=``."""
+
+    def __init__(self, dim, extents):
+        super().__init__()
+        self.dim, self.extents = dim, extents
+
+    def _cmp(self, pred):
+        n = self.extents[self.dim] if self.dim < len(self.extents) else 1
+        return ThreadCondition(frozenset(t for t in range(n) if pred(t)), n)
+
+    def __lt__(self, o): return self._cmp(lambda t: t < int(o))
+    def __le__(self, o): return self._cmp(lambda t: t <= int(o))
+    def __gt__(self, o): return self._cmp(lambda t: t > int(o))
+    def __ge__(self, o): return self._cmp(lambda t: t >= int(o))
+    def __eq__(self, o): return self._cmp(lambda t: t == int(o))  # noqa: PLE0307
+    def __ne__(self, o): return self._cmp(lambda t: t != int(o))
+    __hash__ = object.__hash__
+
+
+class ThreadCondition(_ThreadValue):
+    """The set of thread indices (of one dimension) for which a condition holds."""
+
+    def __init__(self, threads, n):
+        super().__init__()
+        self.threads, self.n = threads, n
+
+    def __and__(self, o):
+        return ThreadCondition(self.threads & _threads_of(o, self.n), self.n)
+
+    def __or__(self, o):
+        return ThreadCondition(self.threads | _threads_of(o, self.n), self.n)
+
+    def __invert__(self):
+        return ThreadCondition(frozenset(range(self.n)) - self.threads, self.n)
+
+    __rand__, __ror__ = __and__, __or__
+
+    def some_take(self, branch):
+        """Whether at least one thread takes the then (branch=True) or the else side."""
+        return bool(self.threads) if branch else len(self.threads) < self.n
+
+
+def _threads_of(o, n):
+    if isinstance(o, ThreadCondition) and o.n == n:
+        return o.threads
+    raise ctx.not_implemented(_PER_THREAD)
+
+
+def get_thread_binding(dim=0):
+    """The GPU thread index along ``dim`` of the enclosing T.Kernel; see the module docstring."""
+    t = ctx.current("T.get_thread_binding")
+    extents = getattr(t, "kernel_threads", None)
+    if not extents or t.kernel_depth == 0:
+        raise ctx.error("T.get_thread_binding() must be used inside a T.Kernel")
+    return ThreadIndex(int(dim), extents)
+
+
+def is_thread_role(cond):
+    return isinstance(cond, ThreadCondition)

@@ -1,0 +1,56 @@
+"""Named stubs for TileLang constructs that tessera's CPU target does not provide. Looking one up
+works (so a module that defines kernels imports); using it raises NotImplementedInTessera naming the
+construct and why, at the line of the kernel that uses it."""
+from tessera._errors import NotImplementedInTessera
+from tessera.language import _context as ctx
+
+_SIMT = ("a CPU block runs on one thread, so there are no thread indices, warps or lanes to address "
+         "(write the block's work as tile ops / T.Parallel)")
+_REASONS = {
+    **{n: _SIMT for n in ("get_thread_bindings", "thread_binding", "get_warp_idx", "get_lane_idx",
+                          "get_warp_idx_sync", "get_warp_group_idx", "shfl_xor", "shfl_sync", "shfl_down", "shfl_up",
+                          "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
+                          "tvm_thread_allreduce", "thread_return", "sync_grid", "alloc_barrier", "barrier_wait",
+                          "barrier_arrive", "mbarrier_wait_parity", "mbarrier_arrive", "tma_copy", "tma_load",
+                          "set_max_nreg", "dec_max_nreg", "inc_max_nreg")},
+    **{n: "views of a buffer with another shape or element type (pointer casts) need new IR"
+       for n in ("view", "reshape", "make_tensor", "ptr", "access_ptr", "address_of", "Ref")},
+    **{n: "calls into CUDA device code / TVM intrinsics have no CPU counterpart"
+       for n in ("call_extern", "call_intrin", "import_source", "dp4a", "attr", "evaluate", "comm_reducer",
+                 "ptx_mma", "ptx_ldmatrix")},
+    **{n: "the CPU target has no such element type" for n in ("int4", "uint4", "float4_e2m1fn", "float8_e4m3fnuz",
+                                                              "float8_e5m2fnuz", "float8_e8m0fnu", "bfloat16x2",
+                                                              "float16x2", "float6_e2m3fn", "float6_e3m2fn")},
+}
+
+
+class Unsupported:
+    """A TileLang construct that is not available here: calling it (or using it as a dtype) raises."""
+
+    def __init__(self, name):
+        self.__name__ = name
+
+    def _error(self):
+        reason = _REASONS.get(self.__name__, "it is not implemented by tessera")
+        return ctx.not_implemented(f"T.{self.__name__} is not supported on tessera's CPU target: {reason}")
+
+    def __call__(self, *args, **kwargs):
+        raise self._error()
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise self._error()
+
+    def __getitem__(self, item):
+        raise self._error()
+
+    def __repr__(self):
+        return f"<unsupported T.{self.__name__}>"
+
+
+def unsupported(name):
+    return Unsupported(name)
+
+
+__all__ = ["NotImplementedInTessera", "Unsupported", "unsupported"]
