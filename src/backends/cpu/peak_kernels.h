@@ -1,4 +1,4 @@
-// Plain interface between the machine-limit measurements (src/info) and the per-ISA loops that find
+// Plain interface between the machine-limit measurements (src/machine_limits) and the per-ISA loops that find
 // this CPU's peak rates (src/backends/cpu/<isa>/peak_*.cc). No inline functions or templates here:
 // ISA translation units include this file (see README.md).
 #pragma once

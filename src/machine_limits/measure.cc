@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "info/peak_loops.h"
-#include "info/timed_rate.h"
+#include "machine_limits/peak_loops.h"
+#include "machine_limits/timed_rate.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/error.h"
 #include "tessera/core/memory.h"

@@ -1,4 +1,4 @@
-#include "info/timed_rate.h"
+#include "machine_limits/timed_rate.h"
 
 #include <algorithm>
 #include <atomic>

@@ -13,7 +13,7 @@
 
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/registry.h"
-#include "info/timed_rate.h"
+#include "machine_limits/timed_rate.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/error.h"

@@ -1,4 +1,4 @@
-#include "info/peak_loops.h"
+#include "machine_limits/peak_loops.h"
 
 #include <cstring>
 
