@@ -1,5 +1,5 @@
-// The rest of DeepGEMM's GEMM API (DeepGEMM's API, docs/gemm.md): fp8_gemm_nt_skip_head_mid, einsum,
-// fp8_einsum and tf32_hc_prenorm_gemm, each reduced to GemmProblems.
+// DeepGEMM's einsum and fp8_einsum (DeepGEMM's API, docs/gemm.md), each reduced to GemmProblems: one per
+// head for the per-head expressions, one per batch for 'bmk,bnk->mn'.
 #include <cstring>
 #include <vector>
 
@@ -74,42 +74,6 @@ std::vector<GemmProblem> head_problems(const char* fn, bool bhd_out, const Tenso
 }
 
 }  // namespace
-
-void fp8_gemm_nt_skip_head_mid(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
-                               std::array<int64_t, 3> head_splits, const Recipe& recipe) {
-  const char* fn = "fp8_gemm_nt_skip_head_mid";
-  const auto [L, Mid, R] = head_splits;
-  TESSERA_CHECK(L >= 0 && Mid >= 0 && R >= 0 && L + R > 0, fn, ": argument 'head_splits' (L, M, R) must be >= 0 with L + R > 0, got (",
-                L, ", ", Mid, ", ", R, ")");
-  check_ndim(fn, "b", b.data, {2});
-  const int64_t n = b.data.shape[0], heads = n / (L + R);
-  TESSERA_CHECK(n % (L + R) == 0, fn, ": N = ", n, " (rows of 'b') must be a multiple of L + R = ", L + R);
-  check_ndim(fn, "d", d, {2});
-  check_dtype(fn, "d", d, {DType::kBF16, DType::kF32});
-  const int64_t width = n + heads * Mid;
-  TESSERA_CHECK(d.shape[1] == width, fn, ": argument 'd' must have N + (N / (L + R)) * M = ", width, " columns, got shape ",
-                d.shape_str());
-  check_row_major(fn, "d", d);
-  check_ndim(fn, "a", a.data, {2});
-  TESSERA_CHECK(d.shape[0] == a.data.shape[0], fn, ": argument 'd' must have M = ", a.data.shape[0],
-                " rows (the rows of 'a'), got shape ", d.shape_str());
-  // The dense product goes to a temporary [M, N] (same dtype, so the one rounding is the GEMM's), then
-  // each head's L and R columns are copied around the gap.
-  const int64_t m = d.shape[0], es = dtype_storage_bytes(d.dtype);
-  auto tmp = aligned_array<char>(size_t(std::max<int64_t>(m * n * es, 1)));
-  const TensorView t(tmp.get(), d.dtype, {m, n});
-  fp8_fp4_gemm_nt(a, b, t, nullptr, recipe);
-  check_no_overlap(fn, "d", d, "a", a.data);
-  check_no_overlap(fn, "d", d, "b", b.data);
-  for (int64_t r = 0; r < m; ++r) {
-    const char* srow = tmp.get() + r * n * es;
-    char* drow = static_cast<char*>(d.data) + r * d.strides[0] * es;
-    for (int64_t h = 0; h < heads; ++h) {
-      std::memcpy(drow + h * (L + Mid + R) * es, srow + h * (L + R) * es, L * es);
-      std::memcpy(drow + (h * (L + Mid + R) + L + Mid) * es, srow + (h * (L + R) + L) * es, R * es);
-    }
-  }
-}
 
 void einsum(const std::string& expr, const TensorView& a, const TensorView& b, const TensorView& d,
             const TensorView* c) {
@@ -231,75 +195,6 @@ void fp8_einsum(const std::string& expr, const ScaledTensor& a, const ScaledTens
     return;
   }
   run_gemm_batch(problems.data(), int64_t(problems.size()));
-}
-
-void tf32_hc_prenorm_gemm(const TensorView& a, const TensorView& b, const TensorView& d, const TensorView& sqr_sum,
-                          int num_splits) {
-  const char* fn = "tf32_hc_prenorm_gemm";
-  const OperandInfo ai = check_operand(fn, "a", a, true, {DType::kBF16});
-  const OperandInfo bi = check_operand(fn, "b", b, true, {DType::kF32});
-  const int64_t m = ai.rows, n = bi.rows, k = ai.k;
-  TESSERA_CHECK(bi.k == k, fn, ": 'a' and 'b' must share K, got ", a.shape_str(), " and ", b.shape_str());
-  TESSERA_CHECK(k % 64 == 0, fn, ": K = ", k, " must be a multiple of 64");
-  TESSERA_CHECK(n % 8 == 0 && n <= 128, fn, ": N = ", n, " must be a multiple of 8 and <= 128");
-  TESSERA_CHECK(num_splits >= 0, fn, ": argument 'num_splits' must be >= 0 (0 = no split), got ", num_splits);
-  const int64_t splits = num_splits == 0 ? 1 : num_splits, blocks = k / 64;
-  check_dtype(fn, "d", d, {DType::kF32});
-  check_dtype(fn, "sqr_sum", sqr_sum, {DType::kF32});
-  check_defined(fn, "sqr_sum", sqr_sum);
-  if (num_splits == 0) {
-    check_ndim(fn, "d", d, {2});
-    check_ndim(fn, "sqr_sum", sqr_sum, {1});
-    check_dim(fn, "sqr_sum", sqr_sum, 0, m, "M");
-  } else {
-    check_ndim(fn, "d", d, {3});
-    check_dim(fn, "d", d, 0, splits, "num_splits");
-    check_ndim(fn, "sqr_sum", sqr_sum, {2});
-    TESSERA_CHECK(sqr_sum.shape[0] == splits && sqr_sum.shape[1] == m, fn, ": argument 'sqr_sum' must have shape [",
-                  splits, ", ", m, "], got ", sqr_sum.shape_str());
-  }
-  const TensorView d0 = num_splits == 0 ? d : slice0(d, 0);
-  TESSERA_CHECK(d0.shape[0] == m && d0.shape[1] == n, fn, ": argument 'd' must have [M, N] = [", m, ", ", n,
-                "] per split, got ", d.shape_str());
-  for (const auto& [arg, t] : {std::pair<const char*, const TensorView*>{"d", &d}, {"sqr_sum", &sqr_sum}}) {
-    check_no_overlap(fn, arg, *t, "a", a);
-    check_no_overlap(fn, arg, *t, "b", b);
-  }
-  check_no_overlap(fn, "d", d, "sqr_sum", sqr_sum);
-  std::vector<GemmProblem> problems;
-  std::vector<int64_t> k_begin;
-  const int64_t q = blocks / splits, rem = blocks % splits;
-  for (int64_t s = 0; s < splits; ++s) {
-    const int64_t kb = (s * q + std::min(s, rem)) * 64, kn = (q + (s < rem ? 1 : 0)) * 64;
-    GemmProblem p;
-    p.fn = fn;
-    p.m = m;
-    p.n = n;
-    p.k = kn;
-    p.a = ai.src;
-    p.b = bi.src;
-    p.a.data = static_cast<const char*>(ai.src.data) + kb * ai.src.stride_k * 2;
-    p.b.data = static_cast<const char*>(bi.src.data) + kb * bi.src.stride_k * 4;
-    check_output(fn, num_splits == 0 ? d : slice0(d, s), nullptr, m, n, {}, &p);
-    k_begin.push_back(kb);
-    problems.push_back(p);
-  }
-  // sqr_sum: fp32 sums in k order, rows split over threads.
-  parallel_for(m, [&](int64_t r0, int64_t r1) {
-    for (int64_t s = 0; s < splits; ++s)
-      for (int64_t r = r0; r < r1; ++r) {
-        float acc = 0.0f;
-        for (int64_t kk = k_begin[s]; kk < k_begin[s] + problems[s].k; ++kk) {
-          const float v = bf16_to_f32(a.ptr<const uint16_t>()[r * ai.src.stride_r + kk * ai.src.stride_k]);
-          acc += v * v;
-        }
-        float* out = sqr_sum.ptr<float>() + (num_splits == 0 ? r * sqr_sum.strides[0] : s * sqr_sum.strides[0] + r * sqr_sum.strides[1]);
-        *out = acc;
-      }
-  });
-  std::vector<GemmProblem> nonempty;
-  for (const GemmProblem& p : problems) (p.k == 0 ? (void)handle_empty_k(p) : nonempty.push_back(p));
-  run_gemm_batch(nonempty.data(), int64_t(nonempty.size()));
 }
 
 }  // namespace tessera::gemm
