@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/env.h"
 #include "tessera/core/error.h"
 #include "tessera/core/timer.h"
 
@@ -28,10 +29,7 @@ inline void cpu_relax() {
 }
 
 int default_threads() {
-  if (const char* env = std::getenv("TESSERA_NUM_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
-  }
+  if (const int64_t n = env::integer("TESSERA_NUM_THREADS", 0, 0, 1 << 16); n > 0) return int(n);
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {
     const int n = CPU_COUNT(&set);
@@ -42,8 +40,7 @@ int default_threads() {
 }
 
 int64_t spin_ns() {
-  const char* env = std::getenv("TESSERA_SPIN_US");
-  return (env ? std::atoll(env) : 100) * 1000;
+  return env::integer("TESSERA_SPIN_US", 100, 0, 10'000'000) * 1000;
 }
 
 class Pool {

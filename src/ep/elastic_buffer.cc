@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/env.h"
 #include "ep/elastic_state.h"
 #include "ep/records.h"
 #include "tessera/core/error.h"
@@ -39,7 +40,7 @@ int64_t group_bytes_for(int num_max, int hidden, int num_topk, bool fp8, bool mu
 // both; 0 turns it off.
 int64_t output_arena_bytes(const Topology& t, int64_t region_bytes, int64_t default_cap) {
   if (t.num_nodes != 1) return 0;
-  if (const char* env = std::getenv("TESSERA_EP_OUTPUT_ARENA_MB")) return std::max<int64_t>(0, std::atoll(env)) << 20;
+  if (const int64_t mb = env::integer("TESSERA_EP_OUTPUT_ARENA_MB", -1, 0, 1 << 30); mb >= 0) return mb << 20;
   return std::min(2 * region_bytes, default_cap);
 }
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/env.h"
 #include "ep/group_state.h"
 #include "tessera/core/error.h"
 
@@ -23,14 +24,7 @@ int ranks_per_node_from(int option) {
                   option);
     return option;
   }
-  const char* env = std::getenv("TESSERA_EP_RANKS_PER_NODE");
-  if (!env || !*env) return 0;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  TESSERA_CHECK(end != env && *end == '\0' && v >= 0 && v < (1 << 20),
-                "tessera.ep.Group: environment variable TESSERA_EP_RANKS_PER_NODE must be a whole number >= 0, got '",
-                env, "'");
-  return int(v);
+  return int(env::integer("TESSERA_EP_RANKS_PER_NODE", 0, 0, (1 << 20) - 1));
 }
 
 struct RankInfo {

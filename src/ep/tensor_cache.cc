@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/env.h"
 #include "tessera/core/error.h"
 #include "tessera/core/memory.h"
 #include "tessera/ep/types.h"
@@ -18,8 +19,7 @@ struct Cache {
   int64_t cached = 0;
   int64_t limit = 0;
   Cache() {
-    const char* env = std::getenv("TESSERA_EP_TENSOR_CACHE_MB");
-    limit = (env ? std::atoll(env) : 4096) << 20;
+    limit = env::integer("TESSERA_EP_TENSOR_CACHE_MB", 4096, 0, 1 << 30) << 20;
   }
 };
 

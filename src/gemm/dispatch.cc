@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cpu/registry.h"
+#include "core/env.h"
 #include "gemm/fp4_widen.h"
 #include "gemm/gemm_problem.h"
 #include "gemm/gemv.h"
@@ -46,10 +47,7 @@ const cpu::GemmKernelSet* choose_packed(const GemmProblem& p) {
 // (N=7168 K=2048 M=3 0.85-0.86 vs 0.93-0.97). Depends only on the problem, so the bits do not depend
 // on the thread count. TESSERA_GEMV_NO_AMX=1 keeps every row on the vector GEMV.
 bool gemv_no_amx() {
-  static const bool off = [] {
-    const char* v = std::getenv("TESSERA_GEMV_NO_AMX");
-    return v && *v && *v != '0';
-  }();
+  static const bool off = env::flag("TESSERA_GEMV_NO_AMX");
   return off;
 }
 
@@ -124,9 +122,7 @@ void add_to_batch(std::vector<KernelBatch<Fn>>& batches, const cpu::KernelChoice
 // TESSERA_GEMM_STREAM_BYTES overrides the size (0 = never).
 int64_t stream_d_bytes() {
   static const int64_t bytes = [] {
-    const char* v = std::getenv("TESSERA_GEMM_STREAM_BYTES");
-    if (!v || !*v) return int64_t(4) << 20;
-    const int64_t n = std::atoll(v);
+    const int64_t n = env::integer("TESSERA_GEMM_STREAM_BYTES", int64_t(4) << 20, 0);
     return n > 0 ? n : INT64_MAX;
   }();
   return bytes;

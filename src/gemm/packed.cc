@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/env.h"
 #include "gemm/plan.h"
 #include "tessera/core/memory.h"
 #include "tessera/core/thread_pool.h"
@@ -46,10 +47,7 @@ void prefetch_a_rows(const cpu::GemmSrc& s, int64_t r0, int rows, int64_t k0, in
 }
 
 bool print_plans() {
-  static const bool on = [] {
-    const char* v = std::getenv("TESSERA_PRINT_PLAN");
-    return v && *v && *v != '0';
-  }();
+  static const bool on = env::flag("TESSERA_PRINT_PLAN");
   return on;
 }
 

@@ -15,6 +15,7 @@
 #include "backends/cpu/select_kernels.h"
 #include "backends/cpu/tl_gemv.h"
 #include "backends/cpu/tl_vector.h"
+#include "core/env.h"
 #include "tessera/info.h"
 
 namespace tessera::cpu {
@@ -157,10 +158,7 @@ const SlotInfo kSlots[int(Slot::kCount)] = {
 const SlotInfo& slot_info(Slot slot) { return kSlots[int(slot)]; }
 
 bool verbose_dispatch() {
-  static const bool on = [] {
-    const char* v = std::getenv("TESSERA_VERBOSE_DISPATCH");
-    return v && *v && *v != '0';
-  }();
+  static const bool on = env::flag("TESSERA_VERBOSE_DISPATCH");
   return on;
 }
 

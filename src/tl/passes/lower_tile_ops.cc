@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/env.h"
 #include "tessera/core/error.h"
 #include "tl/ir/visitor.h"
 #include "tl/passes/tile_op_registry.h"
@@ -11,10 +12,7 @@
 namespace tessera::tl {
 namespace {
 
-bool verbose() {
-  const char* v = std::getenv("TESSERA_TL_VERBOSE_LOWERING");
-  return v && *v && *v != '0';
-}
+bool verbose() { return env::flag("TESSERA_TL_VERBOSE_LOWERING"); }
 
 class Lowerer : public IRMutator {
  public:

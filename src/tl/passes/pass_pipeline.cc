@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "core/env.h"
 #include "tessera/tl/printer.h"
 #include "tl/passes/elide_gemm_copies.h"
 #include "tl/passes/infer_regions.h"
@@ -19,10 +20,7 @@
 namespace tessera::tl {
 namespace {
 
-bool print_ir() {
-  const char* v = std::getenv("TESSERA_TL_PRINT_IR");
-  return v && *v && *v != '0';
-}
+bool print_ir() { return env::flag("TESSERA_TL_PRINT_IR"); }
 
 }  // namespace
 

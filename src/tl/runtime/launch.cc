@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/env.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/memory.h"
 #include "tessera/core/thread_pool.h"
@@ -61,10 +62,7 @@ void launch(int64_t num_blocks, int64_t arena_bytes, TlBlockFn fn, void* ctx) {
 
 // Outputs larger than half the last-level cache are streamed (TESSERA_TL_STREAM_BYTES overrides; 0 = never).
 int64_t stream_bytes() {
-  if (const char* v = std::getenv("TESSERA_TL_STREAM_BYTES"); v && *v) {
-    const int64_t n = std::atoll(v);
-    return n > 0 ? n : INT64_MAX;
-  }
+  if (const int64_t n = env::integer("TESSERA_TL_STREAM_BYTES", -1, 0); n >= 0) return n > 0 ? n : INT64_MAX;
   return cpu_features().l3_bytes / 2;  // the inputs want the other half
 }
 
