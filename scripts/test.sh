@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 printf '\n==> tree checks (scripts/check_tree.sh)\n'
 scripts/check_tree.sh
+printf '\n==> Python lint (ruff check: pyflakes rules, pyproject.toml)\n'
+.venv/bin/ruff check .
 printf '\n==> C++ tests (ctest)\n'
 ctest --test-dir build/py --output-on-failure -j2 --timeout 600
 printf '\n==> dispatch smoke suite under QEMU CPU models (scripts/smoke_qemu.sh)\n'

@@ -221,7 +221,7 @@ def calc_diff(x, y):
 def check_legacy(group, ranks, me):
     all_in = [inputs(r, ranks, hidden=512) for r in range(ranks)]
     mine = all_in[me]
-    K, H, E = mine["K"], mine["H"], mine["E"]
+    H, E = mine["H"], mine["E"]
     epr = E // ranks
     buf = deep_ep.Buffer(group, num_nvl_bytes=8 << 20, num_cpu_timeout_secs=60)
     per_rank, per_node, per_expert, in_rank, _ = buf.get_dispatch_layout(mine["idx"], E)

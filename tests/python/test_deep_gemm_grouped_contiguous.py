@@ -6,7 +6,6 @@ determinism across thread counts, aliases and the DeepGEMM v1 name."""
 import numpy as np
 import pytest
 
-import tessera
 from grouped_helpers import (
     BF16, POISON, QUANTS, SF_STYLES, assert_same_bits_across_threads, bits, check_diff, contiguous_layout, f64,
     mk_alignment, nn_of, pack_sf, poisoned, quantise_groups, quantise_rows,

@@ -2,7 +2,6 @@
 every unused slot and garbage in unused block_table entries, sparse over both FP8 layouts with invalid
 indices skipped, plus the scheduling metadata (both get_mla_metadata forms, recorded config) and bitwise
 determinism across thread counts."""
-import ml_dtypes
 import numpy as np
 import pytest
 

@@ -1,7 +1,6 @@
 """tessera.flash_mla sparse prefill (out, max_logits, lse) against float64 with invalid and short index lists,
 dense varlen prefill (flash_attn_varlen_func and its packed forms) against float64, and the FP8 KV-cache
 quantiser byte for byte against the spec."""
-import ml_dtypes
 import numpy as np
 import pytest
 

@@ -17,7 +17,7 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 
 def ref_logits(q, kv, weights, ks, ke):
     """float64 reference: logits[i, j] = sum_h w[i, h] relu(q[i, h] . kv[j]) for ks <= j < ke, else -inf."""
-    s, s_kv = q.shape[0], kv.shape[0]
+    s_kv = kv.shape[0]
     score = np.einsum("mhd,nd->mhn", q.astype(np.float64), kv.astype(np.float64))
     logits = (np.maximum(score, 0) * weights.astype(np.float64)[:, :, None]).sum(axis=1)
     j = np.arange(s_kv)[None, :]

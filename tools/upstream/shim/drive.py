@@ -99,7 +99,7 @@ class _Cases:
         before = RESULT["checks_failed"]
         try:
             ok = self.fn(*args, **kwargs)
-        except Exception as e:  # noqa: BLE001
+        except Exception:  # noqa: BLE001
             s["errors"] += 1
             _note_failure(f"{self.name}{self._describe(args)}: {traceback.format_exc()[-1500:]}")
             return _NotRun()

@@ -1,5 +1,5 @@
 """DeepGEMM's ``deep_gemm.utils``: math helpers, FP8/FP4 quantisers and scale-factor layout utilities."""
-from . import dist, fp4, grouped_layout, layout, math
+from . import dist, fp4, grouped_layout, layout, math  # noqa: F401 - submodules, as deep_gemm.utils has
 from .dist import init_dist, uneven_all_gather
 from .fp4 import *  # noqa: F401,F403 - re-exported like deep_gemm.utils
 from .grouped_layout import *  # noqa: F401,F403
