@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 printf '\n==> tree checks (scripts/check_tree.sh)\n'
 scripts/check_tree.sh
+printf '\n==> C++ format (scripts/check_format.sh)\n'
+scripts/check_format.sh
 printf '\n==> Python lint (ruff check: pyflakes rules, pyproject.toml)\n'
 .venv/bin/ruff check .
 printf '\n==> C++ tests (ctest)\n'
