@@ -1,0 +1,26 @@
+// Linear layers on tessera's GEMMs: FP8 weights through fp8_fp4_gemm_nt with per-token 1x128 activation
+// scales from q8 and the weights' 128x128 block scales; bf16 weights through bf16_gemm_nt on x rounded
+// to bf16. Output f32.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "weights.h"
+
+namespace tessera::model {
+
+// Activations quantised by q8 (small_ops.h): codes [rows, k] e4m3 and scales [rows, k/128].
+struct QuantRows {
+  int64_t rows = 0, k = 0;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+};
+QuantRows quantize_activations(const float* x, int64_t rows, int64_t k, bool ue8m0);
+
+// y [rows, l.n] = x [rows, l.k] W^T.
+void linear_forward(const Linear& l, const float* x, int64_t rows, float* y, bool ue8m0);
+// The same from pre-quantised rows (FP8 weights only): lets callers quantise once and gather rows.
+void linear_forward_quantized(const Linear& l, const uint8_t* codes, const float* scales, int64_t rows, float* y);
+
+}  // namespace tessera::model

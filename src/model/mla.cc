@@ -1,0 +1,139 @@
+// Multi-head latent attention with absorbed queries over FlashMLA's V32 FP8 cache (docs/model.md "MLA"):
+// projections on tessera's GEMMs, the latent cache written by flash_mla::quantize_k_cache, sparse
+// attention over the indexer's positions by flash_mla_with_kvcache (decode) or flash_mla_sparse_fwd over
+// the dequantised cache rows (prefill), so both read the same quantised latent.
+#include <algorithm>
+#include <cmath>
+
+#include "linear.h"
+#include "step.h"
+#include "tessera/core/dtype.h"
+#include "tessera/core/thread_pool.h"
+#include "tessera/flash_mla.h"
+
+namespace tessera::model {
+
+void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const float* x_norm, float* out,
+                 StepTimer& timer) {
+  const Config& c = m.config;
+  const LayerWeights& w = m.weights.layers[size_t(layer)];
+  const int64_t rows = batch.rows(), H = c.n_heads, nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim;
+  const int64_t dqk = c.qk_head_dim(), vdim = c.v_head_dim, lat = c.kv_lora_rank, dc = KvCache::kLatentDim;
+  const bool ue8m0 = c.ue8m0();
+
+  // q = q_b(RMSNorm(q_a(x))); kv = kv_a(x).
+  std::vector<float> qr(size_t(rows * c.q_lora_rank)), q(size_t(rows * H * dqk)), kv(size_t(rows * dc));
+  linear_forward(w.q_a, x_norm, rows, qr.data(), ue8m0);
+  rms_norm(qr.data(), w.q_a_norm.data(), rows, c.q_lora_rank, qr.data());
+  linear_forward(w.q_b, qr.data(), rows, q.data(), ue8m0);
+  linear_forward(w.kv_a, x_norm, rows, kv.data(), ue8m0);
+  // The absorbed products need kv_b dequantised: per head W_uk [nope, 512] then W_uv [vdim, 512].
+  std::vector<float> kv_b(size_t(w.kv_b.n * lat));
+  parallel_for(w.kv_b.n, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) w.kv_b.row_f32(r, kv_b.data() + r * lat);
+  });
+  // Absorbed queries in bf16: [q_nope W_uk (512), rotated q_pe (64)] per head.
+  std::vector<uint16_t> q_mla(size_t(rows * H * dc));
+  parallel_for(rows * H, [&](int64_t i0, int64_t i1) {
+    std::vector<float> acc(static_cast<size_t>(lat));
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t r = i / H, h = i % H;
+      float* qh = q.data() + i * dqk;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      const float* w_uk = kv_b.data() + h * (nope + vdim) * lat;
+      for (int64_t d = 0; d < nope; ++d) {
+        const float a = qh[d];
+        const float* wr = w_uk + d * lat;
+        for (int64_t j = 0; j < lat; ++j) acc[size_t(j)] += a * wr[j];
+      }
+      rope_interleaved(qh + nope, m.rope, batch.pos[size_t(r)]);
+      uint16_t* dst = q_mla.data() + i * dc;
+      for (int64_t j = 0; j < lat; ++j) dst[j] = f32_to_bf16(acc[size_t(j)]);
+      for (int64_t j = 0; j < rope; ++j) dst[lat + j] = f32_to_bf16(qh[nope + j]);
+    }
+  });
+  timer.lap(Component::kAttnProjections);
+
+  // The indexer reads qr and x_norm and writes its own key cache.
+  const std::vector<int32_t> positions = indexer_forward(m, layer, batch, x_norm, qr.data(), timer);
+
+  // Latent rows: RMSNorm(kv[:512]) and rotated k_pe, rounded to bf16, quantised into the cache.
+  std::vector<uint16_t> latent_rows(size_t(rows * dc));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* kr = kv.data() + r * dc;
+    rms_norm(kr, w.kv_a_norm.data(), 1, lat, kr);
+    rope_interleaved(kr + lat, m.rope, batch.pos[size_t(r)]);
+    for (int64_t j = 0; j < dc; ++j) latent_rows[size_t(r * dc + j)] = f32_to_bf16(kr[j]);
+  }
+  for (int64_t s = 0; s < batch.seqs(); ++s) {
+    const int64_t r0 = batch.row_begin[size_t(s)], r1 = batch.row_begin[size_t(s) + 1];
+    m.cache.write_latent(layer, batch.slots[size_t(s)], batch.first_pos[size_t(s)], r1 - r0,
+                         latent_rows.data() + r0 * dc);
+  }
+
+  const int64_t K = c.index_topk;
+  std::vector<uint16_t> o_lat(size_t(rows * H * lat));
+  if (batch.decode) {
+    std::vector<int32_t> slots(positions.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < K; ++j) {
+        const int32_t p = positions[size_t(r * K + j)];
+        slots[size_t(r * K + j)] = p < 0 ? -1 : m.cache.flat_slot(batch.slots[size_t(r)], p);
+      }
+    const TensorView indices(slots.data(), DType::kI32, {rows, 1, K});
+    flash_mla::KvcacheInputs in;
+    in.q = TensorView(q_mla.data(), DType::kBF16, {rows, 1, H, dc});
+    in.k_cache = m.cache.latent_view(layer);
+    in.is_fp8_kvcache = true;
+    in.indices = &indices;
+    in.head_dim_v = lat;
+    in.softmax_scale = m.softmax_scale;
+    std::vector<float> lse(size_t(rows * H));
+    flash_mla::SchedMeta meta;
+    flash_mla::flash_mla_with_kvcache(in, meta, TensorView(o_lat.data(), DType::kBF16, {rows, 1, H, lat}),
+                                      TensorView(lse.data(), DType::kF32, {rows, H, 1}));
+  } else {
+    for (int64_t s = 0; s < batch.seqs(); ++s) {
+      const int64_t r0 = batch.row_begin[size_t(s)], r1 = batch.row_begin[size_t(s) + 1], n = r1 - r0;
+      const int64_t len = batch.pos[size_t(r1 - 1)] + 1;
+      const int64_t padded = (len + KvCache::kBlock - 1) / KvCache::kBlock * KvCache::kBlock;
+      std::vector<uint16_t> kv_rows(size_t(padded * dc));
+      m.cache.read_latent(layer, batch.slots[size_t(s)], len, kv_rows.data());
+      flash_mla::SparsePrefillInputs in;
+      in.q = TensorView(q_mla.data() + r0 * H * dc, DType::kBF16, {n, H, dc});
+      in.kv = TensorView(kv_rows.data(), DType::kBF16, {padded, 1, dc});
+      in.indices = TensorView(const_cast<int32_t*>(positions.data()) + r0 * K, DType::kI32, {n, 1, K});
+      in.sm_scale = m.softmax_scale;
+      in.d_v = lat;
+      std::vector<float> max_logits(size_t(n * H)), lse(size_t(n * H));
+      flash_mla::flash_mla_sparse_fwd(in, TensorView(o_lat.data() + r0 * H * lat, DType::kBF16, {n, H, lat}),
+                                      TensorView(max_logits.data(), DType::kF32, {n, H}),
+                                      TensorView(lse.data(), DType::kF32, {n, H}));
+    }
+  }
+  timer.lap(Component::kAttention);
+
+  // o[h] = o_lat[h] W_uv[h]^T, then o_proj.
+  std::vector<float> o(size_t(rows * H * vdim));
+  parallel_for(rows * H, [&](int64_t i0, int64_t i1) {
+    std::vector<float> ol(static_cast<size_t>(lat));
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t h = i % H;
+      for (int64_t j = 0; j < lat; ++j) ol[size_t(j)] = bf16_to_f32(o_lat[size_t(i * lat + j)]);
+      const float* w_uv = kv_b.data() + (h * (nope + vdim) + nope) * lat;
+      for (int64_t v = 0; v < vdim; ++v) {
+        const float* wr = w_uv + v * lat;
+        float acc[16] = {};
+        for (int64_t j = 0; j < lat; j += 16)
+          for (int l = 0; l < 16; ++l) acc[l] += ol[size_t(j + l)] * wr[j + l];
+        float sum = 0;
+        for (int l = 0; l < 16; ++l) sum += acc[l];
+        o[size_t(i * vdim + v)] = sum;
+      }
+    }
+  });
+  linear_forward(w.o_proj, o.data(), rows, out, ue8m0);
+  timer.lap(Component::kAttnProjections);
+}
+
+}  // namespace tessera::model

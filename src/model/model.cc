@@ -1,0 +1,213 @@
+// The step driver and the Model API (tessera/model.h): embedding, the layers (RMSNorm, MLA, RMSNorm,
+// MLP or MoE, f32 residual), the head, and slot bookkeeping.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "safetensors.h"
+#include "step.h"
+#include "tessera/core/error.h"
+#include "tessera/model.h"
+
+namespace tessera::model {
+
+struct Model::Impl {
+  TensorStore store;
+  ModelState state;
+  int64_t max_batch = 0, max_seq = 0;
+  StepTimes times;
+
+  Impl(const std::string& dir, const Config& config, const ModelOptions& opt)
+      : store(dir),
+        state{config, bind_weights(store, config),
+              KvCache(config.n_layers, opt.max_batch_size > 0 ? opt.max_batch_size : config.max_batch_size,
+                      opt.max_seq_len > 0 ? opt.max_seq_len : config.max_seq_len),
+              {}, 0} {
+    max_batch = state.cache.slots();
+    max_seq = opt.max_seq_len > 0 ? opt.max_seq_len : config.max_seq_len;
+    state.rope = make_rope_table(config, max_seq);
+    double scale = 1.0 / std::sqrt(double(config.qk_head_dim()));
+    if (config.max_seq_len > config.original_seq_len) {
+      const double mscale = 0.1 * config.mscale * std::log(config.rope_factor) + 1.0;
+      scale *= mscale * mscale;
+    }
+    state.softmax_scale = scale;
+  }
+
+  void check_slot(const char* fn, int64_t slot) const {
+    if (slot < 0 || slot >= max_batch)
+      fail(ErrorCode::kInvalidArgument, "Model.", fn, ": slot ", slot, " is outside [0, max_batch_size = ", max_batch,
+           ")");
+  }
+
+  // Runs one step; out rows: the last row of each sequence, or every row (all_rows).
+  StepOutput run(const StepBatch& batch, const std::vector<int32_t>& tokens, bool all_rows, bool return_hidden) {
+    const Config& c = state.config;
+    times = StepTimes{};
+    StepTimer timer(times);
+    const int64_t rows = batch.rows(), dim = c.dim;
+    std::vector<float> h(size_t(rows * dim)), x(size_t(rows * dim)), y(size_t(rows * dim));
+    embed_tokens(state.weights.embed, c.vocab_size, dim, tokens.data(), rows, h.data());
+    timer.lap(Component::kEmbedding);
+    // From here on the caches change: the lengths follow.
+    for (int64_t s = 0; s < batch.seqs(); ++s)
+      state.cache.set_len(batch.slots[size_t(s)],
+                          batch.first_pos[size_t(s)] + batch.row_begin[size_t(s) + 1] - batch.row_begin[size_t(s)]);
+    StepOutput out;
+    if (return_hidden) out.hidden.resize(size_t(c.n_layers * (all_rows ? rows : batch.seqs()) * dim));
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const LayerWeights& w = state.weights.layers[size_t(l)];
+      rms_norm(h.data(), w.attn_norm.data(), rows, dim, x.data());
+      timer.lap(Component::kNorms);
+      mla_forward(state, l, batch, x.data(), y.data(), timer);
+      for (size_t i = 0; i < h.size(); ++i) h[i] += y[i];
+      rms_norm(h.data(), w.ffn_norm.data(), rows, dim, x.data());
+      timer.lap(Component::kNorms);
+      if (w.moe) {
+        moe_forward(state, l, x.data(), rows, y.data(), timer, 0, c.n_routed_experts);
+      } else {
+        mlp_forward(w.dense, x.data(), rows, y.data(), c.ue8m0());
+        timer.lap(Component::kShared);
+      }
+      for (size_t i = 0; i < h.size(); ++i) h[i] += y[i];
+      if (return_hidden) {
+        float* dst = out.hidden.data() + l * (all_rows ? rows : batch.seqs()) * dim;
+        if (all_rows) std::copy(h.begin(), h.end(), dst);
+        else
+          for (int64_t s = 0; s < batch.seqs(); ++s)
+            std::copy_n(h.data() + (batch.row_begin[size_t(s) + 1] - 1) * dim, dim, dst + s * dim);
+      }
+      timer.lap(Component::kNorms);
+    }
+    out.rows = all_rows ? rows : batch.seqs();
+    std::vector<float> last(size_t(out.rows * dim));
+    for (int64_t i = 0; i < out.rows; ++i) {
+      const int64_t r = all_rows ? i : batch.row_begin[size_t(i) + 1] - 1;
+      std::copy_n(h.data() + r * dim, dim, last.data() + i * dim);
+    }
+    rms_norm(last.data(), state.weights.final_norm.data(), out.rows, dim, last.data());
+    out.logits.resize(size_t(out.rows * c.vocab_size));
+    matmul_bf16_f32(last.data(), out.rows, state.weights.head, c.vocab_size, dim, out.logits.data());
+    timer.lap(Component::kHead);
+    return out;
+  }
+};
+
+namespace {
+
+Config load_config(const std::string& dir, const ModelOptions& opt) {
+  if (opt.ranks > 1)
+    TESSERA_NOT_IMPLEMENTED("Model: expert parallelism over ranks (ranks = ", opt.ranks,
+                            "); run with one rank (no mpirun)");
+  TESSERA_CHECK(opt.ranks >= 1, "Model: argument 'ranks' must be >= 1, got ", opt.ranks);
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  if (!std::filesystem::exists(path))
+    fail(ErrorCode::kInvalidArgument, "Model: checkpoint '", dir, "' has no config.json");
+  Config c = Config::from_file(path);
+  TESSERA_CHECK(opt.max_batch_size >= 0, "Model: argument 'max_batch_size' must be >= 0, got ", opt.max_batch_size);
+  TESSERA_CHECK(opt.max_seq_len >= 0 && opt.max_seq_len <= c.max_seq_len,
+                "Model: argument 'max_seq_len' must be in [0, config max_seq_len = ", c.max_seq_len, "], got ",
+                opt.max_seq_len);
+  return c;
+}
+
+}  // namespace
+
+Model::Model(const std::string& dir, const ModelOptions& opt)
+    : impl_(std::make_unique<Impl>(dir, load_config(dir, opt), opt)) {}
+Model::~Model() = default;
+
+const Config& Model::config() const { return impl_->state.config; }
+int64_t Model::max_batch_size() const { return impl_->max_batch; }
+int64_t Model::max_seq_len() const { return impl_->max_seq; }
+const StepTimes& Model::last_step_times() const { return impl_->times; }
+
+int64_t Model::seq_len(int64_t slot) const {
+  impl_->check_slot("seq_len", slot);
+  return impl_->state.cache.len(slot);
+}
+
+void Model::reset(int64_t slot) {
+  impl_->check_slot("reset", slot);
+  impl_->state.cache.set_len(slot, 0);
+}
+
+void Model::reset_all() {
+  for (int64_t s = 0; s < impl_->max_batch; ++s) impl_->state.cache.set_len(s, 0);
+}
+
+StepOutput Model::prefill(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,
+                          bool all_tokens, bool return_hidden) {
+  TESSERA_CHECK(slots.size() == tokens.size(), "Model.prefill: arguments 'seq_ids' and 'tokens' must have the same length, got ",
+                slots.size(), " and ", tokens.size());
+  TESSERA_CHECK(!slots.empty(), "Model.prefill: argument 'seq_ids' must not be empty");
+  StepBatch batch;
+  std::vector<int32_t> flat;
+  std::set<int64_t> seen;
+  batch.row_begin.push_back(0);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    impl_->check_slot("prefill", slots[i]);
+    TESSERA_CHECK(seen.insert(slots[i]).second, "Model.prefill: slot ", slots[i], " appears twice in 'seq_ids'");
+    TESSERA_CHECK(!tokens[i].empty(), "Model.prefill: tokens[", i, "] must not be empty");
+    const int64_t start = impl_->state.cache.len(slots[i]);
+    TESSERA_CHECK(start + int64_t(tokens[i].size()) <= impl_->max_seq, "Model.prefill: slot ", slots[i], " would hold ",
+                  start + int64_t(tokens[i].size()), " tokens, more than max_seq_len = ", impl_->max_seq);
+    batch.slots.push_back(slots[i]);
+    batch.first_pos.push_back(start);
+    for (size_t j = 0; j < tokens[i].size(); ++j) batch.pos.push_back(start + int64_t(j));
+    flat.insert(flat.end(), tokens[i].begin(), tokens[i].end());
+    batch.row_begin.push_back(int64_t(flat.size()));
+  }
+  return impl_->run(batch, flat, all_tokens, return_hidden);
+}
+
+StepOutput Model::decode(const std::vector<int64_t>& slots, const std::vector<int32_t>& tokens, bool return_hidden) {
+  TESSERA_CHECK(slots.size() == tokens.size(), "Model.decode: arguments 'seq_ids' and 'tokens' must have the same length, got ",
+                slots.size(), " and ", tokens.size());
+  TESSERA_CHECK(!slots.empty(), "Model.decode: argument 'seq_ids' must not be empty");
+  StepBatch batch;
+  batch.decode = true;
+  std::set<int64_t> seen;
+  batch.row_begin.push_back(0);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    impl_->check_slot("decode", slots[i]);
+    TESSERA_CHECK(seen.insert(slots[i]).second, "Model.decode: slot ", slots[i], " appears twice in 'seq_ids'");
+    const int64_t start = impl_->state.cache.len(slots[i]);
+    TESSERA_CHECK(start > 0, "Model.decode: slot ", slots[i], " is empty; prefill it first");
+    TESSERA_CHECK(start + 1 <= impl_->max_seq, "Model.decode: slot ", slots[i], " is full (max_seq_len = ",
+                  impl_->max_seq, ")");
+    batch.slots.push_back(slots[i]);
+    batch.first_pos.push_back(start);
+    batch.pos.push_back(start);
+    batch.row_begin.push_back(int64_t(i) + 1);
+  }
+  return impl_->run(batch, tokens, false, return_hidden);
+}
+
+std::vector<std::vector<int32_t>> Model::generate(const std::vector<std::vector<int32_t>>& prompts,
+                                                  int64_t max_new_tokens) {
+  TESSERA_CHECK(int64_t(prompts.size()) <= impl_->max_batch, "Model.generate: ", prompts.size(),
+                " prompts exceed max_batch_size = ", impl_->max_batch);
+  TESSERA_CHECK(max_new_tokens >= 0, "Model.generate: argument 'max_new_tokens' must be >= 0, got ", max_new_tokens);
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  if (prompts.empty() || max_new_tokens == 0) return out;
+  std::vector<int64_t> slots(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    slots[i] = int64_t(i);
+    TESSERA_CHECK(int64_t(prompts[i].size()) + max_new_tokens - 1 <= impl_->max_seq, "Model.generate: prompt ", i,
+                  " plus max_new_tokens exceeds max_seq_len = ", impl_->max_seq);
+    reset(int64_t(i));
+  }
+  StepOutput step = prefill(slots, prompts);
+  for (int64_t n = 0;; ++n) {
+    const std::vector<int32_t> next = argmax_rows(step.logits.data(), step.rows, config().vocab_size);
+    for (size_t i = 0; i < prompts.size(); ++i) out[i].push_back(next[i]);
+    if (n + 1 == max_new_tokens) break;
+    step = decode(slots, next);
+  }
+  return out;
+}
+
+}  // namespace tessera::model

@@ -1,0 +1,198 @@
+// Small operations of the model (small_ops.h).
+#include "small_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numbers>
+
+#include "tessera/core/dtype.h"
+#include "tessera/core/error.h"
+#include "tessera/core/thread_pool.h"
+
+namespace tessera::model {
+namespace {
+
+constexpr double kNormEps = 1e-6;
+
+// Rows per parallel chunk so tiny problems stay on one thread.
+void for_rows(int64_t rows, int64_t work_per_row, const std::function<void(int64_t, int64_t)>& fn) {
+  if (rows * work_per_row < 16384 || rows == 1) {
+    fn(0, rows);
+    return;
+  }
+  parallel_for(rows, fn);
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float* y) {
+  for_rows(rows, n, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * n;
+      float* yr = y + r * n;
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * xr[i];
+      const float inv = float(1.0 / std::sqrt(ss / double(n) + kNormEps));
+      for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv * w[i];
+    }
+  });
+}
+
+void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t n, float* y) {
+  for_rows(rows, n, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * n;
+      float* yr = y + r * n;
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += xr[i];
+      const double mean = s / double(n);
+      double v = 0;
+      for (int64_t i = 0; i < n; ++i) v += (xr[i] - mean) * (xr[i] - mean);
+      const double inv = 1.0 / std::sqrt(v / double(n) + kNormEps);
+      for (int64_t i = 0; i < n; ++i) yr[i] = float((xr[i] - mean) * inv) * w[i] + b[i];
+    }
+  });
+}
+
+RopeTable make_rope_table(const Config& c, int64_t positions) {
+  const int64_t dim = c.qk_rope_head_dim, half = dim / 2;
+  const double base = c.rope_theta;
+  std::vector<double> freqs(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) freqs[size_t(i)] = 1.0 / std::pow(base, double(2 * i) / double(dim));
+  if (c.max_seq_len > c.original_seq_len) {
+    auto correction_dim = [&](double rotations) {
+      return double(dim) * std::log(double(c.original_seq_len) / (rotations * 2 * std::numbers::pi)) /
+             (2 * std::log(base));
+    };
+    const double low = std::max(std::floor(correction_dim(c.beta_fast)), 0.0);
+    double high = std::min(std::ceil(correction_dim(c.beta_slow)), double(dim - 1));
+    if (low == high) high += 0.001;
+    for (int64_t i = 0; i < half; ++i) {
+      const double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+      const double smooth = 1 - ramp;
+      freqs[size_t(i)] = freqs[size_t(i)] / c.rope_factor * (1 - smooth) + freqs[size_t(i)] * smooth;
+    }
+  }
+  RopeTable t;
+  t.half = half;
+  t.cos.resize(size_t(positions * half));
+  t.sin.resize(size_t(positions * half));
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = double(p) * freqs[size_t(i)];
+      t.cos[size_t(p * half + i)] = float(std::cos(angle));
+      t.sin[size_t(p * half + i)] = float(std::sin(angle));
+    }
+  return t;
+}
+
+void rope_interleaved(float* x, const RopeTable& t, int64_t pos) {
+  const float* c = t.cos.data() + pos * t.half;
+  const float* s = t.sin.data() + pos * t.half;
+  for (int64_t i = 0; i < t.half; ++i) {
+    const float a = x[2 * i], b = x[2 * i + 1];
+    x[2 * i] = a * c[i] - b * s[i];
+    x[2 * i + 1] = a * s[i] + b * c[i];
+  }
+}
+
+void rope_halves(float* x, const RopeTable& t, int64_t pos) {
+  const float* c = t.cos.data() + pos * t.half;
+  const float* s = t.sin.data() + pos * t.half;
+  for (int64_t i = 0; i < t.half; ++i) {
+    const float a = x[i], b = x[i + t.half];
+    x[i] = a * c[i] - b * s[i];
+    x[i + t.half] = a * s[i] + b * c[i];
+  }
+}
+
+void hadamard128(float* x) {
+  for (int h = 1; h < 128; h *= 2)
+    for (int i = 0; i < 128; i += 2 * h)
+      for (int j = i; j < i + h; ++j) {
+        const float a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+  const float norm = float(1.0 / std::sqrt(128.0));
+  for (int i = 0; i < 128; ++i) x[i] *= norm;
+}
+
+float q8_scale(float amax, bool ue8m0) {
+  if (!(amax > 0)) return 1.0f;
+  const float s = amax / 448.0f;
+  if (!ue8m0) return s;
+  int e = 0;
+  const float m = std::frexp(s, &e);  // s = m 2^e, m in [0.5, 1)
+  return m == 0.5f ? s : std::ldexp(1.0f, e);
+}
+
+void q8_row(const float* x, int64_t k, bool ue8m0, uint8_t* codes, float* scales) {
+  for (int64_t b = 0; b < k / 128; ++b) {
+    const float* xb = x + b * 128;
+    float amax = 0;
+    for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float s = q8_scale(amax, ue8m0);
+    scales[b] = s;
+    for (int i = 0; i < 128; ++i) codes[b * 128 + i] = f32_to_e4m3_sat(xb[i] / s);
+  }
+}
+
+void q8_rows(const float* x, int64_t rows, int64_t k, bool ue8m0, uint8_t* codes, float* scales) {
+  for_rows(rows, k, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) q8_row(x + r * k, k, ue8m0, codes + r * k, scales + r * (k / 128));
+  });
+}
+
+void matmul_bf16_f32(const float* x, int64_t rows, const uint16_t* w, int64_t n, int64_t k, float* out) {
+  auto body = [&](int64_t j0, int64_t j1) {
+    std::vector<float> wrow(static_cast<size_t>(k));
+    for (int64_t j = j0; j < j1; ++j) {
+      for (int64_t i = 0; i < k; ++i) wrow[size_t(i)] = bf16_to_f32(w[j * k + i]);
+      for (int64_t r = 0; r < rows; ++r) {
+        // 16 partial sums in a fixed pattern: vectorisable and independent of the thread count.
+        float acc[16] = {};
+        const float* xr = x + r * k;
+        int64_t i = 0;
+        for (; i + 16 <= k; i += 16)
+          for (int l = 0; l < 16; ++l) acc[l] += xr[i + l] * wrow[size_t(i + l)];
+        float sum = 0;
+        for (int l = 0; l < 16; ++l) sum += acc[l];
+        for (; i < k; ++i) sum += xr[i] * wrow[size_t(i)];
+        out[r * n + j] = sum;
+      }
+    }
+  };
+  if (n * rows * k < 65536) body(0, n);
+  else parallel_for(n, body);
+}
+
+void silu_mul(const float* g, const float* u, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void embed_tokens(const uint16_t* table, int64_t vocab, int64_t dim, const int32_t* tokens, int64_t n, float* out) {
+  for (int64_t t = 0; t < n; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= vocab)
+      fail(ErrorCode::kInvalidArgument, "Model: token ", tokens[t], " at index ", t, " is outside [0, vocab_size = ",
+           vocab, ")");
+    const uint16_t* row = table + int64_t(tokens[t]) * dim;
+    for (int64_t i = 0; i < dim; ++i) out[t * dim + i] = bf16_to_f32(row[i]);
+  }
+}
+
+std::vector<int32_t> argmax_rows(const float* logits, int64_t rows, int64_t n) {
+  std::vector<int32_t> out(size_t(rows), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits + r * n;
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
+    out[size_t(r)] = int32_t(std::max<int64_t>(best, 0));
+  }
+  return out;
+}
+
+}  // namespace tessera::model

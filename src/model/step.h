@@ -1,0 +1,67 @@
+// What one model step shares between its parts: the model (config, weights, caches, rotary table),
+// the batch of tokens being run, and the component timer.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "kv_cache.h"
+#include "small_ops.h"
+#include "weights.h"
+
+namespace tessera::model {
+
+struct ModelState {
+  Config config;
+  Weights weights;
+  KvCache cache;
+  RopeTable rope;
+  double softmax_scale = 0;  // MLA's, YaRN's mscale included
+};
+
+// The tokens of one step, flattened: sequence i (cache slot slots[i]) owns rows
+// [row_begin[i], row_begin[i+1]), at consecutive positions starting at first_pos[i].
+// decode: one row per sequence, run over the paged kernels; otherwise each sequence is run as a prefill.
+struct StepBatch {
+  std::vector<int64_t> slots, row_begin, first_pos;
+  std::vector<int64_t> pos;  // per row
+  bool decode = false;
+  int64_t rows() const { return row_begin.empty() ? 0 : row_begin.back(); }
+  int64_t seqs() const { return int64_t(slots.size()); }
+};
+
+// Adds the time since the previous lap to a component: one steady_clock read per boundary.
+class StepTimer {
+ public:
+  explicit StepTimer(StepTimes& times) : times_(times), last_(std::chrono::steady_clock::now()) {}
+  void lap(Component c) {
+    const auto now = std::chrono::steady_clock::now();
+    times_.seconds[int(c)] += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  StepTimes& times_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+// The indexer (indexer.cc): writes the batch's keys into the layer's index cache and returns the
+// selected positions, [rows, index_topk] int32, -1 past the first min(index_topk, pos + 1).
+std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBatch& batch, const float* x_norm,
+                                     const float* qr, StepTimer& timer);
+
+// MLA with sparse attention (mla.cc): out [rows, dim] from the normalised input x_norm [rows, dim].
+void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const float* x_norm, float* out,
+                 StepTimer& timer);
+
+// Dense MLP down(silu(gate(x)) * up(x)) (moe.cc): out [rows, dim].
+void mlp_forward(const Mlp& mlp, const float* x, int64_t rows, float* out, bool ue8m0);
+
+// MoE (moe.cc): out [rows, dim] = routed experts + shared experts. Only routed experts in
+// [expert_begin, expert_end) are computed, so expert parallelism can later split the experts over
+// ranks and sum the partial outputs.
+void moe_forward(ModelState& m, int64_t layer, const float* x_norm, int64_t rows, float* out, StepTimer& timer,
+                 int64_t expert_begin, int64_t expert_end);
+
+}  // namespace tessera::model
