@@ -1,22 +1,33 @@
-"""``tessera.tile_kernels``: the place of TileKernels (quantisation casts, MoE routing, mHC, Engram).
+"""``tessera.tile_kernels``: DeepSeek's TileKernels API, every kernel written in tessera's tile language.
 
-Not implemented in this build. The module imports, so code written against TileKernels fails at the
-first function it uses with ``tessera.NotImplementedInTessera`` naming that function, instead of an
-``ImportError`` that looks like a broken install. The README's "Not implemented" list says the same.
+Implemented (names and arguments as in TileKernels; torch CPU tensors or numpy arrays in, the same kind
+out; docs/tile_kernels.md):
 
-What exists elsewhere in tessera for the same jobs: per-token / per-block / per-channel FP8 and FP4
-casts in ``tessera.deep_gemm.utils`` (DeepGEMM's casts), top-k selection in ``tessera.deep_select``, and
-MoE token layouts in ``tessera.deep_ep`` (dispatch with expand layouts and aligned per-expert counts).
+- ``quant``: per_token_cast (+ _with_sf_only, _with_precomputed_sf; e4m3 and e2m1, inputs plain or
+  (codes, sf) pairs), per_block_cast (+ variants), cast_back, per_token_cast_back, per_channel_cast,
+  per_channel_cast_and_transpose, per_channel_cast_fused, unpack_from_e2m1fn_x2; the three SF layouts
+  (row-major float32, TMA-aligned column-major, packed UE8M0) and round_sf.
+- ``moe``: see tessera.tile_kernels.moe.__all__.
+
+Not implemented: everything else TileKernels exports (e5m6 casts, the SwiGLU-fused casts,
+per_block_cast_lossless, mhc, engram, transpose, modeling). Those names raise
+``tessera.NotImplementedInTessera`` naming the function, here and in the submodules.
 """
+import importlib
+
 from .._errors import NotImplementedInTessera as _NotImplementedInTessera
 
-__all__: list = []
+_SUBMODULES = ("quant", "moe")
+__all__ = list(_SUBMODULES)
 
 
 def __getattr__(name: str):
     # Dunder lookups (copy, pickle, inspect, pytest collection) keep Python's AttributeError contract.
-    if name.startswith("__") and name.endswith("__"):
+    # Private names too, so `from . import _helpers` falls back to importing the submodule.
+    if name.startswith("_"):
         raise AttributeError(name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
     raise _NotImplementedInTessera(
-        f"tessera.tile_kernels.{name}: TileKernels (quantisation, MoE routing, mHC, Engram) is not "
-        "implemented in tessera yet; see the README's 'Not implemented' list")
+        f"tessera.tile_kernels.{name}: this part of TileKernels is not implemented in tessera yet; "
+        "implemented: quant and moe (docs/tile_kernels.md)")

@@ -1,0 +1,280 @@
+"""Tile-language kernels of tessera.tile_kernels.quant (the public functions live in quant/).
+
+Each factory is memoized on its (hashable) configuration and returns a compiled JITKernel whose
+parameters are all given by the caller (no out_idx): the Python layer allocates outputs, so SF
+storages can be strided views. Row counts are T.dynamic: one kernel serves every number of tokens.
+
+Data flow of a cast block: the tile is loaded into a float32 fragment (decoding FP8 / FP4 inputs and
+applying their factors), its absolute maxima are row reductions (T.reduce_absmax), the factors come from
+_tl_numerics.sf_and_inv, and the scaled tile is encoded in one T.Parallel nest.
+"""
+import functools
+
+from .. import language as T
+from ..tl import compile as tl_compile
+from . import _sf_layout as L
+from . import _tl_numerics as N
+
+TL_DTYPE = {"bfloat16": "bfloat16", "float32": "float32", "float8_e4m3fn": "float8_e4m3", "int8": "int8",
+            "uint8": "uint8"}
+_TILE_ELEMS = 4096  # elements of one per-token block: a 16 KiB float32 fragment
+
+
+def _compile(prim):
+    return tl_compile(prim)
+
+
+class InputSpec:
+    """How a cast reads its input: a plain float tensor, or quantized codes with their factors."""
+
+    def __init__(self, dtype: str, sf_block=None, sf_layout=None):
+        self.dtype = dtype                  # bfloat16 / float32 / float8_e4m3fn / int8 (packed e2m1)
+        self.sf_block = sf_block            # (bt, bc) of the input factors, None for plain input
+        self.sf_layout = sf_layout
+
+    def key(self):
+        return (self.dtype, self.sf_block, self.sf_layout)
+
+    @property
+    def packed_fp4(self):
+        return self.dtype == "int8"
+
+    def physical_cols(self, hidden):
+        return hidden // 2 if self.packed_fp4 else hidden
+
+
+def _input_params(spec: InputSpec, hidden: int, tokens):
+    """(x parameter annotation, x_sf annotation or None)."""
+    x_ann = T.Tensor((tokens, spec.physical_cols(hidden)), TL_DTYPE[spec.dtype])
+    if spec.sf_block is None:
+        return x_ann, None
+    bt, bc = spec.sf_block
+    rows = T.dynamic("x_sf_rows")
+    cols = T.dynamic("x_sf_cols")
+    shape = L.sf_param_shape(spec.sf_layout, rows, L.ceil_div(hidden, bc), cols)
+    return x_ann, T.Tensor(shape, L.storage_dtype(spec.sf_layout))
+
+
+def _decoded(spec: InputSpec, x, x_sf, r, c):
+    """Element (r, c) of the input as float32, its factor applied (the reference's order: code * sf)."""
+    if spec.packed_fp4:
+        byte = T.cast(x[r, c // 2], "int32") & 255
+        v = N.e2m1_value((byte >> ((c % 2) * 4)) & 15)
+    else:
+        v = T.cast(x[r, c], "float32")
+    if spec.sf_block is None:
+        return v
+    bt, bc = spec.sf_block
+    return v * L.load_sf(x_sf, spec.sf_layout, r // bt, c // bc)
+
+
+def _store_codes(fmt, out, frag, inv, rows, cols, r0, c0, in_row):
+    """Encodes frag[i, j] * inv(i, j) into out[r0 + i, c0 + j] (FP4: two codes per byte)."""
+    if fmt == "e4m3":
+        for i, j in T.Parallel(rows, cols):
+            out[r0 + i, c0 + j] = N.e4m3(frag[i, j] * inv(i, j))
+    else:
+        for i, j in T.Parallel(rows, cols // 2):
+            lo = N.e2m1_code(frag[i, 2 * j] * inv(i, 2 * j))
+            hi = N.e2m1_code(frag[i, 2 * j + 1] * inv(i, 2 * j + 1))
+            out[r0 + i, c0 // 2 + j] = T.cast(lo + hi * 16, "uint8")
+
+
+@functools.lru_cache(maxsize=None)
+def per_token_cast(hidden: int, npc: int, spec_key, fmt: str, round_sf: bool, sf_layout: str, mode: str,
+                   clamp_min=None):
+    """Cast with one factor per 1 x npc block. mode: 'cast' (codes + factors), 'sf_only', 'cast_only'
+    (factors given). Parameters: x, [x_sf], [out], sf."""
+    spec = InputSpec(*spec_key)
+    tokens = T.dynamic("num_tokens")
+    k_blocks = L.ceil_div(hidden, npc)
+    rows = max(1, min(64, _TILE_ELEMS // npc))
+    x_ann, x_sf_ann = _input_params(spec, hidden, tokens)
+    out_ann = T.Tensor((tokens, hidden if fmt == "e4m3" else hidden // 2),
+                       "float8_e4m3" if fmt == "e4m3" else "uint8")
+    sf_ann = T.Tensor(L.sf_param_shape(sf_layout, tokens, k_blocks, T.dynamic("sf_cols")),
+                      L.storage_dtype(sf_layout))
+
+    @T.macro
+    def body(x, x_sf, out, sf):
+        with T.Kernel(k_blocks, T.ceildiv(tokens, rows), threads=128) as (bk, bm):
+            frag = T.alloc_fragment((rows, npc), "float32")
+            inv = T.alloc_fragment((rows,), "float32")
+            r0 = bm * rows
+            c0 = bk * npc
+            if spec.sf_block is None and not spec.packed_fp4 and spec.dtype != "float8_e4m3fn":
+                T.copy(x[r0, c0], frag)
+            else:
+                for i, j in T.Parallel(rows, npc):
+                    frag[i, j] = T.if_then_else(c0 + j < hidden, _decoded(spec, x, x_sf, r0 + i, c0 + j), 0.0)
+            if mode == "cast_only":
+                for i in T.serial(rows):
+                    inv[i] = T.if_then_else(r0 + i < tokens, 1.0 / L.load_sf(sf, sf_layout, r0 + i, bk), 0.0)
+            else:
+                amax = T.alloc_fragment((rows,), "float32")
+                T.reduce_absmax(frag, amax, dim=1)
+                for i in T.serial(rows):
+                    if r0 + i < tokens:
+                        s, s_inv, byte = N.sf_and_inv(amax[i], fmt, round_sf, clamp_min)
+                        L.store_sf(sf, sf_layout, r0 + i, bk, s, byte)
+                        inv[i] = s_inv
+            if mode != "sf_only":
+                _store_codes(fmt, out, frag, lambda i, j: inv[i], rows, npc, r0, c0, None)
+
+    return _compile(_make_prim(body, x_ann, x_sf_ann, None if mode == "sf_only" else out_ann, sf_ann))
+
+
+def _make_prim(body, x_ann, x_sf_ann, out_ann, sf_ann):
+    """A prim_func over the parameters that exist (x_sf and out are optional)."""
+    if x_sf_ann is None and out_ann is None:
+        @T.prim_func
+        def main(x: x_ann, sf: sf_ann):
+            body(x, None, None, sf)
+    elif x_sf_ann is None:
+        @T.prim_func
+        def main(x: x_ann, out: out_ann, sf: sf_ann):
+            body(x, None, out, sf)
+    elif out_ann is None:
+        @T.prim_func
+        def main(x: x_ann, x_sf: x_sf_ann, sf: sf_ann):
+            body(x, x_sf, None, sf)
+    else:
+        @T.prim_func
+        def main(x: x_ann, x_sf: x_sf_ann, out: out_ann, sf: sf_ann):
+            body(x, x_sf, out, sf)
+    return main
+
+
+@functools.lru_cache(maxsize=None)
+def per_block_cast(hidden: int, bt: int, bc: int, in_dtype: str, fmt: str, round_sf: bool, sf_layout: str,
+                   mode: str):
+    """Cast with one factor per bt x bc block; one grid block per factor."""
+    tokens = T.dynamic("num_tokens")
+    k_blocks = L.ceil_div(hidden, bc)
+    x_ann = T.Tensor((tokens, hidden), TL_DTYPE[in_dtype])
+    out_ann = T.Tensor((tokens, hidden if fmt == "e4m3" else hidden // 2),
+                       "float8_e4m3" if fmt == "e4m3" else "uint8")
+    sf_ann = T.Tensor(L.sf_param_shape(sf_layout, T.dynamic("sf_rows"), k_blocks, T.dynamic("sf_cols")),
+                      L.storage_dtype(sf_layout))
+
+    @T.macro
+    def body(x, _x_sf, out, sf):
+        with T.Kernel(k_blocks, T.ceildiv(tokens, bt), threads=256) as (bk, bm):
+            frag = T.alloc_fragment((bt, bc), "float32")
+            row_max = T.alloc_fragment((bt,), "float32")
+            inv = T.alloc_var("float32")
+            T.copy(x[bm * bt, bk * bc], frag)
+            if mode == "cast_only":
+                inv = 1.0 / L.load_sf(sf, sf_layout, bm, bk)
+            else:
+                T.reduce_absmax(frag, row_max, dim=1)
+                amax = T.alloc_var("float32", init=0.0)
+                for i in T.serial(bt):
+                    amax = T.max(amax, row_max[i])
+                s, s_inv, byte = N.sf_and_inv(amax, fmt, round_sf)
+                L.store_sf(sf, sf_layout, bm, bk, s, byte)
+                inv = s_inv
+            if mode != "sf_only":
+                _store_codes(fmt, out, frag, lambda i, j: inv, bt, bc, bm * bt, bk * bc, None)
+
+    return _compile(_make_prim(body, x_ann, None, None if mode == "sf_only" else out_ann, sf_ann))
+
+
+@functools.lru_cache(maxsize=None)
+def cast_back(hidden: int, spec_key, out_dtype: str):
+    """Decodes FP8 / FP4 codes times their factors into bfloat16 / float32 (x, x_sf, out)."""
+    spec = InputSpec(*spec_key)
+    tokens = T.dynamic("num_tokens")
+    x_ann, x_sf_ann = _input_params(spec, hidden, tokens)
+    out_ann = T.Tensor((tokens, hidden), TL_DTYPE[out_dtype])
+    rows, cols = 8, min(512, hidden)
+
+    @T.prim_func
+    def main(x: x_ann, x_sf: x_sf_ann, out: out_ann):
+        with T.Kernel(T.ceildiv(hidden, cols), T.ceildiv(tokens, rows), threads=128) as (bk, bm):
+            for i, j in T.Parallel(rows, cols):
+                r = bm * rows + i
+                c = bk * cols + j
+                out[r, c] = _decoded(spec, x, x_sf, r, c)
+
+    return _compile(main)
+
+
+@functools.lru_cache(maxsize=None)
+def per_channel_cast(hidden: int, bt: int, in_spec_key, round_sf: bool, transposed: bool, gather: bool):
+    """e4m3 cast with one factor per bt x 1 block (a column segment of bt tokens); optionally reading
+    row pos_to_token[r] for output row r (-1: a zero row) and writing the transposed codes."""
+    spec = InputSpec(*in_spec_key)
+    tokens_in = T.dynamic("num_tokens")
+    tokens = T.dynamic("num_tokens_out") if gather else tokens_in
+    cols = 128
+    x_ann, x_sf_ann = _input_params(spec, hidden, tokens_in)
+    out_ann = T.Tensor((hidden, tokens) if transposed else (tokens, hidden), "float8_e4m3")
+    sf_ann = T.Tensor((T.dynamic("sf_rows"), hidden), "float32")
+    pos_ann = T.Tensor((tokens,), "int32")
+
+    @T.macro
+    def body(x, x_sf, out, sf, pos):
+        with T.Kernel(T.ceildiv(hidden, cols), T.ceildiv(tokens, bt), threads=256) as (bk, bm):
+            frag = T.alloc_fragment((bt, cols), "float32")
+            col_max = T.alloc_fragment((cols,), "float32")
+            inv = T.alloc_fragment((cols,), "float32")
+            r0 = bm * bt
+            c0 = bk * cols
+            if gather:
+                src = T.alloc_fragment((bt,), "int32")
+                for i in T.serial(bt):
+                    src[i] = T.if_then_else(r0 + i < tokens, pos[r0 + i], -1)
+                for i, j in T.Parallel(bt, cols):
+                    frag[i, j] = T.if_then_else(src[i] >= 0, _decoded(spec, x, x_sf, src[i], c0 + j), 0.0)
+            elif spec.sf_block is None:
+                T.copy(x[r0, c0], frag)
+            else:
+                for i, j in T.Parallel(bt, cols):
+                    frag[i, j] = _decoded(spec, x, x_sf, r0 + i, c0 + j)
+            T.reduce_absmax(frag, col_max, dim=0)
+            for j in T.serial(cols):
+                s, s_inv, _ = N.sf_and_inv(col_max[j], "e4m3", round_sf)
+                sf[bm, c0 + j] = s
+                inv[j] = s_inv
+            if transposed:
+                for j, i in T.Parallel(cols, bt):
+                    out[c0 + j, r0 + i] = N.e4m3(frag[i, j] * inv[j])
+            else:
+                for i, j in T.Parallel(bt, cols):
+                    out[r0 + i, c0 + j] = N.e4m3(frag[i, j] * inv[j])
+
+    if spec.sf_block is None and not gather:
+        @T.prim_func
+        def main(x: x_ann, out: out_ann, sf: sf_ann):
+            body(x, None, out, sf, None)
+    elif spec.sf_block is None:
+        @T.prim_func
+        def main(x: x_ann, out: out_ann, sf: sf_ann, pos: pos_ann):
+            body(x, None, out, sf, pos)
+    elif not gather:
+        @T.prim_func
+        def main(x: x_ann, x_sf: x_sf_ann, out: out_ann, sf: sf_ann):
+            body(x, x_sf, out, sf, None)
+    else:
+        @T.prim_func
+        def main(x: x_ann, x_sf: x_sf_ann, out: out_ann, sf: sf_ann, pos: pos_ann):
+            body(x, x_sf, out, sf, pos)
+    return _compile(main)
+
+
+@functools.lru_cache(maxsize=None)
+def unpack_e2m1(cols: int, out_dtype: str):
+    """Packed e2m1 bytes [rows, cols] -> values [rows, 2 * cols]."""
+    rows = T.dynamic("rows")
+
+    @T.prim_func
+    def main(x: T.Tensor((rows, cols), "int8"), out: T.Tensor((rows, 2 * cols), TL_DTYPE[out_dtype])):
+        with T.Kernel(T.ceildiv(2 * cols, 512), T.ceildiv(rows, 8), threads=128) as (bk, bm):
+            for i, j in T.Parallel(8, 512):
+                r = bm * 8 + i
+                c = bk * 512 + j
+                byte = T.cast(x[r, c // 2], "int32") & 255
+                out[r, c] = N.e2m1_value((byte >> ((c % 2) * 4)) & 15)
+
+    return _compile(main)

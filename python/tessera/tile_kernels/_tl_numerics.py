@@ -1,0 +1,63 @@
+"""Trace-time numerics shared by the quantisation kernels (tile-language expressions, no kernels here).
+
+The rules follow TileKernels' torch references, so results are bit-exact against them:
+- a block's factor is sf = max(amax, clamp_min) / max_code and the multiplier sf_inv = max_code / max(...)
+  (two IEEE float32 divisions); with round_sf both are powers of two, sf rounded up (2^ceil(log2 sf));
+- FP8 e4m3 codes: x * sf_inv clamped to +-448, rounded to nearest even;
+- FP4 e2m1 codes: nearest of {0, .5, 1, 1.5, 2, 3, 4, 6} with ties to the even code, saturating at 6;
+  the sign bit follows the float's sign (so -0.0 gives code 8).
+"""
+from .. import language as T
+
+E4M3_MAX = 448.0
+E2M1_MAX = 6.0
+# Factor floors: TileKernels' defaults per output format.
+CLAMP_MIN = {"e4m3": 1e-4, "e2m1": 6.0 * 2.0 ** -126}
+MAX_CODE = {"e4m3": E4M3_MAX, "e2m1": E2M1_MAX}
+
+
+def pow2(e):
+    """2^e as an exact float32 for an int32 expression e in [-126, 127]."""
+    return T.reinterpret((e + 127) * 8388608, "float32")
+
+
+def ceil_log2(v):
+    """ceil(log2(v)) for a positive normal float32 v, exactly: log2 gives a guess that is off by at most
+    one near powers of two, which two exact comparisons correct."""
+    guess = T.cast(T.ceil(T.log2(v)), "int32")
+    p = pow2(guess)
+    return T.if_then_else(p < v, guess + 1, T.if_then_else(p * 0.5 >= v, guess - 1, guess))
+
+
+def sf_and_inv(amax, fmt: str, round_sf: bool, clamp_min=None):
+    """(sf, sf_inv, ue8m0 exponent byte or None) for a block whose absolute maximum is amax (float32)."""
+    floor = CLAMP_MIN[fmt] if clamp_min is None else clamp_min
+    clamped = T.max(amax, T.cast(floor, "float32"))
+    max_code = T.cast(MAX_CODE[fmt], "float32")
+    if not round_sf:
+        return clamped / max_code, max_code / clamped, None
+    e = ceil_log2(clamped / max_code)
+    return pow2(e), pow2(0 - e), e + 127
+
+
+def e4m3(v):
+    return T.cast(T.clamp(v, -E4M3_MAX, E4M3_MAX), "float8_e4m3")
+
+
+def e2m1_code(v):
+    """The 4-bit e2m1 code (int32 in [0, 15]) of a float32 value, round to nearest even, saturating."""
+    a = T.abs(v)
+    one = T.cast(1, "int32")
+    zero = T.cast(0, "int32")
+
+    def step(cond):
+        return T.if_then_else(cond, one, zero)
+    # Ties go to the even code: up at 0.75, 1.75 and 3.5, down at 0.25, 1.25, 2.5 and 5.
+    magnitude = (step(a > 0.25) + step(a >= 0.75) + step(a > 1.25) + step(a >= 1.75) + step(a > 2.5)
+                 + step(a >= 3.5) + step(a > 5.0))
+    negative = (1.0 / v) < 0.0  # true for negative values and for -0.0
+    return magnitude + T.if_then_else(negative, T.cast(8, "int32"), zero)
+
+
+def e2m1_value(code):
+    return T.decode_e2m1(code)

@@ -1,0 +1,27 @@
+"""tessera.tile_kernels as a package: submodules import like TileKernels' (``from tile_kernels.quant import
+...``), and the parts not implemented raise NotImplementedInTessera naming the function."""
+import inspect
+
+import pytest
+
+import tessera
+from tessera import tile_kernels
+
+
+def test_submodules_import_like_tilekernels():
+    from tessera.tile_kernels.quant import per_token_cast  # noqa: F401
+    assert inspect.ismodule(tile_kernels.quant)
+
+
+def test_missing_parts_raise_not_implemented_naming_them():
+    with pytest.raises(tessera.NotImplementedInTessera, match=r"tessera\.tile_kernels\.mhc"):
+        tile_kernels.mhc
+    with pytest.raises(NotImplementedError, match=r"tile_kernels\.engram"):
+        from tessera.tile_kernels import engram  # noqa: F401
+
+
+def test_dunder_and_private_lookups_keep_python_semantics():
+    assert not hasattr(tile_kernels, "__wrapped__")
+    assert getattr(tile_kernels, "__missing_dunder__", None) is None
+    assert getattr(tile_kernels, "_missing_private", None) is None
+    assert tile_kernels.__all__ == ["quant", "moe"]
