@@ -284,3 +284,46 @@ def test_random_checkpoint_scale_keeps_activations_order_one(tiny_checkpoint):
     t = read_checkpoint_tensors(tiny_checkpoint)
     w = ref.dequant_weight(t["model.layers.0.mlp.up_proj.weight"], t["model.layers.0.mlp.up_proj.weight_scale_inv"])
     assert 0.5 < w.std() * math.sqrt(256) < 1.5
+
+
+# ---- the eager-torch peer
+
+
+def greedy_agreement(expected, margins, actual, tolerance):
+    """Steps compared before the sequences may legitimately part: a step whose reference top-2 margin
+    is within ``tolerance`` may differ (and everything after it then does); any other must agree."""
+    compared = 0
+    for want, margin, got in zip(expected, margins, actual):
+        if margin <= tolerance:
+            break
+        assert got == want, (expected, actual, margins)
+        compared += 1
+    return compared
+
+
+def test_torch_eager_greedy_tokens_match_reference(tiny_checkpoint):
+    torch = pytest.importorskip("torch")
+    from tessera.model.torch_eager import TorchEagerModel
+
+    peer = TorchEagerModel(tiny_checkpoint)
+    model = ref.ReferenceModel(tiny_checkpoint)
+    rng = np.random.default_rng(11)
+    # contexts up to 15 tokens stay within index_topk = 16, so the indexer keeps every position and bf16
+    # noise cannot flip its near-tied choices; longer contexts are exercised below without comparison.
+    prompts = [rng.integers(0, 512, n).tolist() for n in (3, 9, 6)]
+    completions = peer.generate(prompts, 6)
+    # The peer runs bf16 activations without FP8 re-quantisation: its logits differ from the
+    # reference's by ~0.2 (logits have std ~1), so greedy choices with a margin above 0.4 must agree.
+    # Where bf16 noise flips a near-tied MoE routing choice the difference is larger, so the logit
+    # check holds for most prompts (the median), not necessarily all.
+    compared, logit_errors = 0, []
+    for prompt, got in zip(prompts, completions):
+        want = model.generate(prompt, 6)
+        compared += greedy_agreement(want, model.margins, got, tolerance=0.4)
+        logits, _ = model.prefill(prompt)
+        peer_logits = peer.forward(torch.tensor([prompt]), 0)[0].numpy()
+        logit_errors.append(np.abs(peer_logits - logits[-1]).max())
+    assert compared >= 3
+    assert np.median(logit_errors) < 0.4, logit_errors
+    long = peer.generate([rng.integers(0, 512, 40).tolist()], 3)
+    assert len(long[0]) == 3 and all(0 <= t < 512 for t in long[0])
