@@ -263,8 +263,9 @@ def test_bad_input_raises_named_error(rng, call, match):
 
 
 def test_not_implemented_names_raise():
-    with pytest.raises(tessera.NotImplementedInTessera, match="swiglu_forward_and_per_token_cast"):
-        Q.swiglu_forward_and_per_token_cast
+    for name in Q._NOT_IMPLEMENTED:
+        with pytest.raises(tessera.NotImplementedInTessera, match=name):
+            getattr(Q, name)
     with pytest.raises(tessera.NotImplementedInTessera, match="e5m6"):
         Q.per_token_cast(np.zeros((2, 128), np.float32), "e5m6", 128)
 
@@ -286,3 +287,31 @@ def test_bitwise_identical_across_thread_counts():
     outs = {subprocess.run([sys.executable, "-c", _DETERMINISM, str(n)], capture_output=True, text=True,
                            env=dict(os.environ), check=True).stdout.strip() for n in (1, 2)}
     assert len(outs) == 1 and len(next(iter(outs))) == 64
+
+
+def test_swiglu_forward_and_per_token_cast(rng):
+    """Codes times factors reproduce silu(l) * r * w within e4m3's rounding (exp is a polynomial in the
+    kernel, so values may differ from float64 in the last float32 bits); clamp counts are exact."""
+    x = (rng.standard_normal((37, 512)) * 2).astype(ml_dtypes.bfloat16)
+    pos = rng.integers(-1, 120, size=37).astype(np.int32)
+    w = rng.random((30, 4)).astype(np.float32)
+    p2e = np.where(rng.random(37) < 0.2, -1, 3).astype(np.int32)
+    count = np.array([5, 0, 0], np.int64)
+    codes, sf = Q.swiglu_forward_and_per_token_cast(x, "e4m3", 128, pos, w, p2e, swiglu_clamp_value=2.5,
+                                                    clamped_count=count)
+    xf = x.astype(np.float64)
+    left, right = xf[:, :256], xf[:, 256:]
+    assert count.tolist() == [5 + (left > 2.5).sum(), (right > 2.5).sum(), (right < -2.5).sum()]
+    left, right = np.minimum(left, 2.5), np.clip(right, -2.5, 2.5)
+    weight = np.where(pos >= 0, w.reshape(-1)[np.maximum(pos, 0)], 0) * (p2e >= 0)
+    value = left / (1 + np.exp(-left)) * right * weight[:, None]
+    scale = np.repeat(sf.astype(np.float64), 128, axis=1)
+    amax = np.abs(value).reshape(37, 2, 128).max(-1)
+    np.testing.assert_allclose(sf, np.maximum(amax, 1e-4) / 448, rtol=1e-6)
+    decoded = codes.astype(np.float64) * scale
+    assert (np.abs(decoded - value) <= 0.0626 * np.abs(value) + scale * 2.0 ** -9 + 1e-12).all()
+    assert (decoded[p2e < 0] == 0).all()
+    plain, plain_sf = Q.swiglu_forward_and_per_token_cast(x, "e4m3", 256, round_sf=True)
+    v = xf[:, :256] / (1 + np.exp(-xf[:, :256])) * xf[:, 256:]
+    assert plain_sf.shape == (37, 1)
+    assert (np.abs(plain.astype(np.float64) * plain_sf - v) <= 0.0626 * np.abs(v) + plain_sf * 2.0 ** -9).all()

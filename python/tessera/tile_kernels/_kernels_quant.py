@@ -278,3 +278,93 @@ def unpack_e2m1(cols: int, out_dtype: str):
                 out[r, c] = N.e2m1_value((byte >> ((c % 2) * 4)) & 15)
 
     return _compile(main)
+
+
+@T.macro
+def _row_weight(weighted, pos_to_token_topk, topk_weights, row, rows_total):
+    """The routing weight of an expanded row (1 without weights, 0 for a negative position)."""
+    if not weighted:
+        return T.cast(1.0, "float32")
+    p = T.if_then_else(row < rows_total, pos_to_token_topk[row], -1)
+    return T.if_then_else(p >= 0, topk_weights[T.max(p, 0)], 0.0)
+
+
+@T.macro
+def _row_kept(masked, pos_to_expert, row, rows_total):
+    if not masked:
+        return T.cast(1, "int32")
+    return T.if_then_else(row < rows_total and pos_to_expert[row] < 0, 0, 1)
+
+
+@T.macro
+def _swiglu(left, right, clamp, clamp_value):
+    """silu(l) * r = l / (1 + exp(-l)) * r, after the optional clamp."""
+    if clamp:
+        left = T.min(left, clamp_value)
+        right = T.max(T.min(right, clamp_value), -clamp_value)
+    return left / (1.0 + T.exp(-left)) * right
+
+
+@functools.lru_cache(maxsize=None)
+def swiglu_per_token_cast(hidden: int, npc: int, in_dtype: str, round_sf: bool, sf_layout: str, weighted: bool,
+                          masked: bool, clamp: bool, count: bool, clamp_min):
+    """e4m3 per-token cast of silu(l) * r (* w): l, r the two halves of x [rows, 2 * hidden] (clamped first
+    when clamp: l <= c, |r| <= c), w = topk_weights.flat[pos_to_token_topk[row]] (0 for negative
+    positions); rows with pos_to_expert < 0 become zeros. Counts of clamped values are added to
+    clamped_count[0..2] (l > c, r > c, r < -c). Parameters: x, out, sf, pos_to_token_topk, topk_weights
+    (flat), pos_to_expert, clamped_count, clamp_value."""
+    rows_total = T.dynamic("num_expanded_tokens")
+    pairs = T.dynamic("num_token_topk")
+    k_blocks = L.ceil_div(hidden, npc)
+    rows = max(1, min(64, _TILE_ELEMS // npc))
+    x_ann = T.Tensor((rows_total, 2 * hidden), TL_DTYPE[in_dtype])
+    out_ann = T.Tensor((rows_total, hidden), "float8_e4m3")
+    sf_ann = T.Tensor(L.sf_param_shape(sf_layout, rows_total, k_blocks, T.dynamic("sf_cols")),
+                      L.storage_dtype(sf_layout))
+
+    @T.prim_func
+    def main(x: x_ann, out: out_ann, sf: sf_ann, pos_to_token_topk: T.Tensor((rows_total,), "int32"),
+             topk_weights: T.Tensor((pairs,), "float32"), pos_to_expert: T.Tensor((rows_total,), "int32"),
+             clamped_count: T.Tensor((3,), "int64"), clamp_value: T.float32):
+        with T.Kernel(k_blocks, T.ceildiv(rows_total, rows), threads=128) as (bk, bm):
+            frag = T.alloc_fragment((rows, npc), "float32")
+            scale = T.alloc_fragment((rows,), "float32")
+            amax = T.alloc_fragment((rows,), "float32")
+            inv = T.alloc_fragment((rows,), "float32")
+            r0 = bm * rows
+            c0 = bk * npc
+            keep = T.alloc_fragment((rows,), "int32")
+            for i in T.serial(rows):
+                scale[i] = _row_weight(weighted, pos_to_token_topk, topk_weights, r0 + i, rows_total)
+                keep[i] = _row_kept(masked, pos_to_expert, r0 + i, rows_total)
+            for i, j in T.Parallel(rows, npc):
+                value = _swiglu(T.cast(x[r0 + i, c0 + j], "float32"), T.cast(x[r0 + i, hidden + c0 + j], "float32"),
+                                clamp, clamp_value)
+                frag[i, j] = T.if_then_else(c0 + j < hidden and keep[i] == 1, value * scale[i], 0.0)
+            if count:
+                flags = T.alloc_fragment((rows, npc), "float32")
+                sums = T.alloc_fragment((rows,), "float32")
+                totals = T.alloc_fragment((3,), "float32")
+                T.clear(totals)
+                for which in range(3):
+                    for i, j in T.Parallel(rows, npc):
+                        live = r0 + i < rows_total and c0 + j < hidden
+                        v = T.cast(x[r0 + i, c0 + j + (hidden if which else 0)], "float32")
+                        hit = v > clamp_value if which < 2 else v < -clamp_value
+                        flags[i, j] = T.if_then_else(live and hit, 1.0, 0.0)
+                    T.reduce_sum(flags, sums, dim=1)
+                    for i in T.serial(rows):
+                        totals[which] = totals[which] + sums[i]
+                for which in range(3):
+                    if totals[which] > 0.0:
+                        T.atomic_add(clamped_count[which], T.cast(totals[which], "int64"))
+            T.reduce_absmax(frag, amax, dim=1)
+            for i in T.serial(rows):
+                if r0 + i < rows_total:
+                    s, s_inv, byte = N.sf_and_inv(amax[i], "e4m3", round_sf, clamp_min)
+                    L.store_sf(sf, sf_layout, r0 + i, bk, s, byte)
+                    inv[i] = s_inv
+            for i, j in T.Parallel(rows, npc):
+                out[r0 + i, c0 + j] = N.e4m3(frag[i, j] * inv[i])
+
+    return _compile(main)

@@ -251,3 +251,63 @@ def unpack_from_e2m1fn_x2(x, out_dtype=None):
     if flat.shape[0] and shape[-1]:
         K.unpack_e2m1(shape[-1], name).call_all([flat, out])
     return out.reshape(*shape[:-1], 2 * shape[-1])
+
+
+def swiglu_forward_and_per_token_cast(x, fmt, num_per_channels, pos_to_token_topk=None, topk_weights=None,
+                                      pos_to_expert=None, use_tma_aligned_col_major_sf=False, round_sf=False,
+                                      use_packed_ue8m0=False, swiglu_clamp_value=None, clamped_count=None,
+                                      sf_clamp_min=None):
+    """e4m3 per-token cast of SwiGLU(x) = silu(x[:, :h]) * x[:, h:] (clamped first with swiglu_clamp_value:
+    left <= c, |right| <= c; counts added to clamped_count int64 [3]), times the row's routing weight
+    topk_weights.flat[pos_to_token_topk[row]] (0 for negative positions); rows whose pos_to_expert is
+    negative are zeros. Returns (codes [rows, h], sf)."""
+    fn = "swiglu_forward_and_per_token_cast"
+    A.require_choice(fn, "fmt", fmt, ("e4m3",))
+    layout = _check_flags(fn, round_sf, use_tma_aligned_col_major_sf, use_packed_ue8m0)
+    A.require_array(fn, "x", x, _PLAIN, ndim=2)
+    if not A.is_contiguous(x):
+        raise A.invalid_argument(fn, "x", "must be contiguous")
+    rows, hidden2 = x.shape
+    hidden = hidden2 // 2
+    if hidden2 % 2 or hidden % 128:
+        raise A.invalid_argument(fn, "x", f"must have 2 * hidden columns with hidden a multiple of 128, got {hidden2}")
+    npc = A.require_int(fn, "num_per_channels", num_per_channels, minimum=1)
+    if npc not in (128, hidden):
+        raise A.invalid_argument(fn, "num_per_channels", f"must be 128 or hidden ({hidden}), got {npc}")
+    weighted = pos_to_token_topk is not None
+    if weighted:
+        A.require_array(fn, "pos_to_token_topk", pos_to_token_topk, ("int32",), ndim=1)
+        if topk_weights is None:
+            raise A.invalid_argument(fn, "topk_weights", "is required with pos_to_token_topk")
+        A.require_array(fn, "topk_weights", topk_weights, ("float32",), ndim=2)
+        if not A.is_contiguous(topk_weights):
+            raise A.invalid_argument(fn, "topk_weights", "must be contiguous")
+        if pos_to_token_topk.shape[0] != rows:
+            raise A.invalid_argument(fn, "pos_to_token_topk", f"must have {rows} entries, got "
+                                     f"{pos_to_token_topk.shape[0]}")
+    if pos_to_expert is not None:
+        A.require_array(fn, "pos_to_expert", pos_to_expert, ("int32",), ndim=1)
+        if pos_to_expert.shape[0] != rows:
+            raise A.invalid_argument(fn, "pos_to_expert", f"must have {rows} entries, got {pos_to_expert.shape[0]}")
+    if clamped_count is not None:
+        if swiglu_clamp_value is None:
+            raise A.invalid_argument(fn, "clamped_count", "needs swiglu_clamp_value")
+        A.require_array(fn, "clamped_count", clamped_count, ("int64",), ndim=1)
+        if clamped_count.shape[0] != 3:
+            raise A.invalid_argument(fn, "clamped_count", f"must have 3 entries, got {clamped_count.shape[0]}")
+    A.check_same_kind(fn, x=x, pos_to_token_topk=pos_to_token_topk, topk_weights=topk_weights,
+                      pos_to_expert=pos_to_expert, clamped_count=clamped_count)
+    sf_storage, sf_view = L.alloc_sf(x, rows, L.ceil_div(hidden, npc), layout)
+    out = A.alloc(x, (rows, hidden), "float8_e4m3fn")
+    if rows:
+        none_i32 = A.alloc(x, (rows,), "int32", zero=True)
+        kernel = K.swiglu_per_token_cast(hidden, npc, A.dtype_name(x), round_sf, layout, weighted,
+                                         pos_to_expert is not None, swiglu_clamp_value is not None,
+                                         clamped_count is not None,
+                                         None if sf_clamp_min is None else float(sf_clamp_min))
+        kernel.call_all([x, out, sf_storage, pos_to_token_topk if weighted else none_i32,
+                         topk_weights.reshape(-1) if weighted else A.alloc(x, (1,), "float32", zero=True),
+                         pos_to_expert if pos_to_expert is not None else none_i32,
+                         clamped_count if clamped_count is not None else A.alloc(x, (3,), "int64", zero=True),
+                         float(swiglu_clamp_value or 0.0)])
+    return out, sf_view
