@@ -200,9 +200,16 @@ class ReferenceModel:
     ``prefill(tokens)`` -> (logits [T, vocab], hidden [n_layers, T, dim]: the residual stream after
     each layer); ``decode(token)`` -> (logits [vocab], hidden [n_layers, dim]); ``generate(prompt, n)``
     -> n greedy tokens. Attention always reads the quantised cache, so prefill and decode agree.
+
+    ``bf16_probabilities``: round the attention probabilities to bf16 for ``p . latent`` as tessera's
+    bf16 FlashMLA kernels do (avx512bf16 and amx levels: ``p = exp(s - max)`` rounded to bf16, divided
+    by the f32 sum of the unrounded ``p``; exact for lists up to one kernel tile, 96 tokens). The FP8
+    re-quantisation after attention turns that 2^-9 rounding into ~1% differences, so a comparison with
+    those kernels needs it.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, bf16_probabilities=False):
+        self.bf16_probabilities = bf16_probabilities
         self.config = load_config(path)
         self.tensors = read_checkpoint_tensors(path)
         self._weights = {}
@@ -227,6 +234,15 @@ class ReferenceModel:
         self.length = 0
         self.last_topk = [None] * n
 
+    def save_state(self):
+        """The caches of the current sequence (to interleave several sequences on one model)."""
+        return (list(self.latent_cache), list(self.rope_cache), list(self.index_k_cache),
+                list(self.index_k_scale), self.length)
+
+    def load_state(self, state):
+        (self.latent_cache, self.rope_cache, self.index_k_cache, self.index_k_scale, self.length) = (
+            list(state[0]), list(state[1]), list(state[2]), list(state[3]), state[4])
+
     # -- weights
     def tensor(self, name):
         if name not in self._weights:
@@ -246,8 +262,8 @@ class ReferenceModel:
 
     def linear(self, x, prefix):
         w = self.weight(prefix)
-        if self.fp8:
-            x = q8_dequant(x, self.scale_fmt)
+        # FP8 weights: the input is re-quantised per 128; bf16 weights: the GEMM reads a bf16 input.
+        x = q8_dequant(x, self.scale_fmt) if self.fp8 else round_bf16(x)
         return x @ w.T
 
     # -- layers
@@ -301,21 +317,44 @@ class ReferenceModel:
         kv = self.linear(x, p + ".kv_a_proj_with_mqa")
         latent = rms_norm(kv[:, :lat], self.tensor(p + ".kv_a_layernorm.weight"))
         k_pe = rotate_interleaved(kv[:, None, lat:], positions, self.freqs)[:, 0]
-        self.latent_cache[layer] = np.concatenate([self.latent_cache[layer], quantize_latent_for_cache(latent)])
+        # FlashMLA's cache quantiser reads bf16 rows: the latent is rounded to bf16, then to FP8.
+        cached = quantize_latent_for_cache(round_bf16(latent))
+        self.latent_cache[layer] = np.concatenate([self.latent_cache[layer], cached])
         self.rope_cache[layer] = np.concatenate([self.rope_cache[layer], round_bf16(k_pe)])
         selections = self.indexer_select(layer, x, qr, positions)
         self.last_topk[layer] = selections
         wkv_b = self.weight(p + ".kv_b_proj").reshape(H, nope + vdim, lat)
         w_uk, w_uv = wkv_b[:, :nope], wkv_b[:, nope:]
-        q_lat = np.einsum("thd,hdc->thc", q_nope, w_uk)
+        # FlashMLA takes the absorbed query [q_lat, q_pe] in bf16 and returns o_lat in bf16.
+        q_lat = round_bf16(np.einsum("thd,hdc->thc", q_nope, w_uk))
+        q_pe = round_bf16(q_pe)
         out = np.zeros((T, H, vdim))
         for i, sel in enumerate(selections):
             lat_sel, pe_sel = self.latent_cache[layer][sel], self.rope_cache[layer][sel]
             scores = (q_lat[i] @ lat_sel.T + q_pe[i] @ pe_sel.T) * self.softmax_scale
-            probs = softmax(scores)
-            o_lat = probs @ lat_sel  # [H, lat]
+            if self.bf16_probabilities:
+                unnormalised = np.exp(scores - scores.max(axis=-1, keepdims=True))
+                o_lat = round_bf16((round_bf16(unnormalised) @ lat_sel) / unnormalised.sum(axis=-1, keepdims=True))
+            else:
+                o_lat = round_bf16(softmax(scores) @ lat_sel)  # [H, lat]
             out[i] = np.einsum("hc,hdc->hd", o_lat, w_uv)
         return self.linear(out.reshape(T, H * vdim), p + ".o_proj")
+
+    def layer(self, layer, h, positions):
+        """One transformer layer on the residual stream h [T, dim] of new tokens at ``positions``
+        (appending them to this layer's caches); returns the residual stream after the layer."""
+        c = self.config
+        p = f"model.layers.{layer}"
+        h = h + self.attention(layer, rms_norm(h, self.tensor(p + ".input_layernorm.weight")), positions)
+        x = rms_norm(h, self.tensor(p + ".post_attention_layernorm.weight"))
+        return h + (self.mlp(x, p + ".mlp") if layer < c["n_dense_layers"] else self.moe(x, p + ".mlp"))
+
+    def head(self, h):
+        """Logits of residual-stream rows [T, dim]."""
+        return rms_norm(h, self.tensor("model.norm.weight")) @ self.tensor("lm_head.weight").T
+
+    def embed(self, tokens):
+        return self.tensor("model.embed_tokens.weight")[np.asarray(tokens, dtype=np.int64).reshape(-1)]
 
     def forward(self, tokens):
         """Runs new tokens at the next positions; returns (logits [T, vocab], hidden [n_layers, T, dim])."""
@@ -324,17 +363,27 @@ class ReferenceModel:
         positions = np.arange(self.length, self.length + tokens.size)
         if positions[-1] >= c["max_seq_len"]:
             raise ValueError(f"ReferenceModel.forward: sequence longer than max_seq_len={c['max_seq_len']}")
-        h = self.tensor("model.embed_tokens.weight")[tokens]
+        h = self.embed(tokens)
         hidden = []
         for layer in range(c["n_layers"]):
-            p = f"model.layers.{layer}"
-            h = h + self.attention(layer, rms_norm(h, self.tensor(p + ".input_layernorm.weight")), positions)
-            x = rms_norm(h, self.tensor(p + ".post_attention_layernorm.weight"))
-            h = h + (self.mlp(x, p + ".mlp") if layer < c["n_dense_layers"] else self.moe(x, p + ".mlp"))
+            h = self.layer(layer, h, positions)
             hidden.append(h)
         self.length += tokens.size
-        logits = rms_norm(h, self.tensor("model.norm.weight")) @ self.tensor("lm_head.weight").T
-        return logits, np.stack(hidden)
+        return self.head(h), np.stack(hidden)
+
+    def teacher_forced(self, tokens, hidden):
+        """Each layer of a whole sequence run on another implementation's input to it: ``hidden``
+        [n_layers, T, dim] is that implementation's residual stream after every layer for ``tokens``.
+        Returns (the reference's output of every layer [n_layers, T, dim], the logits of the last
+        layer's reference output [T, vocab]). A comparison layer by layer keeps a difference from
+        growing through the following layers (FP8 re-quantisation amplifies small ones)."""
+        self.reset()
+        tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        positions = np.arange(tokens.size)
+        inputs = [self.embed(tokens)] + [np.asarray(hidden[i], dtype=np.float64) for i in range(len(hidden) - 1)]
+        outputs = np.stack([self.layer(layer, h, positions) for layer, h in enumerate(inputs)])
+        self.length = tokens.size
+        return outputs, self.head(outputs[-1])
 
     def prefill(self, tokens):
         """Starts a new sequence with ``tokens``."""
