@@ -276,7 +276,7 @@ class ReferenceModel:
         logits = x @ self.tensor(prefix + ".gate.weight").T
         scores = sigmoid(logits) if c["score_func"] == "sigmoid" else softmax(logits)
         bias = self.tensor(prefix + ".gate.e_score_correction_bias") if has_score_correction_bias(c) else None
-        out = self.mlp(x, prefix + ".shared_experts")
+        out = self.mlp(x, prefix + ".shared_experts") if c["n_shared_experts"] else np.zeros_like(x)
         for t in range(x.shape[0]):
             chosen, weights = route(scores[t], bias, c)
             for e, w in zip(chosen, weights):

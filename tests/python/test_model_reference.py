@@ -210,10 +210,12 @@ def test_config_defaults_and_named_errors():
     assert full["dim"] == 2048 and full["moe_inter_dim"] == 1408 and full["index_topk"] == 2048 and full["scale_fmt"] is None
     cases = {"bogus_key": 1, "dim": 200, "kv_lora_rank": 256, "qk_rope_head_dim": 32, "index_head_dim": 64,
              "q_lora_rank": 0, "dtype": "fp4", "scale_fmt": "e8m0", "n_limited_groups": 3,
-             "n_dense_layers": 5, "n_expert_groups": 3, "n_activated_experts": 9, "vocab_size": 0}
+             "n_dense_layers": 5, "n_expert_groups": 3, "n_activated_experts": 9, "vocab_size": 0,
+             "n_shared_experts": -1, "index_topk": 4097, "index_n_heads": 129, "beta_slow": 0}
     for key, value in cases.items():
         with pytest.raises(InvalidArgumentError, match=f"'{key}'"):
             model_config.validate_config(tiny_config(**{key: value}))
+    assert model_config.validate_config(tiny_config(n_shared_experts=0))["n_shared_experts"] == 0
     with pytest.raises(TypeError, match="'n_heads'"):
         model_config.validate_config(tiny_config(n_heads=4.0))
 

@@ -35,8 +35,8 @@ DEFAULTS = {
     "original_seq_len": (4096, "int"),
     "rope_theta": (10000.0, "float"),
     "rope_factor": (40.0, "float"),
-    "beta_fast": (32, "int"),
-    "beta_slow": (1, "int"),
+    "beta_fast": (32, "float"),
+    "beta_slow": (1, "float"),
     "mscale": (1.0, "float"),
     "index_n_heads": (64, "int"),
     "index_head_dim": (128, "int"),
@@ -48,9 +48,11 @@ _FIXED = {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "index_head_dim": 128}
 
 # Keys that must be at least 1 (the others have their own rules below).
 _POSITIVE = ("max_batch_size", "max_seq_len", "vocab_size", "dim", "inter_dim", "moe_inter_dim",
-             "n_layers", "n_heads", "n_routed_experts", "n_shared_experts", "n_activated_experts",
+             "n_layers", "n_heads", "n_routed_experts", "n_activated_experts",
              "n_expert_groups", "n_limited_groups", "q_lora_rank", "qk_nope_head_dim", "v_head_dim",
-             "original_seq_len", "beta_fast", "beta_slow", "index_n_heads", "index_topk")
+             "original_seq_len", "index_n_heads", "index_topk")
+# Upper limits of tessera's kernels: the MQA-logits kernel's heads, DeepSelect's top-k, int32 positions.
+_AT_MOST = {"index_n_heads": 128, "index_topk": 4096, "max_seq_len": (1 << 31) - 1}
 
 
 def _bad(key, rule):
@@ -75,10 +77,15 @@ def _check_ranges(c):
     for key in _POSITIVE:
         if c[key] < 1:
             raise _bad(key, f"must be >= 1, got {c[key]}")
+    for key, value in _AT_MOST.items():
+        if c[key] > value:
+            raise _bad(key, f"must be <= {value} (a limit of tessera's kernels), got {c[key]}")
+    if c["n_shared_experts"] < 0:
+        raise _bad("n_shared_experts", f"must be >= 0, got {c['n_shared_experts']}")
     for key, value in _FIXED.items():
         if c[key] != value:
             raise _bad(key, f"must be {value} (fixed by tessera's kernels), got {c[key]}")
-    for key in ("rope_theta", "rope_factor"):
+    for key in ("rope_theta", "rope_factor", "beta_fast", "beta_slow"):
         if not c[key] > 0:
             raise _bad(key, f"must be > 0, got {c[key]}")
     if not c["mscale"] >= 0:

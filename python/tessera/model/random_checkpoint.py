@@ -47,7 +47,8 @@ def linear_shapes(config: dict) -> list:
         else:
             for e in range(c["n_routed_experts"]):
                 out += _mlp_shapes(p + f"mlp.experts.{e}.", c["dim"], c["moe_inter_dim"])
-            out += _mlp_shapes(p + "mlp.shared_experts.", c["dim"], c["n_shared_experts"] * c["moe_inter_dim"])
+            if c["n_shared_experts"]:
+                out += _mlp_shapes(p + "mlp.shared_experts.", c["dim"], c["n_shared_experts"] * c["moe_inter_dim"])
     return out
 
 
@@ -95,7 +96,7 @@ def checkpoint_entries(config: dict) -> list:
             for e in range(c["n_routed_experts"]):
                 for proj in ("gate_proj", "up_proj", "down_proj"):
                     entries += linear(p + f"mlp.experts.{e}.{proj}")
-            for proj in ("gate_proj", "up_proj", "down_proj"):
+            for proj in ("gate_proj", "up_proj", "down_proj") if c["n_shared_experts"] else ():
                 entries += linear(p + f"mlp.shared_experts.{proj}")
     entries.append(("model.norm.weight", "BF16", (c["dim"],), "norm", 0))
     entries.append(("lm_head.weight", "BF16", (c["vocab_size"], c["dim"]), "normal", c["dim"]))

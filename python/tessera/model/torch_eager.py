@@ -227,7 +227,8 @@ class TorchEagerModel:
             if count:
                 rows, slot = torch.where(indices == e)
                 y[rows] += self._mlp(x[rows], f"{prefix}.experts.{e}").float() * weights[rows, slot, None]
-        y += self._mlp(x, prefix + ".shared_experts").float()
+        if self.config["n_shared_experts"]:
+            y += self._mlp(x, prefix + ".shared_experts").float()
         return y.view(shape)
 
     @torch.inference_mode()
