@@ -212,3 +212,83 @@ def test_bitwise_identical_across_thread_counts():
     outs = {subprocess.run([sys.executable, "-c", _DETERMINISM, str(n)], capture_output=True, text=True,
                            env=dict(os.environ), check=True).stdout.strip() for n in (1, 2)}
     assert len(outs) == 1 and len(next(iter(outs))) == 64
+
+
+def gate_reference(logits, bias, k, top_groups, groups, shared, scale, ep_rank, ep_n, tp, tp_n, scoring, mask,
+                   fix, unmapped, phys, count):
+    """float64 model of top2_sum_gate, token by token; returns (idx, weights, unmapped after the call)."""
+    x = logits.astype(np.float64)
+    if scoring == "sigmoid":
+        s = 1 / (1 + np.exp(-x))
+    elif scoring == "sqrtsoftplus":
+        s = np.sqrt(np.where(x > 20, x, np.log1p(np.exp(x))))
+    else:
+        e = np.exp(x - x.max(1, keepdims=True))
+        s = e / e.sum(1, keepdims=True)
+    rank = (x if scoring == "softmax" else s) + bias
+    tokens, experts = x.shape
+    idx = np.full((tokens, k + shared), -1, np.int64)
+    w = np.zeros((tokens, k + shared), np.float32)
+    new_unmapped = unmapped.copy() if unmapped is not None else None
+    extra = phys.shape[1] - 1 if phys is not None else 0
+    per_rank = (experts + extra) // ep_n
+    per_dp = per_rank * tp_n
+    for t in range(tokens):
+        if mask is not None and not mask[t]:
+            if new_unmapped is not None:
+                new_unmapped[t] = -1
+            continue
+        if fix is not None and fix[t]:
+            chosen = unmapped[t].copy()
+        else:
+            r = rank[t].copy()
+            if groups != top_groups:
+                g = np.sort(r.reshape(groups, -1), axis=1)[:, ::-1]
+                keep = np.argsort(-(g[:, 0] + g[:, 1]), kind="stable")[:top_groups]
+                r = np.where(np.isin(np.arange(experts) // (experts // groups), keep), r, -np.inf)
+            chosen = np.argsort(-r, kind="stable")[:k]
+        if new_unmapped is not None:
+            new_unmapped[t] = chosen
+        sc = s[t, np.maximum(chosen, 0)]
+        weights = list(sc / max(sc.sum(), 1e-20) * scale) + [1.0] * shared
+        logical = list(chosen) + list(range(experts, experts + shared))
+        for j, e in enumerate(logical):
+            if e >= 0 and phys is not None:
+                e = phys[e, (ep_rank + t * 23333) % count[e]]
+            if e >= 0:
+                if (e // per_rank) % tp_n != tp:
+                    e = -1
+                else:
+                    local = e - tp * per_rank
+                    e = local - (local // per_dp) * (per_dp - per_rank)
+                    e = e if e >= 0 else -1
+            idx[t, j] = e
+            w[t, j] = weights[j]
+    return idx, w, new_unmapped
+
+
+@pytest.mark.parametrize("scoring,grouped,extras", [
+    ("sigmoid", True, False), ("sqrtsoftplus", False, True), ("softmax", True, True)])
+def test_top2_sum_gate(rng, scoring, grouped, extras):
+    tokens, experts, k = 45, 64, 6
+    logits = rng.standard_normal((tokens, experts)).astype(np.float32)
+    bias = (rng.standard_normal(experts) * 0.1).astype(np.float32)
+    groups, top_groups = (8, 3) if grouped else (0, 0)
+    shared = 2 if extras else 0
+    mask = rng.random(tokens) < 0.8 if extras else None
+    fix = rng.random(tokens) < 0.3 if extras else None
+    unmapped = np.stack([rng.permutation(experts)[:k] for _ in range(tokens)]).astype(np.int64) if extras else None
+    phys = count = None
+    if extras:
+        phys = rng.integers(0, experts + 4, size=(experts + shared, 3)).astype(np.int32)
+        count = rng.integers(1, 4, size=experts + shared).astype(np.int32)
+    args = (k, top_groups, groups, shared, 2.5, 1, 4, 1, 2, scoring, mask, fix, unmapped, phys, count)
+    want_idx, want_w, want_unmapped = gate_reference(logits, bias, *args)
+    got_unmapped = unmapped.copy() if extras else None
+    idx, w = M.top2_sum_gate(logits, bias, k, top_groups, groups, extras, shared, 2.5, 1, 4, 1, 2, scoring,
+                             mask=mask, fix_routing_mask=fix, to_physical_map=phys, logical_count=count,
+                             unmapped_topk_idx=got_unmapped)
+    assert idx.dtype == np.int64 and np.array_equal(idx, want_idx)
+    np.testing.assert_allclose(w, want_w, rtol=2e-6, atol=1e-7)
+    if extras:
+        assert np.array_equal(got_unmapped, want_unmapped)

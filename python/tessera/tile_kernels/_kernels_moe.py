@@ -322,3 +322,151 @@ def reduce_rows(hidden: int, num_topk: int, dtype: str, out_dtype: str, map_dtyp
                 out[t, bc * cols + j] = T.cast(acc[j] * scale[0] if out_scale else acc[j], out_dtype)
 
     return tl_compile(main)
+
+
+SCORING = ("sigmoid", "sqrtsoftplus", "softmax")
+
+
+@T.macro
+def _score(x, scoring):
+    """The routing score of a logit (sigmoid or sqrt(softplus)); softmax is normalised by the caller."""
+    if scoring == "sigmoid":
+        return 1.0 / (1.0 + T.exp(-x))
+    if scoring == "sqrtsoftplus":
+        return T.sqrt(T.if_then_else(x > 20.0, x, T.log(1.0 + T.exp(x))))
+    return T.exp(x)
+
+
+@T.macro
+def _take_topk(live, taken, cand, best, pick, rows, n, k, on_pick):
+    """k passes of: maximum of the untaken live values, smallest index holding it, mark it taken;
+    on_pick(r) stores pick[i] for pass r."""
+    T.clear(taken)
+    for r in T.serial(k):
+        for i, j in T.Parallel(rows, n):
+            cand[i, j] = T.if_then_else(taken[i, j] == 1, -T.infinity("float32"), live[i, j])
+        T.reduce_max(cand, best, dim=1)
+        for i, j in T.Parallel(rows, n):
+            cand[i, j] = T.if_then_else(taken[i, j] == 0 and cand[i, j] == best[i], T.cast(j, "float32"),
+                                        T.cast(n, "float32"))
+        T.reduce_min(cand, pick, dim=1)
+        for i, j in T.Parallel(rows, n):
+            taken[i, j] = T.if_then_else(T.cast(j, "float32") == pick[i], 1, taken[i, j])
+        on_pick(r)
+
+
+@functools.lru_cache(maxsize=None)
+def top2_sum_gate(scoring: str, experts: int, num_topk: int, num_topk_groups: int, num_groups: int,
+                  num_shared: int, has_mask: bool, has_fix: bool, has_unmapped: bool, has_physical: bool,
+                  map_cols: int):
+    """Scores, optional group restriction (groups ranked by the sum of their two best biased scores),
+    top-k of the biased scores, weights normalised to routed_scaling_factor, shared experts appended,
+    logical -> physical mapping and EP / TP masking; see moe._gate for the full contract."""
+    tokens = T.dynamic("num_tokens")
+    rows = 8
+    out_k = num_topk + num_shared
+    grouped = num_groups != num_topk_groups
+    per_group = experts // num_groups if grouped else 1
+    logical = experts + num_shared
+
+    @T.prim_func
+    def main(logits: T.Tensor((tokens, experts), "float32"), bias: T.Tensor((experts,), "float32"),
+             mask: T.Tensor((tokens,), "bool"), fix_mask: T.Tensor((tokens,), "bool"),
+             to_physical: T.Tensor((logical, map_cols), "int32"), logical_count: T.Tensor((logical,), "int32"),
+             topk_idx: T.Tensor((tokens, out_k), "int64"), unmapped: T.Tensor((tokens, num_topk), "int64"),
+             topk_weights: T.Tensor((tokens, out_k), "float32"), num_extra: T.int32, scaling: T.float32,
+             ep_rank: T.int32, num_ep_ranks: T.int32, tp_rank: T.int32, num_tp_ranks: T.int32):
+        with T.Kernel(T.ceildiv(tokens, rows), threads=128) as bm:
+            r0 = bm * rows
+            raw = T.alloc_fragment((rows, experts), "float32")
+            score = T.alloc_fragment((rows, experts), "float32")
+            live = T.alloc_fragment((rows, experts), "float32")
+            taken = T.alloc_fragment((rows, experts), "int32")
+            cand = T.alloc_fragment((rows, experts), "float32")
+            best = T.alloc_fragment((rows,), "float32")
+            pick = T.alloc_fragment((rows,), "float32")
+            chosen = T.alloc_fragment((rows, out_k), "int32")
+            weight = T.alloc_fragment((rows, out_k), "float32")
+            total = T.alloc_fragment((rows,), "float32")
+            active = T.alloc_fragment((rows,), "int32")
+            fixed = T.alloc_fragment((rows,), "int32")
+            T.copy(logits[r0, 0], raw)
+            for i in T.serial(rows):
+                active[i] = T.if_then_else(r0 + i < tokens and (not has_mask or mask[r0 + i]), 1, 0)
+                fixed[i] = T.if_then_else(has_fix and r0 + i < tokens and fix_mask[r0 + i], 1, 0)
+            if scoring == "softmax":
+                T.reduce_max(raw, best, dim=1)
+                for i, j in T.Parallel(rows, experts):
+                    score[i, j] = T.exp(raw[i, j] - best[i])
+                T.reduce_sum(score, total, dim=1)
+                for i, j in T.Parallel(rows, experts):
+                    score[i, j] = score[i, j] / total[i]
+                    live[i, j] = raw[i, j] + bias[j]
+            else:
+                for i, j in T.Parallel(rows, experts):
+                    score[i, j] = _score(raw[i, j], scoring)
+                    live[i, j] = score[i, j] + bias[j]
+            if grouped:
+                gv = T.alloc_fragment((rows * num_groups, per_group), "float32")
+                g1 = T.alloc_fragment((rows * num_groups,), "float32")
+                g2 = T.alloc_fragment((rows * num_groups,), "float32")
+                gn = T.alloc_fragment((rows * num_groups,), "float32")
+                gsum = T.alloc_fragment((rows, num_groups), "float32")
+                gtaken = T.alloc_fragment((rows, num_groups), "int32")
+                gcand = T.alloc_fragment((rows, num_groups), "float32")
+                for i, j in T.Parallel(rows * num_groups, per_group):
+                    gv[i, j] = live[i // num_groups, (i % num_groups) * per_group + j]
+                T.reduce_max(gv, g1, dim=1)
+                for i, j in T.Parallel(rows * num_groups, per_group):
+                    gv[i, j] = T.if_then_else(gv[i, j] == g1[i], 1.0, 0.0)
+                T.reduce_sum(gv, gn, dim=1)
+                for i, j in T.Parallel(rows * num_groups, per_group):
+                    gv[i, j] = T.if_then_else(live[i // num_groups, (i % num_groups) * per_group + j] == g1[i],
+                                              -T.infinity("float32"),
+                                              live[i // num_groups, (i % num_groups) * per_group + j])
+                T.reduce_max(gv, g2, dim=1)
+                for i, g in T.Parallel(rows, num_groups):
+                    top = g1[i * num_groups + g]
+                    gsum[i, g] = top + T.if_then_else(gn[i * num_groups + g] >= 2.0, top, g2[i * num_groups + g])
+                _take_topk(gsum, gtaken, gcand, best, pick, rows, num_groups, num_topk_groups, lambda r: None)
+                for i, j in T.Parallel(rows, experts):
+                    live[i, j] = T.if_then_else(gtaken[i, j // per_group] == 1, live[i, j], -T.infinity("float32"))
+
+            def store_pick(r):
+                for i in T.serial(rows):
+                    chosen[i, r] = T.cast(pick[i], "int32")
+            _take_topk(live, taken, cand, best, pick, rows, experts, num_topk, store_pick)
+            if has_fix:
+                for i, k in T.Parallel(rows, num_topk):
+                    if fixed[i] == 1:
+                        chosen[i, k] = T.cast(unmapped[r0 + i, k], "int32")
+            T.clear(total)
+            for k in T.serial(num_topk):
+                for i in T.serial(rows):
+                    weight[i, k] = score[i, T.max(chosen[i, k], 0)]
+                    total[i] = total[i] + weight[i, k]
+            for i, k in T.Parallel(rows, num_topk):
+                weight[i, k] = weight[i, k] / T.max(total[i], 1e-20) * scaling
+            for i, s in T.Parallel(rows, num_shared):
+                chosen[i, num_topk + s] = experts + s
+                weight[i, num_topk + s] = 1.0
+            if has_unmapped:
+                for i, k in T.Parallel(rows, num_topk):
+                    unmapped[r0 + i, k] = T.cast(T.if_then_else(active[i] == 1, chosen[i, k], -1), "int64")
+            per_rank = (experts + num_extra) // num_ep_ranks
+            per_dp = per_rank * num_tp_ranks
+            for i, k in T.Parallel(rows, out_k):
+                e = chosen[i, k]
+                if has_physical:
+                    # max(count, 1): masked vector lanes compute the modulo too and must not divide by 0
+                    dup = T.cast((T.cast(ep_rank, "int64") + T.cast(r0 + i, "int64") * 23333)
+                                 % T.cast(T.max(logical_count[T.max(e, 0)], 1), "int64"), "int32")
+                    e = T.if_then_else(e >= 0, to_physical[T.max(e, 0), dup], e)
+                off_rank = e >= 0 and (e // per_rank) % num_tp_ranks != tp_rank
+                local = e - tp_rank * per_rank
+                remapped = local - (local // per_dp) * (per_dp - per_rank)
+                final = T.if_then_else(e < 0 or off_rank or remapped < 0, -1, remapped)
+                topk_idx[r0 + i, k] = T.cast(T.if_then_else(active[i] == 1, final, -1), "int64")
+                topk_weights[r0 + i, k] = T.if_then_else(active[i] == 1, weight[i, k], 0.0)
+
+    return tl_compile(main)
