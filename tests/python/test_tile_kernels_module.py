@@ -25,4 +25,4 @@ def test_dunder_and_private_lookups_keep_python_semantics():
     assert not hasattr(tile_kernels, "__wrapped__")
     assert getattr(tile_kernels, "__missing_dunder__", None) is None
     assert getattr(tile_kernels, "_missing_private", None) is None
-    assert tile_kernels.__all__ == ["quant", "moe"]
+    assert tile_kernels.__all__ == ["quant", "moe", "transpose"]

@@ -6,18 +6,22 @@ out; docs/tile_kernels.md):
 - ``quant``: per_token_cast (+ _with_sf_only, _with_precomputed_sf; e4m3 and e2m1, inputs plain or
   (codes, sf) pairs), per_block_cast (+ variants), cast_back, per_token_cast_back, per_channel_cast,
   per_channel_cast_and_transpose, per_channel_cast_fused, unpack_from_e2m1fn_x2; the three SF layouts
-  (row-major float32, TMA-aligned column-major, packed UE8M0) and round_sf.
-- ``moe``: see tessera.tile_kernels.moe.__all__.
+  (row-major float32, TMA-aligned column-major, packed UE8M0) and round_sf;
+  swiglu_forward_and_per_token_cast.
+- ``moe``: every routing function (topk_gate, top2_sum_gate, topk_sum_and_topk_group_idx,
+  normalize_weight, group_count, aux_fi, mask_indices_by_tp, inplace_unique_group_indices,
+  get_fused_mapping, expand_to_fused(_with_sf), reduce_fused).
+- ``transpose``: transpose, batched_transpose.
 
-Not implemented: everything else TileKernels exports (e5m6 casts, the SwiGLU-fused casts,
-per_block_cast_lossless, mhc, engram, transpose, modeling). Those names raise
+Not implemented: everything else TileKernels exports (quant's names in quant._NOT_IMPLEMENTED, mhc,
+engram, modeling). Those names raise
 ``tessera.NotImplementedInTessera`` naming the function, here and in the submodules.
 """
 import importlib
 
 from .._errors import NotImplementedInTessera as _NotImplementedInTessera
 
-_SUBMODULES = ("quant", "moe")
+_SUBMODULES = ("quant", "moe", "transpose")
 __all__ = list(_SUBMODULES)
 
 
@@ -30,4 +34,4 @@ def __getattr__(name: str):
         return importlib.import_module(f".{name}", __name__)
     raise _NotImplementedInTessera(
         f"tessera.tile_kernels.{name}: this part of TileKernels is not implemented in tessera yet; "
-        "implemented: quant and moe (docs/tile_kernels.md)")
+        "implemented: quant, moe and transpose (docs/tile_kernels.md)")

@@ -1,0 +1,26 @@
+"""Tile-language kernel of tessera.tile_kernels.transpose: out[b, j, i] = x[b, i, j].
+
+A block reads a 64 x 64 tile row by row into an on-chip buffer and writes it out row by row of the
+output, so both DRAM streams are contiguous and the transposition happens in L1.
+"""
+import functools
+
+from .. import language as T
+from ..tl import compile as tl_compile
+
+_TILE = 64
+
+
+@functools.lru_cache(maxsize=None)
+def batched_transpose(dtype: str):
+    batches, rows, cols = T.dynamic("num_batches"), T.dynamic("shape_x"), T.dynamic("shape_y")
+
+    @T.prim_func
+    def main(x: T.Tensor((batches, rows, cols), dtype), out: T.Tensor((batches, cols, rows), dtype)):
+        with T.Kernel(T.ceildiv(cols, _TILE), T.ceildiv(rows, _TILE), batches, threads=256) as (by, bx, b):
+            tile = T.alloc_shared((_TILE, _TILE), dtype)
+            T.copy(x[b, bx * _TILE:(bx + 1) * _TILE, by * _TILE:(by + 1) * _TILE], tile)
+            for i, j in T.Parallel(_TILE, _TILE):
+                out[b, by * _TILE + i, bx * _TILE + j] = tile[j, i]
+
+    return tl_compile(main)
