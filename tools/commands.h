@@ -9,5 +9,6 @@ constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2;
 int run_info(int argc, char** argv);   // argv[0] is "info"
 int run_bench(int argc, char** argv);  // argv[0] is "bench"
 int run_tlc(int argc, char** argv);    // argv[0] is "tlc"
+int run_run(int argc, char** argv);    // argv[0] is "run"
 
 }  // namespace tessera::cli

@@ -16,6 +16,7 @@ void usage(std::FILE* out) {
                "  info [--json] [--refresh]                       this machine's CPU, ISA and measured limits\n"
                "  bench [component] [--json] [--full] [--threads N]  benchmarks against peer libraries\n"
                "  tlc KERNEL.py -o LIB.so [--kernel NAME]          compile a tile-language kernel for C++ (AOT)\n"
+               "  run --checkpoint DIR (--prompt IDS | --prompt-len N) [--max-new-tokens N]  greedy generation\n"
                "\n"
                "`tessera <command> --help` describes a command; `tessera --version` prints the version.\n");
 }
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(cmd, "info")) return run_info(argc - 1, argv + 1);
     if (!std::strcmp(cmd, "bench")) return run_bench(argc - 1, argv + 1);
     if (!std::strcmp(cmd, "tlc")) return run_tlc(argc - 1, argv + 1);
+    if (!std::strcmp(cmd, "run")) return run_run(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tessera %s: %s\n", cmd, e.what());
     return kExitFailure;

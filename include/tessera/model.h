@@ -52,9 +52,9 @@ enum class Component : int {
   kIndexer,          // indexer projections, key cache writes, logits and top-k
   kAttention,        // latent cache writes and FlashMLA attention
   kGate,
-  kExperts,          // routed experts
-  kShared,           // shared experts and the dense layers' MLP
-  kHead,             // final norm, logits and argmax
+  kExperts,  // routed experts
+  kShared,   // shared experts and the dense layers' MLP
+  kHead,     // final norm, logits and argmax
   kCount
 };
 const char* component_name(Component c);
@@ -70,12 +70,14 @@ struct ModelOptions {
 };
 
 // What a step returns. logits: [rows, vocab_size] f32. hidden (when asked for): the f32 residual stream
-// after every layer, [n_layers, rows, dim]. Rows: prefill gives one row per sequence (its last token),
-// or one per token with all_tokens; decode gives one row per sequence.
+// after every layer, [n_layers, rows, dim], and topk: the positions each layer's indexer selected,
+// [n_layers, rows, index_topk] int32 (ascending, then -1 past the min(index_topk, pos + 1) selected). Rows: prefill
+// gives one row per sequence (its last token), or one per token with all_tokens; decode gives one row per sequence.
 struct StepOutput {
   int64_t rows = 0;
   std::vector<float> logits;
   std::vector<float> hidden;
+  std::vector<int32_t> topk;
 };
 
 class Model {

@@ -29,5 +29,7 @@ void bind_mqa_logits(nanobind::module_& m);
 void bind_ep(nanobind::module_& m);
 // DeepGEMM's Mega MoE of tessera/mega_moe.h (bind_mega_moe.cc; needs bind_ep's EpGroup).
 void bind_mega_moe(nanobind::module_& m);
+// The DeepSeek-V3.2 model runner of tessera/model.h (bind_model.cc).
+void bind_model(nanobind::module_& m);
 
 }  // namespace tessera::python

@@ -19,4 +19,5 @@ NB_MODULE(_C, m) {
   tessera::python::bind_mqa_logits(m);
   tessera::python::bind_ep(m);
   tessera::python::bind_mega_moe(m);
+  tessera::python::bind_model(m);
 }

@@ -54,7 +54,8 @@ Config Config::from_json(const std::string& text, const std::string& what) {
       {"score_func",
        [&](const JsonValue& v, const std::string& k) {
          if (v.kind != JsonValue::Kind::kString)
-           fail(ErrorCode::kInvalidArgument, what, ": key '", k, "' must be a string, got ", JsonValue::kind_name(v.kind));
+           fail(ErrorCode::kInvalidArgument, what, ": key '", k, "' must be a string, got ",
+                JsonValue::kind_name(v.kind));
          c.score_func = v.string;
        }},
       {"route_scale", number(c.route_scale)},
@@ -77,7 +78,8 @@ Config Config::from_json(const std::string& text, const std::string& what) {
       {"dtype",
        [&](const JsonValue& v, const std::string& k) {
          if (v.kind != JsonValue::Kind::kString)
-           fail(ErrorCode::kInvalidArgument, what, ": key '", k, "' must be a string, got ", JsonValue::kind_name(v.kind));
+           fail(ErrorCode::kInvalidArgument, what, ": key '", k, "' must be a string, got ",
+                JsonValue::kind_name(v.kind));
          c.dtype = v.string;
        }},
       {"scale_fmt",
@@ -169,16 +171,26 @@ void Config::validate(const std::string& what) const {
 
 const char* component_name(Component c) {
   switch (c) {
-    case Component::kEmbedding: return "embedding";
-    case Component::kNorms: return "norms";
-    case Component::kAttnProjections: return "attn_projections";
-    case Component::kIndexer: return "indexer";
-    case Component::kAttention: return "attention";
-    case Component::kGate: return "gate";
-    case Component::kExperts: return "experts";
-    case Component::kShared: return "shared";
-    case Component::kHead: return "head";
-    case Component::kCount: break;
+    case Component::kEmbedding:
+      return "embedding";
+    case Component::kNorms:
+      return "norms";
+    case Component::kAttnProjections:
+      return "attn_projections";
+    case Component::kIndexer:
+      return "indexer";
+    case Component::kAttention:
+      return "attention";
+    case Component::kGate:
+      return "gate";
+    case Component::kExperts:
+      return "experts";
+    case Component::kShared:
+      return "shared";
+    case Component::kHead:
+      return "head";
+    case Component::kCount:
+      break;
   }
   return "?";
 }

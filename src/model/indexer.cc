@@ -73,7 +73,8 @@ std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBat
     for (int64_t b = 0; b < B; ++b) {
       lens[size_t(b)] = int32_t(batch.pos[size_t(b)] + 1);
       max_len = std::max<int64_t>(max_len, lens[size_t(b)]);
-      std::copy_n(m.cache.block_row(batch.slots[size_t(b)]), m.cache.max_blocks(), table.begin() + b * m.cache.max_blocks());
+      std::copy_n(m.cache.block_row(batch.slots[size_t(b)]), m.cache.max_blocks(),
+                  table.begin() + b * m.cache.max_blocks());
     }
     const TensorView lens_view(lens.data(), DType::kI32, {B});
     const int sms = num_threads();
@@ -81,11 +82,10 @@ std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBat
     const TensorView sched(schedule.data(), DType::kI32, {sms + 1, 2});
     attention::get_paged_mqa_logits_metadata(lens_view, int(KvCache::kBlock), sms, sched);
     std::vector<float> logits(size_t(B * max_len));
-    attention::fp8_fp4_paged_mqa_logits(
-        TensorView(q_codes.data(), DType::kF8E4M3, {B, 1, H, D}), nullptr, m.cache.index_view(layer),
-        TensorView(weights.data(), DType::kF32, {B, H}), lens_view,
-        TensorView(table.data(), DType::kI32, {B, m.cache.max_blocks()}), sched,
-        TensorView(logits.data(), DType::kF32, {B, max_len}), max_len, true);
+    attention::fp8_fp4_paged_mqa_logits(TensorView(q_codes.data(), DType::kF8E4M3, {B, 1, H, D}), nullptr,
+                                        m.cache.index_view(layer), TensorView(weights.data(), DType::kF32, {B, H}),
+                                        lens_view, TensorView(table.data(), DType::kI32, {B, m.cache.max_blocks()}),
+                                        sched, TensorView(logits.data(), DType::kF32, {B, max_len}), max_len, true);
     select_topk(logits.data(), B, max_len, K, lens.data(), topk.data());
   } else {
     for (int64_t s = 0; s < batch.seqs(); ++s) {

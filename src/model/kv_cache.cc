@@ -12,8 +12,8 @@
 namespace tessera::model {
 
 ZeroBuffer::ZeroBuffer(size_t bytes) : bytes_(bytes) {
-  void* p = ::mmap(nullptr, std::max<size_t>(bytes, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+  void* p = ::mmap(nullptr, std::max<size_t>(bytes, 1), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) fail(ErrorCode::kRuntime, "Model: cannot map ", bytes, " bytes for the KV cache");
   data_ = static_cast<uint8_t*>(p);
 }

@@ -14,7 +14,7 @@
 namespace tessera::model {
 
 void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const float* x_norm, float* out,
-                 StepTimer& timer) {
+                 StepTimer& timer, std::vector<int32_t>* positions_out) {
   const Config& c = m.config;
   const LayerWeights& w = m.weights.layers[size_t(layer)];
   const int64_t rows = batch.rows(), H = c.n_heads, nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim;
@@ -27,29 +27,27 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   rms_norm(qr.data(), w.q_a_norm.data(), rows, c.q_lora_rank, qr.data());
   linear_forward(w.q_b, qr.data(), rows, q.data(), ue8m0);
   linear_forward(w.kv_a, x_norm, rows, kv.data(), ue8m0);
-  // The absorbed products need kv_b dequantised: per head W_uk [nope, 512] then W_uv [vdim, 512].
-  std::vector<float> kv_b(size_t(w.kv_b.n * lat));
-  parallel_for(w.kv_b.n, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) w.kv_b.row_f32(r, kv_b.data() + r * lat);
-  });
-  // Absorbed queries in bf16: [q_nope W_uk (512), rotated q_pe (64)] per head.
+  // Absorbed queries in bf16: [q_nope W_uk (512), rotated q_pe (64)] per head. Each head dequantises its
+  // W_uk block of kv_b once (L2-sized) and applies it to every row.
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < H; ++h) rope_interleaved(q.data() + (r * H + h) * dqk + nope, m.rope, batch.pos[size_t(r)]);
   std::vector<uint16_t> q_mla(size_t(rows * H * dc));
-  parallel_for(rows * H, [&](int64_t i0, int64_t i1) {
-    std::vector<float> acc(static_cast<size_t>(lat));
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t r = i / H, h = i % H;
-      float* qh = q.data() + i * dqk;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      const float* w_uk = kv_b.data() + h * (nope + vdim) * lat;
-      for (int64_t d = 0; d < nope; ++d) {
-        const float a = qh[d];
-        const float* wr = w_uk + d * lat;
-        for (int64_t j = 0; j < lat; ++j) acc[size_t(j)] += a * wr[j];
+  parallel_for(H, [&](int64_t h0, int64_t h1) {
+    std::vector<float> w_uk(size_t(nope * lat)), acc(static_cast<size_t>(lat));
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t d = 0; d < nope; ++d) w.kv_b.row_f32(h * (nope + vdim) + d, w_uk.data() + d * lat);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* qh = q.data() + (r * H + h) * dqk;
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t d = 0; d < nope; ++d) {
+          const float a = qh[d];
+          const float* wr = w_uk.data() + d * lat;
+          for (int64_t j = 0; j < lat; ++j) acc[size_t(j)] += a * wr[j];
+        }
+        uint16_t* dst = q_mla.data() + (r * H + h) * dc;
+        for (int64_t j = 0; j < lat; ++j) dst[j] = f32_to_bf16(acc[size_t(j)]);
+        for (int64_t j = 0; j < rope; ++j) dst[lat + j] = f32_to_bf16(qh[nope + j]);
       }
-      rope_interleaved(qh + nope, m.rope, batch.pos[size_t(r)]);
-      uint16_t* dst = q_mla.data() + i * dc;
-      for (int64_t j = 0; j < lat; ++j) dst[j] = f32_to_bf16(acc[size_t(j)]);
-      for (int64_t j = 0; j < rope; ++j) dst[lat + j] = f32_to_bf16(qh[nope + j]);
     }
   });
   timer.lap(Component::kAttnProjections);
@@ -113,26 +111,29 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   }
   timer.lap(Component::kAttention);
 
-  // o[h] = o_lat[h] W_uv[h]^T, then o_proj.
+  // o[h] = o_lat[h] W_uv[h]^T, then o_proj; each head dequantises its W_uv block once.
   std::vector<float> o(size_t(rows * H * vdim));
-  parallel_for(rows * H, [&](int64_t i0, int64_t i1) {
-    std::vector<float> ol(static_cast<size_t>(lat));
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t h = i % H;
-      for (int64_t j = 0; j < lat; ++j) ol[size_t(j)] = bf16_to_f32(o_lat[size_t(i * lat + j)]);
-      const float* w_uv = kv_b.data() + (h * (nope + vdim) + nope) * lat;
-      for (int64_t v = 0; v < vdim; ++v) {
-        const float* wr = w_uv + v * lat;
-        float acc[16] = {};
-        for (int64_t j = 0; j < lat; j += 16)
-          for (int l = 0; l < 16; ++l) acc[l] += ol[size_t(j + l)] * wr[j + l];
-        float sum = 0;
-        for (int l = 0; l < 16; ++l) sum += acc[l];
-        o[size_t(i * vdim + v)] = sum;
+  parallel_for(H, [&](int64_t h0, int64_t h1) {
+    std::vector<float> w_uv(size_t(vdim * lat)), ol(static_cast<size_t>(lat));
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t v = 0; v < vdim; ++v) w.kv_b.row_f32(h * (nope + vdim) + nope + v, w_uv.data() + v * lat);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = r * H + h;
+        for (int64_t j = 0; j < lat; ++j) ol[size_t(j)] = bf16_to_f32(o_lat[size_t(i * lat + j)]);
+        for (int64_t v = 0; v < vdim; ++v) {
+          const float* wr = w_uv.data() + v * lat;
+          float acc[16] = {};
+          for (int64_t j = 0; j < lat; j += 16)
+            for (int l = 0; l < 16; ++l) acc[l] += ol[size_t(j + l)] * wr[j + l];
+          float sum = 0;
+          for (int l = 0; l < 16; ++l) sum += acc[l];
+          o[size_t(i * vdim + v)] = sum;
+        }
       }
     }
   });
   linear_forward(w.o_proj, o.data(), rows, out, ue8m0);
+  if (positions_out) *positions_out = positions;
   timer.lap(Component::kAttnProjections);
 }
 

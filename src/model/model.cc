@@ -1,5 +1,7 @@
 // The step driver and the Model API (tessera/model.h): embedding, the layers (RMSNorm, MLA, RMSNorm,
 // MLP or MoE, f32 residual), the head, and slot bookkeeping.
+#include "tessera/model.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,7 +11,6 @@
 #include "safetensors.h"
 #include "step.h"
 #include "tessera/core/error.h"
-#include "tessera/model.h"
 
 namespace tessera::model {
 
@@ -21,10 +22,12 @@ struct Model::Impl {
 
   Impl(const std::string& dir, const Config& config, const ModelOptions& opt)
       : store(dir),
-        state{config, bind_weights(store, config),
+        state{config,
+              bind_weights(store, config),
               KvCache(config.n_layers, opt.max_batch_size > 0 ? opt.max_batch_size : config.max_batch_size,
                       opt.max_seq_len > 0 ? opt.max_seq_len : config.max_seq_len),
-              {}, 0} {
+              {},
+              0} {
     max_batch = state.cache.slots();
     max_seq = opt.max_seq_len > 0 ? opt.max_seq_len : config.max_seq_len;
     state.rope = make_rope_table(config, max_seq);
@@ -56,32 +59,39 @@ struct Model::Impl {
       state.cache.set_len(batch.slots[size_t(s)],
                           batch.first_pos[size_t(s)] + batch.row_begin[size_t(s) + 1] - batch.row_begin[size_t(s)]);
     StepOutput out;
-    if (return_hidden) out.hidden.resize(size_t(c.n_layers * (all_rows ? rows : batch.seqs()) * dim));
+    const int64_t out_rows = all_rows ? rows : batch.seqs(), K = c.index_topk;
+    if (return_hidden) {
+      out.hidden.resize(size_t(c.n_layers * out_rows * dim));
+      out.topk.resize(size_t(c.n_layers * out_rows * K));
+    }
+    std::vector<int32_t> positions;
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const LayerWeights& w = state.weights.layers[size_t(l)];
       rms_norm(h.data(), w.attn_norm.data(), rows, dim, x.data());
       timer.lap(Component::kNorms);
-      mla_forward(state, l, batch, x.data(), y.data(), timer);
+      mla_forward(state, l, batch, x.data(), y.data(), timer, return_hidden ? &positions : nullptr);
       for (size_t i = 0; i < h.size(); ++i) h[i] += y[i];
       rms_norm(h.data(), w.ffn_norm.data(), rows, dim, x.data());
       timer.lap(Component::kNorms);
       if (w.moe) {
-        moe_forward(state, l, x.data(), rows, y.data(), timer, 0, c.n_routed_experts);
+        moe_forward(state, l, x.data(), rows, y.data(), timer, 0, c.n_routed_experts, batch.decode);
       } else {
         mlp_forward(w.dense, x.data(), rows, y.data(), c.ue8m0());
         timer.lap(Component::kShared);
       }
       for (size_t i = 0; i < h.size(); ++i) h[i] += y[i];
       if (return_hidden) {
-        float* dst = out.hidden.data() + l * (all_rows ? rows : batch.seqs()) * dim;
-        if (all_rows) std::copy(h.begin(), h.end(), dst);
-        else
-          for (int64_t s = 0; s < batch.seqs(); ++s)
-            std::copy_n(h.data() + (batch.row_begin[size_t(s) + 1] - 1) * dim, dim, dst + s * dim);
+        for (int64_t i = 0; i < out_rows; ++i) {
+          const int64_t r = all_rows ? i : batch.row_begin[size_t(i) + 1] - 1;
+          std::copy_n(h.data() + r * dim, dim, out.hidden.data() + (l * out_rows + i) * dim);
+          int32_t* sel = out.topk.data() + (l * out_rows + i) * K;
+          std::copy_n(positions.data() + r * K, K, sel);
+          std::sort(sel, sel + K, [](int32_t a, int32_t b) { return uint32_t(a) < uint32_t(b); });  // -1 last
+        }
       }
       timer.lap(Component::kNorms);
     }
-    out.rows = all_rows ? rows : batch.seqs();
+    out.rows = out_rows;
     std::vector<float> last(size_t(out.rows * dim));
     for (int64_t i = 0; i < out.rows; ++i) {
       const int64_t r = all_rows ? i : batch.row_begin[size_t(i) + 1] - 1;
@@ -119,10 +129,18 @@ Model::Model(const std::string& dir, const ModelOptions& opt)
     : impl_(std::make_unique<Impl>(dir, load_config(dir, opt), opt)) {}
 Model::~Model() = default;
 
-const Config& Model::config() const { return impl_->state.config; }
-int64_t Model::max_batch_size() const { return impl_->max_batch; }
-int64_t Model::max_seq_len() const { return impl_->max_seq; }
-const StepTimes& Model::last_step_times() const { return impl_->times; }
+const Config& Model::config() const {
+  return impl_->state.config;
+}
+int64_t Model::max_batch_size() const {
+  return impl_->max_batch;
+}
+int64_t Model::max_seq_len() const {
+  return impl_->max_seq;
+}
+const StepTimes& Model::last_step_times() const {
+  return impl_->times;
+}
 
 int64_t Model::seq_len(int64_t slot) const {
   impl_->check_slot("seq_len", slot);
@@ -140,8 +158,9 @@ void Model::reset_all() {
 
 StepOutput Model::prefill(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,
                           bool all_tokens, bool return_hidden) {
-  TESSERA_CHECK(slots.size() == tokens.size(), "Model.prefill: arguments 'seq_ids' and 'tokens' must have the same length, got ",
-                slots.size(), " and ", tokens.size());
+  TESSERA_CHECK(slots.size() == tokens.size(),
+                "Model.prefill: arguments 'seq_ids' and 'tokens' must have the same length, got ", slots.size(),
+                " and ", tokens.size());
   TESSERA_CHECK(!slots.empty(), "Model.prefill: argument 'seq_ids' must not be empty");
   StepBatch batch;
   std::vector<int32_t> flat;
@@ -164,8 +183,9 @@ StepOutput Model::prefill(const std::vector<int64_t>& slots, const std::vector<s
 }
 
 StepOutput Model::decode(const std::vector<int64_t>& slots, const std::vector<int32_t>& tokens, bool return_hidden) {
-  TESSERA_CHECK(slots.size() == tokens.size(), "Model.decode: arguments 'seq_ids' and 'tokens' must have the same length, got ",
-                slots.size(), " and ", tokens.size());
+  TESSERA_CHECK(slots.size() == tokens.size(),
+                "Model.decode: arguments 'seq_ids' and 'tokens' must have the same length, got ", slots.size(), " and ",
+                tokens.size());
   TESSERA_CHECK(!slots.empty(), "Model.decode: argument 'seq_ids' must not be empty");
   StepBatch batch;
   batch.decode = true;
@@ -176,8 +196,8 @@ StepOutput Model::decode(const std::vector<int64_t>& slots, const std::vector<in
     TESSERA_CHECK(seen.insert(slots[i]).second, "Model.decode: slot ", slots[i], " appears twice in 'seq_ids'");
     const int64_t start = impl_->state.cache.len(slots[i]);
     TESSERA_CHECK(start > 0, "Model.decode: slot ", slots[i], " is empty; prefill it first");
-    TESSERA_CHECK(start + 1 <= impl_->max_seq, "Model.decode: slot ", slots[i], " is full (max_seq_len = ",
-                  impl_->max_seq, ")");
+    TESSERA_CHECK(start + 1 <= impl_->max_seq, "Model.decode: slot ", slots[i],
+                  " is full (max_seq_len = ", impl_->max_seq, ")");
     batch.slots.push_back(slots[i]);
     batch.first_pos.push_back(start);
     batch.pos.push_back(start);

@@ -8,13 +8,21 @@
 
 #include "linear.h"
 #include "step.h"
+#include "tessera/core/dtype.h"
 #include "tessera/core/thread_pool.h"
+#include "tessera/gemm_grouped.h"
 
 namespace tessera::model {
 namespace {
 
-// MLP on rows already quantised (FP8) or in f32 (bf16 weights).
-void mlp_rows(const Mlp& mlp, const float* x, const QuantRows* xq, int64_t rows, float* out, bool ue8m0) {
+void round_to_bf16(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+
+// MLP on rows already quantised (FP8) or in f32 (bf16 weights). Routed experts round the outputs of
+// their three projections to bf16, as the M-grouped GEMMs write them, whichever path runs them.
+void mlp_rows(const Mlp& mlp, const float* x, const QuantRows* xq, int64_t rows, float* out, bool ue8m0,
+              bool bf16_outputs = false) {
   const int64_t inter = mlp.gate.n;
   std::vector<float> g(size_t(rows * inter)), u(size_t(rows * inter));
   if (xq) {
@@ -24,8 +32,95 @@ void mlp_rows(const Mlp& mlp, const float* x, const QuantRows* xq, int64_t rows,
     linear_forward(mlp.gate, x, rows, g.data(), ue8m0);
     linear_forward(mlp.up, x, rows, u.data(), ue8m0);
   }
+  if (bf16_outputs) {
+    round_to_bf16(g.data(), rows * inter);
+    round_to_bf16(u.data(), rows * inter);
+  }
   silu_mul(g.data(), u.data(), rows * inter, g.data());
   linear_forward(mlp.down, g.data(), rows, out, ue8m0);
+  if (bf16_outputs) round_to_bf16(out, rows * mlp.down.n);
+}
+
+// Experts [e0, e1) of a [G, N, K] view.
+gemm::ScaledTensor slice_experts(const gemm::ScaledTensor& t, int64_t e0, int64_t e1) {
+  gemm::ScaledTensor s = t;
+  s.data.data = static_cast<uint8_t*>(t.data.data) + e0 * t.data.strides[0];
+  s.data.shape[0] = e1 - e0;
+  s.scale.data = static_cast<float*>(t.scale.data) + e0 * t.scale.strides[0];
+  s.scale.shape[0] = e1 - e0;
+  return s;
+}
+
+// The experts [e0, e1) on the FP8 M-grouped GEMMs over in-place [G, N, K] views: the contiguous layout
+// (rows sorted by expert, psum ends) for prefill, the masked layout ([G, max_m, K]) for decode. Writes
+// each (token, choice) row of expert_out.
+void grouped_experts(const ExpertBank& bank, int64_t e0, int64_t e1, const std::vector<std::vector<int64_t>>& assigned,
+                     const QuantRows& xq, int64_t topk, bool masked, bool ue8m0, float* expert_out) {
+  const int64_t G = e1 - e0, dim = xq.k, inter = bank.gate.data.shape[1];
+  const gemm::ScaledTensor gate = slice_experts(bank.gate, e0, e1), up = slice_experts(bank.up, e0, e1),
+                           down = slice_experts(bank.down, e0, e1);
+  gemm::Recipe recipe;
+  recipe.recipe = std::array<int, 3>{1, 128, 128};
+  // Row r of group g sits at slot base[g] + r of the flat [slots, ...] buffers.
+  std::vector<int64_t> base(static_cast<size_t>(G));
+  std::vector<int32_t> counts(static_cast<size_t>(G)), ends(static_cast<size_t>(G));
+  int64_t slots = 0, max_m = 0;
+  for (int64_t g = 0; g < G; ++g) max_m = std::max<int64_t>(max_m, int64_t(assigned[size_t(e0 + g)].size()));
+  if (max_m == 0) return;
+  for (int64_t g = 0; g < G; ++g) {
+    counts[size_t(g)] = int32_t(assigned[size_t(e0 + g)].size());
+    base[size_t(g)] = masked ? g * max_m : slots;
+    slots = masked ? (g + 1) * max_m : slots + counts[size_t(g)];
+    ends[size_t(g)] = int32_t(slots);
+  }
+  const int64_t sk = dim / 128, si = inter / 128;
+  std::vector<uint8_t> a(size_t(slots * dim));
+  std::vector<float> sa(size_t(slots * sk), 1.0f);
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t i = 0; i < counts[size_t(g)]; ++i) {
+      const int64_t t = assigned[size_t(e0 + g)][size_t(i)] / topk, slot = base[size_t(g)] + i;
+      std::copy_n(xq.codes.data() + t * dim, dim, a.data() + slot * dim);
+      std::copy_n(xq.scales.data() + t * sk, sk, sa.data() + slot * sk);
+    }
+  const TensorView masked_m(counts.data(), DType::kI32, {G});
+  gemm::ContiguousLayout layout;
+  layout.grouped_layout = TensorView(ends.data(), DType::kI32, {G});
+  layout.use_psum_layout = true;
+  layout.mk_alignment = 1;
+  auto run = [&](const gemm::ScaledTensor& w, uint8_t* codes, float* scales, int64_t k, int64_t n, uint16_t* d) {
+    if (masked) {
+      gemm::m_grouped_fp8_fp4_gemm_nt_masked(
+          {TensorView(codes, DType::kF8E4M3, {G, max_m, k}), TensorView(scales, DType::kF32, {G, max_m, k / 128})}, w,
+          TensorView(d, DType::kBF16, {G, max_m, n}), masked_m, max_m, recipe);
+    } else {
+      gemm::m_grouped_fp8_fp4_gemm_nt_contiguous(
+          {TensorView(codes, DType::kF8E4M3, {slots, k}), TensorView(scales, DType::kF32, {slots, k / 128})}, w,
+          TensorView(d, DType::kBF16, {slots, n}), layout, recipe);
+    }
+  };
+  std::vector<uint16_t> g(size_t(slots * inter)), u(size_t(slots * inter));
+  run(gate, a.data(), sa.data(), dim, inter, g.data());
+  run(up, a.data(), sa.data(), dim, inter, u.data());
+  // silu(gate) * up on the rows in use, quantised again for down_proj.
+  std::vector<float> h(static_cast<size_t>(inter));
+  std::vector<uint8_t> a2(size_t(slots * inter));
+  std::vector<float> sa2(size_t(slots * si), 1.0f);
+  for (int64_t gi = 0; gi < G; ++gi)
+    for (int64_t i = 0; i < counts[size_t(gi)]; ++i) {
+      const int64_t slot = base[size_t(gi)] + i;
+      for (int64_t j = 0; j < inter; ++j) {
+        const float gv = bf16_to_f32(g[size_t(slot * inter + j)]);
+        h[size_t(j)] = gv / (1.0f + std::exp(-gv)) * bf16_to_f32(u[size_t(slot * inter + j)]);
+      }
+      q8_row(h.data(), inter, ue8m0, a2.data() + slot * inter, sa2.data() + slot * si);
+    }
+  std::vector<uint16_t> y(size_t(slots * dim));
+  run(down, a2.data(), sa2.data(), inter, dim, y.data());
+  for (int64_t gi = 0; gi < G; ++gi)
+    for (int64_t i = 0; i < counts[size_t(gi)]; ++i) {
+      const int64_t slot = base[size_t(gi)] + i, item = assigned[size_t(e0 + gi)][size_t(i)];
+      for (int64_t j = 0; j < dim; ++j) expert_out[size_t(item * dim + j)] = bf16_to_f32(y[size_t(slot * dim + j)]);
+    }
 }
 
 struct Routing {
@@ -38,7 +133,7 @@ std::vector<int64_t> top_indices(const std::vector<float>& v, int64_t k) {
   std::vector<int64_t> order(v.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return v[size_t(a)] > v[size_t(b)]; });
-  order.resize(size_t(k));
+  order.resize(static_cast<size_t>(k));
   return order;
 }
 
@@ -101,7 +196,7 @@ void mlp_forward(const Mlp& mlp, const float* x, int64_t rows, float* out, bool 
 }
 
 void moe_forward(ModelState& m, int64_t layer, const float* x, int64_t rows, float* out, StepTimer& timer,
-                 int64_t expert_begin, int64_t expert_end) {
+                 int64_t expert_begin, int64_t expert_end, bool decode) {
   const Config& c = m.config;
   const LayerWeights& w = m.weights.layers[size_t(layer)];
   const int64_t E = c.n_routed_experts, topk = c.n_activated_experts, dim = c.dim;
@@ -118,7 +213,9 @@ void moe_forward(ModelState& m, int64_t layer, const float* x, int64_t rows, flo
   QuantRows xq;
   if (fp8) xq = quantize_activations(x, rows, dim, ue8m0);
   std::vector<float> expert_out(size_t(rows * topk * dim), 0.0f);
-  for (int64_t e = expert_begin; e < expert_end; ++e) {
+  const bool grouped = fp8 && w.bank.grouped && expert_end > expert_begin;
+  if (grouped) grouped_experts(w.bank, expert_begin, expert_end, assigned, xq, topk, decode, ue8m0, expert_out.data());
+  for (int64_t e = expert_begin; e < (grouped ? expert_begin : expert_end); ++e) {
     const std::vector<int64_t>& items = assigned[size_t(e)];
     const int64_t n = int64_t(items.size());
     if (n == 0) continue;
@@ -134,11 +231,11 @@ void moe_forward(ModelState& m, int64_t layer, const float* x, int64_t rows, flo
         std::copy_n(xq.codes.data() + t * dim, dim, g.codes.data() + i * dim);
         std::copy_n(xq.scales.data() + t * (dim / 128), dim / 128, g.scales.data() + i * (dim / 128));
       }
-      mlp_rows(w.experts[size_t(e)], nullptr, &g, n, y.data(), ue8m0);
+      mlp_rows(w.experts[size_t(e)], nullptr, &g, n, y.data(), ue8m0, true);
     } else {
       std::vector<float> g(size_t(n * dim));
       for (int64_t i = 0; i < n; ++i) std::copy_n(x + items[size_t(i)] / topk * dim, dim, g.data() + i * dim);
-      mlp_rows(w.experts[size_t(e)], g.data(), nullptr, n, y.data(), ue8m0);
+      mlp_rows(w.experts[size_t(e)], g.data(), nullptr, n, y.data(), ue8m0, true);
     }
     for (int64_t i = 0; i < n; ++i) std::copy_n(y.data() + i * dim, dim, expert_out.data() + items[size_t(i)] * dim);
   }
@@ -155,8 +252,10 @@ void moe_forward(ModelState& m, int64_t layer, const float* x, int64_t rows, flo
 
   if (w.has_shared) {
     std::vector<float> z(size_t(rows * dim));
-    if (fp8) mlp_rows(w.shared, nullptr, &xq, rows, z.data(), ue8m0);
-    else mlp_rows(w.shared, x, nullptr, rows, z.data(), ue8m0);
+    if (fp8)
+      mlp_rows(w.shared, nullptr, &xq, rows, z.data(), ue8m0);
+    else
+      mlp_rows(w.shared, x, nullptr, rows, z.data(), ue8m0);
     for (size_t i = 0; i < z.size(); ++i) out[i] += z[i];
   }
   timer.lap(Component::kShared);

@@ -21,9 +21,9 @@ struct DtypeName {
   DType dtype;
 };
 constexpr DtypeName kDtypes[] = {
-    {"F32", DType::kF32}, {"F64", DType::kF64},     {"BF16", DType::kBF16}, {"F16", DType::kF16},
-    {"F8_E4M3", DType::kF8E4M3}, {"F8_E5M2", DType::kF8E5M2}, {"I8", DType::kI8}, {"U8", DType::kU8},
-    {"I32", DType::kI32}, {"I64", DType::kI64},     {"BOOL", DType::kBool},
+    {"F32", DType::kF32},        {"F64", DType::kF64},        {"BF16", DType::kBF16}, {"F16", DType::kF16},
+    {"F8_E4M3", DType::kF8E4M3}, {"F8_E5M2", DType::kF8E5M2}, {"I8", DType::kI8},     {"U8", DType::kU8},
+    {"I32", DType::kI32},        {"I64", DType::kI64},        {"BOOL", DType::kBool},
 };
 // Element sizes of stored dtypes tessera does not bind, so their byte ranges can still be checked.
 int64_t other_dtype_bytes(const std::string& name) {
@@ -70,8 +70,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   const std::string what = "safetensors '" + path + "' header";
   const JsonValue header =
       json_parse(std::string_view(reinterpret_cast<const char*>(base + 8), size_t(header_len)), what);
-  if (header.kind != JsonValue::Kind::kObject)
-    fail(ErrorCode::kInvalidArgument, what, ": must be a JSON object");
+  if (header.kind != JsonValue::Kind::kObject) fail(ErrorCode::kInvalidArgument, what, ": must be a JSON object");
   const uint8_t* data = base + 8 + header_len;
   const int64_t data_bytes = int64_t(size_ - 8 - header_len);
   for (const auto& [name, entry] : header.object) {
@@ -85,7 +84,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     const JsonValue* off = entry.find("data_offsets");
     if (!dt || dt->kind != JsonValue::Kind::kString) bad("'dtype' must be a string");
     if (!sh || sh->kind != JsonValue::Kind::kArray) bad("'shape' must be an array");
-    if (!off || off->kind != JsonValue::Kind::kArray || off->array.size() != 2) bad("'data_offsets' must be [begin, end]");
+    if (!off || off->kind != JsonValue::Kind::kArray || off->array.size() != 2)
+      bad("'data_offsets' must be [begin, end]");
     StoredTensor t;
     t.name = name;
     t.file = path;
@@ -100,13 +100,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (elem == 0) bad("unknown dtype '", dt->string, "'");
     int64_t numel = 1;
     for (const JsonValue& d : sh->array) {
-      if (d.kind != JsonValue::Kind::kNumber || !d.is_integer || d.integer < 0) bad("shape entries must be integers >= 0");
+      if (d.kind != JsonValue::Kind::kNumber || !d.is_integer || d.integer < 0)
+        bad("shape entries must be integers >= 0");
       t.shape.push_back(d.integer);
       if (d.integer > 0 && numel > (int64_t(1) << 50) / d.integer) bad("shape too large");
       numel *= d.integer;
     }
     for (const JsonValue& o : off->array)
-      if (o.kind != JsonValue::Kind::kNumber || !o.is_integer || o.integer < 0) bad("data_offsets must be integers >= 0");
+      if (o.kind != JsonValue::Kind::kNumber || !o.is_integer || o.integer < 0)
+        bad("data_offsets must be integers >= 0");
     const int64_t begin = off->array[0].integer, end = off->array[1].integer;
     if (begin > end || end > data_bytes)
       bad("data_offsets [", begin, ", ", end, ") outside the file's ", data_bytes, " data bytes (truncated file?)");
@@ -156,7 +158,10 @@ const StoredTensor& TensorStore::require(const std::string& name, std::initializ
   std::string allowed;
   for (DType d : dtypes) {
     ok |= t->dtype_known && t->dtype == d;
-    allowed += (allowed.empty() ? "" : " or ") + std::string(dtype_name(d));
+    const char* stored = dtype_name(d);
+    for (const DtypeName& n : kDtypes)
+      if (n.dtype == d) stored = n.name;
+    allowed += (allowed.empty() ? "" : " or ") + std::string(stored);
   }
   if (!ok)
     fail(ErrorCode::kInvalidArgument, "checkpoint: tensor '", name, "' in '", t->file, "' must have dtype ", allowed,

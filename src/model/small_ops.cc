@@ -165,8 +165,10 @@ void matmul_bf16_f32(const float* x, int64_t rows, const uint16_t* w, int64_t n,
       }
     }
   };
-  if (n * rows * k < 65536) body(0, n);
-  else parallel_for(n, body);
+  if (n * rows * k < 65536)
+    body(0, n);
+  else
+    parallel_for(n, body);
 }
 
 void silu_mul(const float* g, const float* u, int64_t n, float* out) {
@@ -176,8 +178,8 @@ void silu_mul(const float* g, const float* u, int64_t n, float* out) {
 void embed_tokens(const uint16_t* table, int64_t vocab, int64_t dim, const int32_t* tokens, int64_t n, float* out) {
   for (int64_t t = 0; t < n; ++t) {
     if (tokens[t] < 0 || tokens[t] >= vocab)
-      fail(ErrorCode::kInvalidArgument, "Model: token ", tokens[t], " at index ", t, " is outside [0, vocab_size = ",
-           vocab, ")");
+      fail(ErrorCode::kInvalidArgument, "Model: token ", tokens[t], " at index ", t,
+           " is outside [0, vocab_size = ", vocab, ")");
     const uint16_t* row = table + int64_t(tokens[t]) * dim;
     for (int64_t i = 0; i < dim; ++i) out[t * dim + i] = bf16_to_f32(row[i]);
   }

@@ -52,16 +52,17 @@ std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBat
                                      const float* qr, StepTimer& timer);
 
 // MLA with sparse attention (mla.cc): out [rows, dim] from the normalised input x_norm [rows, dim].
+// positions_out (optional) receives the indexer's selection, [rows, index_topk].
 void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const float* x_norm, float* out,
-                 StepTimer& timer);
+                 StepTimer& timer, std::vector<int32_t>* positions_out = nullptr);
 
 // Dense MLP down(silu(gate(x)) * up(x)) (moe.cc): out [rows, dim].
 void mlp_forward(const Mlp& mlp, const float* x, int64_t rows, float* out, bool ue8m0);
 
 // MoE (moe.cc): out [rows, dim] = routed experts + shared experts. Only routed experts in
 // [expert_begin, expert_end) are computed, so expert parallelism can later split the experts over
-// ranks and sum the partial outputs.
+// ranks and sum the partial outputs. decode picks the masked grouped GEMM, else the contiguous one.
 void moe_forward(ModelState& m, int64_t layer, const float* x_norm, int64_t rows, float* out, StepTimer& timer,
-                 int64_t expert_begin, int64_t expert_end);
+                 int64_t expert_begin, int64_t expert_end, bool decode);
 
 }  // namespace tessera::model

@@ -1,6 +1,7 @@
 // Weight binding: every tensor of docs/model.md's checkpoint table looked up, checked and viewed in place.
 #include "weights.h"
 
+#include <array>
 #include <cstring>
 
 #include "tessera/core/error.h"
@@ -54,13 +55,51 @@ struct Binder {
   }
 };
 
+// The projections of all experts as one strided view, or false when their addresses are not evenly spaced.
+bool stack_linears(const std::vector<const Linear*>& ls, gemm::ScaledTensor* out) {
+  const Linear& l0 = *ls[0];
+  const int64_t G = int64_t(ls.size()), sn = (l0.n + 127) / 128, sk = (l0.k + 127) / 128;
+  const int64_t dw = G > 1 ? ls[1]->weight - l0.weight : l0.n * l0.k;
+  const int64_t ds =
+      G > 1 ? reinterpret_cast<const uint8_t*>(ls[1]->scale) - reinterpret_cast<const uint8_t*>(l0.scale) : sn * sk * 4;
+  if (dw < l0.n * l0.k || ds < sn * sk * 4 || ds % 4 != 0) return false;
+  for (int64_t e = 0; e < G; ++e) {
+    const Linear& l = *ls[size_t(e)];
+    if (l.weight != l0.weight + e * dw ||
+        reinterpret_cast<const uint8_t*>(l.scale) != reinterpret_cast<const uint8_t*>(l0.scale) + e * ds)
+      return false;
+  }
+  out->data = TensorView(const_cast<uint8_t*>(l0.weight), DType::kF8E4M3, {G, l0.n, l0.k}, {dw, l0.k, 1});
+  out->scale = TensorView(const_cast<float*>(l0.scale), DType::kF32, {G, sn, sk}, {ds / 4, sk, 1});
+  return true;
+}
+
+ExpertBank make_bank(const std::vector<Mlp>& experts) {
+  ExpertBank bank;
+  if (experts.empty() || !experts[0].gate.fp8) return bank;
+  std::vector<const Linear*> gate, up, down;
+  for (const Mlp& m : experts) {
+    gate.push_back(&m.gate);
+    up.push_back(&m.up);
+    down.push_back(&m.down);
+  }
+  bank.grouped = stack_linears(gate, &bank.gate) && stack_linears(up, &bank.up) && stack_linears(down, &bank.down);
+  return bank;
+}
+
 }  // namespace
 
 void Linear::row_f32(int64_t r, float* out) const {
   if (fp8) {
+    // A 256-entry table: this runs over kv_b's rows every step.
+    static const auto kE4m3 = [] {
+      std::array<float, 256> t{};
+      for (int i = 0; i < 256; ++i) t[size_t(i)] = e4m3_to_f32(uint8_t(i));
+      return t;
+    }();
     const uint8_t* w = weight + r * k;
     const float* s = scale + (r / 128) * ((k + 127) / 128);
-    for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(w[j]) * s[j / 128];
+    for (int64_t j = 0; j < k; ++j) out[j] = kE4m3[w[j]] * s[j / 128];
   } else {
     const uint8_t* w = weight + 2 * r * k;
     for (int64_t j = 0; j < k; ++j) {
@@ -101,12 +140,14 @@ Weights bind_weights(const TensorStore& store, const Config& c) {
     } else {
       L.gate = b.bf16(p + "mlp.gate.weight", {c.n_routed_experts, c.dim});
       if (c.dim == 7168) {
-        const StoredTensor& t = store.require(p + "mlp.gate.e_score_correction_bias", {DType::kF32}, {c.n_routed_experts});
+        const StoredTensor& t =
+            store.require(p + "mlp.gate.e_score_correction_bias", {DType::kF32}, {c.n_routed_experts});
         L.gate_bias.resize(size_t(c.n_routed_experts));
         std::memcpy(L.gate_bias.data(), t.data, size_t(4 * c.n_routed_experts));
       }
       for (int64_t e = 0; e < c.n_routed_experts; ++e)
         L.experts.push_back(b.mlp(p + "mlp.experts." + std::to_string(e), c.moe_inter_dim));
+      L.bank = make_bank(L.experts);
       L.has_shared = c.n_shared_experts > 0;
       if (L.has_shared) L.shared = b.mlp(p + "mlp.shared_experts", c.n_shared_experts * c.moe_inter_dim);
     }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "safetensors.h"
+#include "tessera/gemm.h"
 #include "tessera/model.h"
 
 namespace tessera::model {
@@ -27,17 +28,27 @@ struct Mlp {
   Linear gate, up, down;  // down(silu(gate(x)) * up(x))
 };
 
+// A MoE layer's routed experts as [G, N, K] operands (scales [G, ceil(N/128), K/128]) for the FP8
+// M-grouped GEMMs, viewed in place: possible when the checkpoint stores each projection of consecutive
+// experts at one constant stride (as tessera.model.random_checkpoint does). Otherwise grouped is false and
+// each expert runs as its own GEMM.
+struct ExpertBank {
+  bool grouped = false;
+  gemm::ScaledTensor gate, up, down;
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm, q_a_norm, kv_a_norm, index_k_norm_w, index_k_norm_b;
   Linear q_a, q_b, kv_a, kv_b, o_proj, index_wq_b, index_wk;
   const uint16_t* index_weights_proj = nullptr;  // bf16 [index_n_heads, dim]
   bool moe = false;
-  Mlp dense;                                     // dense layers
-  const uint16_t* gate = nullptr;                // MoE: bf16 [n_routed_experts, dim]
-  std::vector<float> gate_bias;                  // MoE with dim == 7168: e_score_correction_bias
-  std::vector<Mlp> experts;                      // MoE: routed experts
+  Mlp dense;                       // dense layers
+  const uint16_t* gate = nullptr;  // MoE: bf16 [n_routed_experts, dim]
+  std::vector<float> gate_bias;    // MoE with dim == 7168: e_score_correction_bias
+  std::vector<Mlp> experts;        // MoE: routed experts
+  ExpertBank bank;                 // MoE, FP8: the experts for the grouped GEMMs
   bool has_shared = false;
-  Mlp shared;                                    // MoE: shared experts as one MLP
+  Mlp shared;  // MoE: shared experts as one MLP
 };
 
 struct Weights {

@@ -42,8 +42,10 @@ struct Writer {
   }
   void norm(const std::string& name, int64_t n) {
     const std::vector<float> v = normal(n, 0.1, 1.0);
-    if (tensors.size() % 2) f32(name, {n}, v);  // both allowed dtypes appear
-    else bf16(name, {n}, v);
+    if (tensors.size() % 2)
+      f32(name, {n}, v);  // both allowed dtypes appear
+    else
+      bf16(name, {n}, v);
   }
   void linear(const std::string& name, int64_t n, int64_t k) {
     const std::vector<float> w = normal(n * k, 1.0 / std::sqrt(double(k)));
@@ -58,7 +60,8 @@ struct Writer {
       for (int64_t j = 0; j < bk; ++j) {
         float amax = 0;
         for (int64_t r = i * 128; r < std::min(n, i * 128 + 128); ++r)
-          for (int64_t c = j * 128; c < std::min(k, j * 128 + 128); ++c) amax = std::max(amax, std::fabs(w[size_t(r * k + c)]));
+          for (int64_t c = j * 128; c < std::min(k, j * 128 + 128); ++c)
+            amax = std::max(amax, std::fabs(w[size_t(r * k + c)]));
         const float s = amax > 0 ? amax / 448 : 1.0f;
         scales[size_t(i * bk + j)] = s;
         for (int64_t r = i * 128; r < std::min(n, i * 128 + 128); ++r)
@@ -119,8 +122,8 @@ std::string config_json(const Config& c) {
     << ", \"beta_slow\": " << c.beta_slow << ", \"mscale\": " << c.mscale << ", \"max_seq_len\": " << c.max_seq_len
     << ", \"max_batch_size\": " << c.max_batch_size << ", \"index_n_heads\": " << c.index_n_heads
     << ", \"index_head_dim\": " << c.index_head_dim << ", \"index_topk\": " << c.index_topk
-    << ", \"dtype\": " << json_quote(c.dtype) << ", \"scale_fmt\": "
-    << (c.scale_fmt.empty() ? std::string("null") : json_quote(c.scale_fmt)) << "}";
+    << ", \"dtype\": " << json_quote(c.dtype)
+    << ", \"scale_fmt\": " << (c.scale_fmt.empty() ? std::string("null") : json_quote(c.scale_fmt)) << "}";
   return o.str();
 }
 
@@ -179,8 +182,10 @@ void write_random_checkpoint(const std::string& dir, const Config& c, uint64_t s
     }
     w.bf16(p + "mlp.gate.weight", {c.n_routed_experts, c.dim},
            w.normal(c.n_routed_experts * c.dim, 1.0 / std::sqrt(double(c.dim))));
-    if (c.dim == 7168) w.f32(p + "mlp.gate.e_score_correction_bias", {c.n_routed_experts}, w.normal(c.n_routed_experts, 0.1));
-    for (int64_t e = 0; e < c.n_routed_experts; ++e) w.mlp(p + "mlp.experts." + std::to_string(e), c.dim, c.moe_inter_dim);
+    if (c.dim == 7168)
+      w.f32(p + "mlp.gate.e_score_correction_bias", {c.n_routed_experts}, w.normal(c.n_routed_experts, 0.1));
+    for (int64_t e = 0; e < c.n_routed_experts; ++e)
+      w.mlp(p + "mlp.experts." + std::to_string(e), c.dim, c.moe_inter_dim);
     if (c.n_shared_experts > 0) w.mlp(p + "mlp.shared_experts", c.dim, c.n_shared_experts * c.moe_inter_dim);
   }
   w.norm("model.norm.weight", c.dim);
