@@ -315,3 +315,13 @@ def test_swiglu_forward_and_per_token_cast(rng):
     v = xf[:, :256] / (1 + np.exp(-xf[:, :256])) * xf[:, 256:]
     assert plain_sf.shape == (37, 1)
     assert (np.abs(plain.astype(np.float64) * plain_sf - v) <= 0.0626 * np.abs(v) + plain_sf * 2.0 ** -9).all()
+
+
+@pytest.mark.parametrize("out_block", [(1, 128), (32, 32), (128, 128)])
+def test_per_block_cast_lossless(rng, out_block):
+    x = inputs(rng, (200, 384))
+    x[5, :] *= 1000  # factors that differ by 2^10 between rows
+    fp4 = Q.per_token_cast(x, "e2m1", 32, round_sf=True, use_tma_aligned_col_major_sf=True, use_packed_ue8m0=True)
+    fp8 = Q.per_block_cast_lossless(fp4, "e4m3", (1, 32), out_block, True, True, True)
+    assert np.array_equal(Q.cast_back(fp8, "fp32", out_block), Q.cast_back(fp4, "fp32", (1, 32)))
+    assert fp8[0].dtype == ml_dtypes.float8_e4m3fn and fp8[1].dtype == np.int32

@@ -146,24 +146,29 @@ def _make_prim(body, x_ann, x_sf_ann, out_ann, sf_ann):
 
 
 @functools.lru_cache(maxsize=None)
-def per_block_cast(hidden: int, bt: int, bc: int, in_dtype: str, fmt: str, round_sf: bool, sf_layout: str,
-                   mode: str):
-    """Cast with one factor per bt x bc block; one grid block per factor."""
+def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: bool, sf_layout: str, mode: str):
+    """Cast with one factor per bt x bc block; one grid block per factor. Parameters: x, [x_sf], [out], sf."""
+    spec = InputSpec(*spec_key)
     tokens = T.dynamic("num_tokens")
     k_blocks = L.ceil_div(hidden, bc)
-    x_ann = T.Tensor((tokens, hidden), TL_DTYPE[in_dtype])
+    x_ann, x_sf_ann = _input_params(spec, hidden, tokens)
     out_ann = T.Tensor((tokens, hidden if fmt == "e4m3" else hidden // 2),
                        "float8_e4m3" if fmt == "e4m3" else "uint8")
     sf_ann = T.Tensor(L.sf_param_shape(sf_layout, T.dynamic("sf_rows"), k_blocks, T.dynamic("sf_cols")),
                       L.storage_dtype(sf_layout))
 
     @T.macro
-    def body(x, _x_sf, out, sf):
+    def body(x, x_sf, out, sf):
         with T.Kernel(k_blocks, T.ceildiv(tokens, bt), threads=256) as (bk, bm):
             frag = T.alloc_fragment((bt, bc), "float32")
             row_max = T.alloc_fragment((bt,), "float32")
             inv = T.alloc_var("float32")
-            T.copy(x[bm * bt, bk * bc], frag)
+            if spec.sf_block is None and not spec.packed_fp4 and spec.dtype != "float8_e4m3fn":
+                T.copy(x[bm * bt, bk * bc], frag)
+            else:
+                for i, j in T.Parallel(bt, bc):
+                    frag[i, j] = T.if_then_else(bk * bc + j < hidden,
+                                                _decoded(spec, x, x_sf, bm * bt + i, bk * bc + j), 0.0)
             if mode == "cast_only":
                 inv = 1.0 / L.load_sf(sf, sf_layout, bm, bk)
             else:
@@ -177,7 +182,7 @@ def per_block_cast(hidden: int, bt: int, bc: int, in_dtype: str, fmt: str, round
             if mode != "sf_only":
                 _store_codes(fmt, out, frag, lambda i, j: inv, bt, bc, bm * bt, bk * bc, None)
 
-    return _compile(_make_prim(body, x_ann, None, None if mode == "sf_only" else out_ann, sf_ann))
+    return _compile(_make_prim(body, x_ann, x_sf_ann, None if mode == "sf_only" else out_ann, sf_ann))
 
 
 @functools.lru_cache(maxsize=None)

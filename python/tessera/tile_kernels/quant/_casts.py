@@ -131,7 +131,7 @@ def _per_block(fn, x, fmt, block_size, col, round_sf, packed, mode, sf=None):
         sf_storage, sf_view = L.alloc_sf(x, m, k, layout)
     out = None if mode == "sf_only" else _new_codes(x, tokens, hidden, fmt)
     if tokens:
-        kernel = K.per_block_cast(hidden, bt, bc, A.dtype_name(x), fmt, round_sf, layout, mode)
+        kernel = K.per_block_cast(hidden, bt, bc, K.InputSpec(A.dtype_name(x)).key(), fmt, round_sf, layout, mode)
         kernel.call_all([x] + ([out] if out is not None else []) + [sf_storage])
     if mode == "sf_only":
         return sf_view
@@ -310,4 +310,37 @@ def swiglu_forward_and_per_token_cast(x, fmt, num_per_channels, pos_to_token_top
                          pos_to_expert if pos_to_expert is not None else none_i32,
                          clamped_count if clamped_count is not None else A.alloc(x, (3,), "int64", zero=True),
                          float(swiglu_clamp_value or 0.0)])
+    return out, sf_view
+
+
+def per_block_cast_lossless(x, fmt, x_block_size, out_block_size, use_tma_aligned_col_major_sf=False,
+                            round_sf=False, use_packed_ue8m0=False):
+    """Re-encodes an e2m1 (codes, sf) pair as e4m3 with out_block_size factors: codes decoded as code * sf,
+    then cast with power-of-two factors (whatever round_sf says). Lossless (cast_back gives the same values)
+    for power-of-two input factors (an e2m1 cast with round_sf) that span at most 2^14 within an output
+    block: the smallest code then stays on e4m3's grid."""
+    fn = "per_block_cast_lossless"
+    A.require_choice(fn, "fmt", fmt, ("e4m3",))
+    layout = _check_flags(fn, round_sf, use_tma_aligned_col_major_sf, use_packed_ue8m0)
+    if not isinstance(x, tuple) or len(x) != 2:
+        raise A.ArgumentTypeError(f"{fn}: argument 'x' must be a (data, sf) tuple, got {type(x).__name__}")
+    data, spec, x_sf, hidden = _input(fn, x, x_block_size)
+    if not spec.packed_fp4:
+        raise A.invalid_argument(fn, "x", "must hold packed e2m1 codes (int8), the only lossless source format")
+    bt, bc = A.require_pair(fn, "out_block_size", out_block_size)
+    if bt not in (1, 32, 128) or bc not in (32, 128) or bt % spec.sf_block[0] or bc % spec.sf_block[1]:
+        raise A.invalid_argument(fn, "out_block_size", f"must be (1, 32 or 128, 32 or 128) multiples of "
+                                 f"x_block_size {spec.sf_block}, got {out_block_size!r}")
+    if hidden % 32:
+        raise A.invalid_argument(fn, "x", f"hidden must be a multiple of 32, got {hidden}")
+    tokens = data.shape[0]
+    sf_storage, sf_view = L.alloc_sf(data, L.ceil_div(tokens, bt), L.ceil_div(hidden, bc), layout)
+    out = A.alloc(data, (tokens, hidden), "float8_e4m3fn")
+    if tokens:
+        # power-of-two factors keep every decoded value exact (see the docstring)
+        if bt == 1:
+            kernel = K.per_token_cast(hidden, bc, spec.key(), "e4m3", True, layout, "cast")
+        else:
+            kernel = K.per_block_cast(hidden, bt, bc, spec.key(), "e4m3", True, layout, "cast")
+        kernel.call_all([data, x_sf, out, sf_storage])
     return out, sf_view
