@@ -121,14 +121,16 @@ class Parser {
     }
     if (eat('.')) {
       integer = false;
-      if (pos_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[pos_]))) fail_here("digit expected after '.'");
+      if (pos_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[pos_])))
+        fail_here("digit expected after '.'");
       while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
     }
     if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
       integer = false;
       ++pos_;
       if (!eat('+')) eat('-');
-      if (pos_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[pos_]))) fail_here("digit expected in exponent");
+      if (pos_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[pos_])))
+        fail_here("digit expected in exponent");
       while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
     }
     const std::string text(s_.substr(start, pos_ - start));
@@ -152,10 +154,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char h = s_[pos_++];
       u <<= 4;
-      if (h >= '0' && h <= '9') u |= unsigned(h - '0');
-      else if (h >= 'a' && h <= 'f') u |= unsigned(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') u |= unsigned(h - 'A' + 10);
-      else fail_here("invalid hex digit in \\u escape");
+      if (h >= '0' && h <= '9')
+        u |= unsigned(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        u |= unsigned(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        u |= unsigned(h - 'A' + 10);
+      else
+        fail_here("invalid hex digit in \\u escape");
     }
     return u;
   }
@@ -193,14 +199,30 @@ class Parser {
       if (pos_ >= s_.size()) fail_here("unterminated escape");
       const char e = s_[pos_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           unsigned cp = parse_hex4();
           if (cp >= 0xD800 && cp < 0xDC00) {
@@ -214,7 +236,8 @@ class Parser {
           append_utf8(out, cp);
           break;
         }
-        default: fail_here(std::string("invalid escape '\\") + e + "'");
+        default:
+          fail_here(std::string("invalid escape '\\") + e + "'");
       }
     }
   }
@@ -234,16 +257,24 @@ const JsonValue* JsonValue::find(std::string_view key) const {
 
 const char* JsonValue::kind_name(Kind k) {
   switch (k) {
-    case Kind::kNull: return "null";
-    case Kind::kBool: return "a boolean";
-    case Kind::kNumber: return "a number";
-    case Kind::kString: return "a string";
-    case Kind::kArray: return "an array";
-    case Kind::kObject: return "an object";
+    case Kind::kNull:
+      return "null";
+    case Kind::kBool:
+      return "a boolean";
+    case Kind::kNumber:
+      return "a number";
+    case Kind::kString:
+      return "a string";
+    case Kind::kArray:
+      return "an array";
+    case Kind::kObject:
+      return "an object";
   }
   return "?";
 }
 
-JsonValue json_parse(std::string_view text, const std::string& what) { return Parser(text, what).parse_document(); }
+JsonValue json_parse(std::string_view text, const std::string& what) {
+  return Parser(text, what).parse_document();
+}
 
 }  // namespace tessera
