@@ -325,3 +325,40 @@ def test_per_block_cast_lossless(rng, out_block):
     fp8 = Q.per_block_cast_lossless(fp4, "e4m3", (1, 32), out_block, True, True, True)
     assert np.array_equal(Q.cast_back(fp8, "fp32", out_block), Q.cast_back(fp4, "fp32", (1, 32)))
     assert fp8[0].dtype == ml_dtypes.float8_e4m3fn and fp8[1].dtype == np.int32
+
+
+@pytest.mark.parametrize("clamp", [None, 1.5])
+def test_swiglu_backward_and_per_token_cast(rng, clamp):
+    rows, hidden, tokens, topk = 40, 256, 12, 4
+    x = inputs(rng, (rows, 2 * hidden))
+    codes, sf = Q.per_token_cast(x, "e4m3", 128)
+    grad_out = rng.standard_normal((rows, hidden)).astype(ml_dtypes.bfloat16)
+    weight = rng.random((tokens, topk)).astype(np.float32)
+    pairs = rng.permutation(tokens * topk)[:rows - 4]
+    pos_to_tk = np.concatenate([pairs, [-1] * 4]).astype(np.int32)
+    tk_to_pos = np.full(tokens * topk, -1, np.int32)
+    tk_to_pos[pairs] = np.arange(rows - 4)
+    tk_to_pos = tk_to_pos.reshape(tokens, topk)
+    out, (g8, gsf), grad, wgrad = Q.swiglu_backward_and_per_token_cast((codes, sf), grad_out, weight, pos_to_tk,
+                                                                       tk_to_pos, 128, swiglu_clamp_value=clamp)
+    xd = codes.astype(np.float64) * expand(sf.astype(np.float64), 1, 128, codes.shape)
+    left, right = xd[:, :hidden], xd[:, hidden:]
+    lc = np.minimum(left, clamp) if clamp else left
+    rc = np.clip(right, -clamp, clamp) if clamp else right
+    s = 1 / (1 + np.exp(-lc))
+    w = np.where(pos_to_tk >= 0, weight.reshape(-1)[np.maximum(pos_to_tk, 0)], 0)[:, None]
+    go = grad_out.astype(np.float64)
+    gl = go * w * s * rc * (1 + lc * (1 - s))
+    gr = go * w * s * lc
+    if clamp:
+        gl[left > clamp] = 0
+        gr[(right > clamp) | (right < -clamp)] = 0
+    act = lc * s * rc
+    want_wgrad = np.zeros(tokens * topk)
+    want_wgrad[pairs] = (go * act).sum(1)[:rows - 4]
+    np.testing.assert_allclose(out.astype(np.float64), act * w, rtol=2 ** -7, atol=1e-6)
+    full = np.concatenate([gl, gr], axis=1)
+    np.testing.assert_allclose(grad.astype(np.float64), full, rtol=2 ** -7, atol=1e-6)
+    np.testing.assert_allclose(wgrad.reshape(-1), want_wgrad, rtol=1e-5, atol=1e-5)
+    scale = expand(gsf.astype(np.float64), 1, 128, full.shape)
+    assert (np.abs(g8.astype(np.float64) * scale - full) <= 0.0626 * np.abs(full) + scale * 2.0 ** -9 + 1e-9).all()

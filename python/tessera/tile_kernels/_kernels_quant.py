@@ -373,3 +373,69 @@ def swiglu_per_token_cast(hidden: int, npc: int, in_dtype: str, round_sf: bool, 
                 out[r0 + i, c0 + j] = N.e4m3(frag[i, j] * inv[i])
 
     return _compile(main)
+
+
+@functools.lru_cache(maxsize=None)
+def swiglu_backward_per_token_cast(hidden: int, npc: int, round_sf: bool, clamp: bool):
+    """SwiGLU backward of one expanded row per block. With l, r the decoded halves of x (clamped when
+    clamp), s = sigmoid(l), w the row's routing weight (0 for a negative position) and g = grad_out:
+    out = silu(l) * r * w; grad_l = g w s r (1 + l (1 - s)) and grad_r = g w s l (0 where clamped);
+    weight_grad[pos] = sum(g * silu(l) * r). grad is written as bfloat16 and cast to e4m3 with one
+    factor per npc channels (from the float32 values)."""
+    rows = T.dynamic("num_expand_tokens")
+    pairs = T.dynamic("num_token_topk")
+    groups = 2 * hidden // npc
+
+    @T.prim_func
+    def main(x: T.Tensor((rows, 2 * hidden), "float8_e4m3"), x_sf: T.Tensor((rows, groups), "float32"),
+             grad_out: T.Tensor((rows, hidden), "bfloat16"), weight: T.Tensor((pairs,), "float32"),
+             pos_to_token_topk: T.Tensor((rows,), "int32"), token_topk_to_pos: T.Tensor((pairs,), "int32"),
+             out: T.Tensor((rows, hidden), "bfloat16"), grad_fp8: T.Tensor((rows, 2 * hidden), "float8_e4m3"),
+             grad_sf: T.Tensor((rows, groups), "float32"), grad: T.Tensor((rows, 2 * hidden), "bfloat16"),
+             weight_grad: T.Tensor((pairs,), "float32"), clamp_value: T.float32):
+        with T.Kernel(rows, threads=128) as p:
+            w = T.alloc_fragment((1,), "float32")
+            g = T.alloc_fragment((groups, npc), "float32")
+            prod = T.alloc_fragment((1, hidden), "float32")
+            dot = T.alloc_fragment((1,), "float32")
+            amax = T.alloc_fragment((groups,), "float32")
+            inv = T.alloc_fragment((groups,), "float32")
+            w[0] = _row_weight(True, pos_to_token_topk, weight, p, rows)
+            for j in T.Parallel(hidden):
+                left_raw = T.cast(x[p, j], "float32") * x_sf[p, j // npc]
+                right_raw = T.cast(x[p, hidden + j], "float32") * x_sf[p, (hidden + j) // npc]
+                left = T.min(left_raw, clamp_value) if clamp else left_raw
+                right = T.max(T.min(right_raw, clamp_value), -clamp_value) if clamp else right_raw
+                denom = 1.0 + T.exp(-left)
+                sig = 1.0 / denom
+                go = T.cast(grad_out[p, j], "float32")
+                gws = go * w[0] * sig
+                grad_left = gws * right * T.fma(left, 1.0 - sig, 1.0)
+                grad_right = gws * left
+                if clamp:
+                    grad_left = T.if_then_else(left_raw > clamp_value, 0.0, grad_left)
+                    grad_right = T.if_then_else(right_raw > clamp_value or right_raw < -clamp_value, 0.0, grad_right)
+                act = left / denom * right
+                out[p, j] = T.cast(act * w[0], "bfloat16")
+                prod[0, j] = go * act
+                g[j // npc, j % npc] = grad_left
+                g[(hidden + j) // npc, (hidden + j) % npc] = grad_right
+                grad[p, j] = T.cast(grad_left, "bfloat16")
+                grad[p, hidden + j] = T.cast(grad_right, "bfloat16")
+            T.reduce_sum(prod, dot, dim=1)
+            pos = pos_to_token_topk[p]
+            if pos >= 0:
+                weight_grad[pos] = dot[0]
+            T.reduce_absmax(g, amax, dim=1)
+            for q in T.serial(groups):
+                s, s_inv, _ = N.sf_and_inv(amax[q], "e4m3", round_sf)
+                grad_sf[p, q] = s
+                inv[q] = s_inv
+            for q, c in T.Parallel(groups, npc):
+                grad_fp8[p, q * npc + c] = N.e4m3(g[q, c] * inv[q])
+        with T.Kernel(T.ceildiv(pairs, 1024), threads=128) as b:
+            for i in T.Parallel(1024):
+                if token_topk_to_pos[b * 1024 + i] < 0:
+                    weight_grad[b * 1024 + i] = 0.0
+
+    return _compile(main)

@@ -5,6 +5,8 @@ low nibble). Scaling factors come in TileKernels' three layouts (tile_kernels/_s
 are torch CPU tensors or numpy arrays; outputs have the input's kind. Every check runs before a kernel
 writes anything.
 """
+import numpy as np
+
 from .. import _arrays as A
 from .. import _kernels_quant as K
 from .. import _sf_layout as L
@@ -344,3 +346,53 @@ def per_block_cast_lossless(x, fmt, x_block_size, out_block_size, use_tma_aligne
             kernel = K.per_block_cast(hidden, bt, bc, spec.key(), "e4m3", True, layout, "cast")
         kernel.call_all([data, x_sf, out, sf_storage])
     return out, sf_view
+
+
+def swiglu_backward_and_per_token_cast(x, grad_out, weight, pos_to_token_topk, token_topk_to_pos, num_per_channels,
+                                       round_sf=False, swiglu_clamp_value=None):
+    """SwiGLU backward from the e4m3 forward input x = (codes [rows, 2h], sf [rows, 2h / npc]) and grad_out
+    (bf16 [rows, h]): returns (out bf16 [rows, h], (grad e4m3 [rows, 2h], sf), grad bf16 [rows, 2h],
+    weight_grad float32 [tokens, topk]); see _kernels_quant.swiglu_backward_per_token_cast."""
+    fn = "swiglu_backward_and_per_token_cast"
+    npc = A.require_int(fn, "num_per_channels", num_per_channels, allowed=(32, 128))
+    if not isinstance(round_sf, bool):
+        raise A.ArgumentTypeError(f"{fn}: argument 'round_sf' must be a bool, got {type(round_sf).__name__}")
+    if not isinstance(x, tuple) or len(x) != 2:
+        raise A.ArgumentTypeError(f"{fn}: argument 'x' must be a (data, sf) tuple, got {type(x).__name__}")
+    data, sf = x
+    A.require_array(fn, "x[0]", data, ("float8_e4m3fn",))
+    if data.ndim not in (2, 3) or data.shape[-1] % (2 * npc) or not A.is_contiguous(data):
+        raise A.invalid_argument(fn, "x[0]", f"must be a contiguous [rows, 2 * hidden] array with hidden a multiple of "
+                                 f"{npc}, got shape {list(data.shape)}")
+    hidden = data.shape[-1] // 2
+    data = data.reshape(-1, 2 * hidden)
+    rows = data.shape[0]
+    A.require_array(fn, "x[1]", sf, ("float32",), ndim=2)
+    if tuple(sf.shape) != (rows, 2 * hidden // npc) or not A.is_contiguous(sf):
+        raise A.invalid_argument(fn, "x[1]", f"must be contiguous with shape [{rows}, {2 * hidden // npc}], got "
+                                 f"{list(sf.shape)}")
+    A.require_array(fn, "grad_out", grad_out, ("bfloat16",))
+    if int(np.prod(grad_out.shape)) != rows * hidden or grad_out.shape[-1] != hidden or not A.is_contiguous(grad_out):
+        raise A.invalid_argument(fn, "grad_out", f"must be contiguous with {rows} rows of {hidden}, got "
+                                 f"{list(grad_out.shape)}")
+    grad_out = grad_out.reshape(rows, hidden)
+    A.require_array(fn, "weight", weight, ("float32",), ndim=2)
+    A.require_array(fn, "token_topk_to_pos", token_topk_to_pos, ("int32",), ndim=2)
+    A.require_array(fn, "pos_to_token_topk", pos_to_token_topk, ("int32",), ndim=1)
+    if tuple(token_topk_to_pos.shape) != tuple(weight.shape) or not A.is_contiguous(weight) \
+            or not A.is_contiguous(token_topk_to_pos):
+        raise A.invalid_argument(fn, "token_topk_to_pos", "must be contiguous with weight's shape")
+    if pos_to_token_topk.shape[0] != rows:
+        raise A.invalid_argument(fn, "pos_to_token_topk", f"must have {rows} entries, got {pos_to_token_topk.shape[0]}")
+    A.check_same_kind(fn, x=data, grad_out=grad_out, weight=weight, pos_to_token_topk=pos_to_token_topk,
+                      token_topk_to_pos=token_topk_to_pos)
+    out = A.alloc(data, (rows, hidden), "bfloat16")
+    grad_fp8 = A.alloc(data, (rows, 2 * hidden), "float8_e4m3fn")
+    grad_sf = A.alloc(data, (rows, 2 * hidden // npc), "float32")
+    grad = A.alloc(data, (rows, 2 * hidden), "bfloat16")
+    weight_grad = A.alloc(data, weight.shape, "float32", zero=True)
+    if rows or weight.shape[0]:
+        K.swiglu_backward_per_token_cast(hidden, npc, round_sf, swiglu_clamp_value is not None).call_all(
+            [data, sf, grad_out, weight.reshape(-1), pos_to_token_topk, token_topk_to_pos.reshape(-1), out, grad_fp8,
+             grad_sf, grad, weight_grad.reshape(-1), float(swiglu_clamp_value or 0.0)])
+    return out, (grad_fp8, grad_sf), grad, weight_grad
