@@ -362,3 +362,19 @@ def test_swiglu_backward_and_per_token_cast(rng, clamp):
     np.testing.assert_allclose(wgrad.reshape(-1), want_wgrad, rtol=1e-5, atol=1e-5)
     scale = expand(gsf.astype(np.float64), 1, 128, full.shape)
     assert (np.abs(g8.astype(np.float64) * scale - full) <= 0.0626 * np.abs(full) + scale * 2.0 ** -9 + 1e-9).all()
+
+
+@pytest.mark.parametrize("npt,transposed,clamp", [(128, True, None), (32, False, 2.0)])
+def test_swiglu_forward_and_per_channel_cast_and_transpose(rng, npt, transposed, clamp):
+    x = (rng.standard_normal((256, 384)) * 2).astype(ml_dtypes.bfloat16)
+    codes, sf = Q.swiglu_forward_and_per_channel_cast_and_transpose(x, "e4m3", npt, without_transpose=not transposed,
+                                                                    swiglu_clamp_value=clamp)
+    f = x.astype(np.float64)
+    left, right = f[:, :192], f[:, 192:]
+    if clamp:
+        left, right = np.minimum(left, clamp), np.clip(right, -clamp, clamp)
+    value = left / (1 + np.exp(-left)) * right
+    decoded = (codes.T if transposed else codes).astype(np.float64)
+    scale = expand(sf.astype(np.float64), npt, 1, value.shape)
+    np.testing.assert_allclose(sf, np.maximum(block_amax(value, npt, 1), 1e-4) / 448, rtol=1e-6)
+    assert (np.abs(decoded * scale - value) <= 0.0626 * np.abs(value) + scale * 2.0 ** -9 + 1e-12).all()

@@ -206,14 +206,16 @@ def cast_back(hidden: int, spec_key, out_dtype: str):
 
 
 @functools.lru_cache(maxsize=None)
-def per_channel_cast(hidden: int, bt: int, in_spec_key, round_sf: bool, transposed: bool, gather: bool):
+def per_channel_cast(hidden: int, bt: int, in_spec_key, round_sf: bool, transposed: bool, gather: bool,
+                     swiglu: bool = False, clamp_value=None):
     """e4m3 cast with one factor per bt x 1 block (a column segment of bt tokens); optionally reading
-    row pos_to_token[r] for output row r (-1: a zero row) and writing the transposed codes."""
+    row pos_to_token[r] for output row r (-1: a zero row), writing the transposed codes, or casting
+    SwiGLU(x) of an x with 2 * hidden columns (clamped first when clamp_value is not None)."""
     spec = InputSpec(*in_spec_key)
     tokens_in = T.dynamic("num_tokens")
     tokens = T.dynamic("num_tokens_out") if gather else tokens_in
     cols = 128
-    x_ann, x_sf_ann = _input_params(spec, hidden, tokens_in)
+    x_ann, x_sf_ann = _input_params(spec, 2 * hidden if swiglu else hidden, tokens_in)
     out_ann = T.Tensor((hidden, tokens) if transposed else (tokens, hidden), "float8_e4m3")
     sf_ann = T.Tensor((T.dynamic("sf_rows"), hidden), "float32")
     pos_ann = T.Tensor((tokens,), "int32")
@@ -232,6 +234,11 @@ def per_channel_cast(hidden: int, bt: int, in_spec_key, round_sf: bool, transpos
                     src[i] = T.if_then_else(r0 + i < tokens, pos[r0 + i], -1)
                 for i, j in T.Parallel(bt, cols):
                     frag[i, j] = T.if_then_else(src[i] >= 0, _decoded(spec, x, x_sf, src[i], c0 + j), 0.0)
+            elif swiglu:
+                for i, j in T.Parallel(bt, cols):
+                    frag[i, j] = _swiglu(T.cast(x[r0 + i, c0 + j], "float32"),
+                                         T.cast(x[r0 + i, hidden + c0 + j], "float32"), clamp_value is not None,
+                                         T.cast(clamp_value or 0.0, "float32"))
             elif spec.sf_block is None:
                 T.copy(x[r0, c0], frag)
             else:

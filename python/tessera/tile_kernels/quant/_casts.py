@@ -396,3 +396,31 @@ def swiglu_backward_and_per_token_cast(x, grad_out, weight, pos_to_token_topk, t
             [data, sf, grad_out, weight.reshape(-1), pos_to_token_topk, token_topk_to_pos.reshape(-1), out, grad_fp8,
              grad_sf, grad, weight_grad.reshape(-1), float(swiglu_clamp_value or 0.0)])
     return out, (grad_fp8, grad_sf), grad, weight_grad
+
+
+def swiglu_forward_and_per_channel_cast_and_transpose(x, fmt, num_per_tokens, round_sf=False, without_transpose=False,
+                                                      swiglu_clamp_value=None):
+    """e4m3 per-channel cast (one factor per num_per_tokens tokens of a channel) of SwiGLU(x) =
+    silu(x[:, :h]) * x[:, h:] for bf16 x [tokens, 2h] (clamped first with swiglu_clamp_value); returns
+    (codes [h, tokens], or [tokens, h] with without_transpose, sf [tokens / npt, h])."""
+    fn = "swiglu_forward_and_per_channel_cast_and_transpose"
+    A.require_choice(fn, "fmt", fmt, ("e4m3",))
+    if not isinstance(round_sf, bool) or not isinstance(without_transpose, bool):
+        raise A.ArgumentTypeError(f"{fn}: arguments 'round_sf' and 'without_transpose' must be bools")
+    npt = A.require_int(fn, "num_per_tokens", num_per_tokens, allowed=(32, 128))
+    A.require_array(fn, "x", x, ("bfloat16",), ndim=2)
+    if not A.is_contiguous(x):
+        raise A.invalid_argument(fn, "x", "must be contiguous")
+    tokens, hidden2 = x.shape
+    if tokens % npt or hidden2 % 128:
+        raise A.invalid_argument(fn, "x", f"needs tokens a multiple of {npt} and 2 * hidden a multiple of 128, got "
+                                 f"shape {list(x.shape)}")
+    hidden = hidden2 // 2
+    out = A.alloc(x, (tokens, hidden) if without_transpose else (hidden, tokens), "float8_e4m3fn")
+    sf = A.alloc(x, (tokens // npt, hidden), "float32")
+    if tokens:
+        clamp = None if swiglu_clamp_value is None else float(swiglu_clamp_value)
+        kernel = K.per_channel_cast(hidden, npt, K.InputSpec("bfloat16").key(), round_sf, not without_transpose, False,
+                                    True, clamp)
+        kernel.call_all([x, out, sf])
+    return out, sf
