@@ -8,8 +8,8 @@
 #include "linear.h"
 #include "step.h"
 #include "tessera/core/dtype.h"
-#include "tessera/core/thread_pool.h"
 #include "tessera/flash_mla.h"
+#include "tessera/gemm_grouped.h"
 
 namespace tessera::model {
 
@@ -27,29 +27,19 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   rms_norm(qr.data(), w.q_a_norm.data(), rows, c.q_lora_rank, qr.data());
   linear_forward(w.q_b, qr.data(), rows, q.data(), ue8m0);
   linear_forward(w.kv_a, x_norm, rows, kv.data(), ue8m0);
-  // Absorbed queries in bf16: [q_nope W_uk (512), rotated q_pe (64)] per head. Each head dequantises its
-  // W_uk block of kv_b once (L2-sized) and applies it to every row.
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t h = 0; h < H; ++h) rope_interleaved(q.data() + (r * H + h) * dqk + nope, m.rope, batch.pos[size_t(r)]);
-  std::vector<uint16_t> q_mla(size_t(rows * H * dc));
-  parallel_for(H, [&](int64_t h0, int64_t h1) {
-    std::vector<float> w_uk(size_t(nope * lat)), acc(static_cast<size_t>(lat));
-    for (int64_t h = h0; h < h1; ++h) {
-      for (int64_t d = 0; d < nope; ++d) w.kv_b.row_f32(h * (nope + vdim) + d, w_uk.data() + d * lat);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* qh = q.data() + (r * H + h) * dqk;
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t d = 0; d < nope; ++d) {
-          const float a = qh[d];
-          const float* wr = w_uk.data() + d * lat;
-          for (int64_t j = 0; j < lat; ++j) acc[size_t(j)] += a * wr[j];
-        }
-        uint16_t* dst = q_mla.data() + (r * H + h) * dc;
-        for (int64_t j = 0; j < lat; ++j) dst[j] = f32_to_bf16(acc[size_t(j)]);
-        for (int64_t j = 0; j < rope; ++j) dst[lat + j] = f32_to_bf16(qh[nope + j]);
-      }
-    }
-  });
+  // Absorbed queries in bf16: [q_nope W_uk (512), rotated q_pe (64)] per head, q_nope W_uk on the bf16
+  // einsum with kv_b in bf16 (DeepSeek's weight_dequant), written straight into the query rows.
+  const int64_t kvb_head = (nope + vdim) * lat;  // elements of one head's block of kv_b
+  std::vector<uint16_t> q_nope(size_t(rows * H * nope)), q_mla(size_t(rows * H * dc));
+  for (int64_t i = 0; i < rows * H; ++i) {
+    float* qh = q.data() + i * dqk;
+    rope_interleaved(qh + nope, m.rope, batch.pos[size_t(i / H)]);
+    for (int64_t d = 0; d < nope; ++d) q_nope[size_t(i * nope + d)] = f32_to_bf16(qh[d]);
+    for (int64_t j = 0; j < rope; ++j) q_mla[size_t(i * dc + lat + j)] = f32_to_bf16(qh[nope + j]);
+  }
+  gemm::einsum("bhd,hdr->bhr", TensorView(q_nope.data(), DType::kBF16, {rows, H, nope}),
+               TensorView(const_cast<uint16_t*>(w.kv_b_bf16), DType::kBF16, {H, nope, lat}, {kvb_head, lat, 1}),
+               TensorView(q_mla.data(), DType::kBF16, {rows, H, lat}, {H * dc, dc, 1}));
   timer.lap(Component::kAttnProjections);
 
   // The indexer reads qr and x_norm and writes its own key cache.
@@ -111,27 +101,12 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   }
   timer.lap(Component::kAttention);
 
-  // o[h] = o_lat[h] W_uv[h]^T, then o_proj; each head dequantises its W_uv block once.
+  // o[h] = o_lat[h] W_uv[h]^T on the bf16 einsum, then o_proj.
   std::vector<float> o(size_t(rows * H * vdim));
-  parallel_for(H, [&](int64_t h0, int64_t h1) {
-    std::vector<float> w_uv(size_t(vdim * lat)), ol(static_cast<size_t>(lat));
-    for (int64_t h = h0; h < h1; ++h) {
-      for (int64_t v = 0; v < vdim; ++v) w.kv_b.row_f32(h * (nope + vdim) + nope + v, w_uv.data() + v * lat);
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = r * H + h;
-        for (int64_t j = 0; j < lat; ++j) ol[size_t(j)] = bf16_to_f32(o_lat[size_t(i * lat + j)]);
-        for (int64_t v = 0; v < vdim; ++v) {
-          const float* wr = w_uv.data() + v * lat;
-          float acc[16] = {};
-          for (int64_t j = 0; j < lat; j += 16)
-            for (int l = 0; l < 16; ++l) acc[l] += ol[size_t(j + l)] * wr[j + l];
-          float sum = 0;
-          for (int l = 0; l < 16; ++l) sum += acc[l];
-          o[size_t(i * vdim + v)] = sum;
-        }
-      }
-    }
-  });
+  gemm::einsum(
+      "bhr,hdr->bhd", TensorView(o_lat.data(), DType::kBF16, {rows, H, lat}),
+      TensorView(const_cast<uint16_t*>(w.kv_b_bf16) + nope * lat, DType::kBF16, {H, vdim, lat}, {kvb_head, lat, 1}),
+      TensorView(o.data(), DType::kF32, {rows, H, vdim}));
   linear_forward(w.o_proj, o.data(), rows, out, ue8m0);
   if (positions_out) *positions_out = positions;
   timer.lap(Component::kAttnProjections);

@@ -146,23 +146,43 @@ void q8_rows(const float* x, int64_t rows, int64_t k, bool ue8m0, uint8_t* codes
   });
 }
 
+namespace {
+
+// The head reads vocab x dim weights per step: this file has no ISA flags (src/backends/cpu/README.md), so
+// on x86 GCC builds the dot product gets per-ISA clones picked at load time.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TESSERA_MODEL_DOT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TESSERA_MODEL_DOT_CLONES
+#endif
+
+// 16 partial sums in a fixed pattern: vectorisable and independent of the thread count.
+TESSERA_MODEL_DOT_CLONES float dot_f32(const float* x, const float* w, int64_t k) {
+  float acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16)
+    for (int l = 0; l < 16; ++l) acc[l] += x[i + l] * w[i + l];
+  float sum = 0;
+  for (int l = 0; l < 16; ++l) sum += acc[l];
+  for (; i < k; ++i) sum += x[i] * w[i];
+  return sum;
+}
+
+TESSERA_MODEL_DOT_CLONES void widen_bf16(const uint16_t* w, int64_t k, float* out) {
+  for (int64_t i = 0; i < k; ++i) {
+    const uint32_t bits = uint32_t(w[i]) << 16;
+    std::memcpy(out + i, &bits, 4);
+  }
+}
+
+}  // namespace
+
 void matmul_bf16_f32(const float* x, int64_t rows, const uint16_t* w, int64_t n, int64_t k, float* out) {
   auto body = [&](int64_t j0, int64_t j1) {
     std::vector<float> wrow(static_cast<size_t>(k));
     for (int64_t j = j0; j < j1; ++j) {
-      for (int64_t i = 0; i < k; ++i) wrow[size_t(i)] = bf16_to_f32(w[j * k + i]);
-      for (int64_t r = 0; r < rows; ++r) {
-        // 16 partial sums in a fixed pattern: vectorisable and independent of the thread count.
-        float acc[16] = {};
-        const float* xr = x + r * k;
-        int64_t i = 0;
-        for (; i + 16 <= k; i += 16)
-          for (int l = 0; l < 16; ++l) acc[l] += xr[i + l] * wrow[size_t(i + l)];
-        float sum = 0;
-        for (int l = 0; l < 16; ++l) sum += acc[l];
-        for (; i < k; ++i) sum += xr[i] * wrow[size_t(i)];
-        out[r * n + j] = sum;
-      }
+      widen_bf16(w + j * k, k, wrow.data());
+      for (int64_t r = 0; r < rows; ++r) out[r * n + j] = dot_f32(x + r * k, wrow.data(), k);
     }
   };
   if (n * rows * k < 65536)

@@ -75,7 +75,8 @@ TEST_P(ModelStep, BitwiseIdenticalForOneAndTwoThreads) {
 }
 
 // Decoding token n after a prefill of tokens [0, n) gives the logits that a prefill of [0, n] gives for
-// its last token (same cache contents; only the kernels' row blocking differs).
+// its last token: the same cache contents; only the GEMMs' row blocking differs (M = 1 against M = n),
+// which can move a bf16 rounding by one unit.
 TEST_P(ModelStep, DecodeAfterPrefillMatchesWholePrefill) {
   const std::vector<int32_t> tokens = random_tokens(41, config_.vocab_size, 3);
   Model m(dir_);
@@ -93,7 +94,7 @@ TEST_P(ModelStep, DecodeAfterPrefillMatchesWholePrefill) {
       max_err = std::max(max_err, std::fabs(double(ref[v]) - decoded[j][size_t(v)]));
     }
     EXPECT_GT(max_ref, 0.1);
-    EXPECT_LE(max_err, 1e-3 * max_ref) << "decode step " << j;
+    EXPECT_LE(max_err, 5e-3 * max_ref) << "decode step " << j;
   }
 }
 
@@ -160,7 +161,8 @@ namespace tessera::model {
 namespace {
 
 // Experts stored at a constant stride (one file, written in order) run on the M-grouped GEMMs; dealt
-// over five files (six tensors per expert) they are not evenly spaced and run one GEMM each. Both paths round the same values to bf16, so the logits agree.
+// over five files (six tensors per expert) they are not evenly spaced and run one GEMM each. Both paths round the same
+// values to bf16, so the logits agree.
 TEST(ModelExperts, GroupedAndPerExpertPathsAgree) {
   const Config c = tiny_config(true);
   const std::string one = make_temp_dir("grouped"), two = make_temp_dir("single");
