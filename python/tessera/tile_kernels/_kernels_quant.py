@@ -1,5 +1,8 @@
 """Tile-language kernels of tessera.tile_kernels.quant (the public functions live in quant/).
 
+FP8 outputs are uint8 parameters holding e4m3 codes (computed in vector arithmetic by
+_tl_numerics.e4m3, faster than a float8 store); Python hands the kernels uint8 views of float8 arrays.
+
 Each factory is memoized on its (hashable) configuration and returns a compiled JITKernel whose
 parameters are all given by the caller (no out_idx): the Python layer allocates outputs, so SF
 storages can be strided views. Row counts are T.dynamic: one kernel serves every number of tokens.
@@ -68,16 +71,17 @@ def _decoded(spec: InputSpec, x, x_sf, r, c):
     return v * L.load_sf(x_sf, spec.sf_layout, r // bt, c // bc)
 
 
+@T.macro
 def _store_codes(fmt, out, frag, inv, rows, cols, r0, c0, in_row):
-    """Encodes frag[i, j] * inv(i, j) into out[r0 + i, c0 + j] (FP4: two codes per byte)."""
+    """Encodes frag[i, j] * inv(i, j) into out[r0 + i, c0 + j] (uint8 codes; FP4: two codes per byte)."""
     if fmt == "e4m3":
         for i, j in T.Parallel(rows, cols):
             out[r0 + i, c0 + j] = N.e4m3(frag[i, j] * inv(i, j))
     else:
         for i, j in T.Parallel(rows, cols // 2):
-            lo = N.e2m1_code(frag[i, 2 * j] * inv(i, 2 * j))
-            hi = N.e2m1_code(frag[i, 2 * j + 1] * inv(i, 2 * j + 1))
-            out[r0 + i, c0 // 2 + j] = T.cast(lo + hi * 16, "uint8")
+            lo = frag[i, 2 * j] * inv(i, 2 * j)
+            hi = frag[i, 2 * j + 1] * inv(i, 2 * j + 1)
+            out[r0 + i, c0 // 2 + j] = T.cast(N.e2m1_code(lo) + N.e2m1_code(hi) * 16, "uint8")
 
 
 @functools.lru_cache(maxsize=None)
@@ -91,7 +95,7 @@ def per_token_cast(hidden: int, npc: int, spec_key, fmt: str, round_sf: bool, sf
     rows = max(1, min(64, _TILE_ELEMS // npc))
     x_ann, x_sf_ann = _input_params(spec, hidden, tokens)
     out_ann = T.Tensor((tokens, hidden if fmt == "e4m3" else hidden // 2),
-                       "float8_e4m3" if fmt == "e4m3" else "uint8")
+                       "uint8")
     sf_ann = T.Tensor(L.sf_param_shape(sf_layout, tokens, k_blocks, T.dynamic("sf_cols")),
                       L.storage_dtype(sf_layout))
 
@@ -153,7 +157,7 @@ def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: 
     k_blocks = L.ceil_div(hidden, bc)
     x_ann, x_sf_ann = _input_params(spec, hidden, tokens)
     out_ann = T.Tensor((tokens, hidden if fmt == "e4m3" else hidden // 2),
-                       "float8_e4m3" if fmt == "e4m3" else "uint8")
+                       "uint8")
     sf_ann = T.Tensor(L.sf_param_shape(sf_layout, T.dynamic("sf_rows"), k_blocks, T.dynamic("sf_cols")),
                       L.storage_dtype(sf_layout))
 
@@ -216,7 +220,7 @@ def per_channel_cast(hidden: int, bt: int, in_spec_key, round_sf: bool, transpos
     tokens = T.dynamic("num_tokens_out") if gather else tokens_in
     cols = 128
     x_ann, x_sf_ann = _input_params(spec, 2 * hidden if swiglu else hidden, tokens_in)
-    out_ann = T.Tensor((hidden, tokens) if transposed else (tokens, hidden), "float8_e4m3")
+    out_ann = T.Tensor((hidden, tokens) if transposed else (tokens, hidden), "uint8")
     sf_ann = T.Tensor((T.dynamic("sf_rows"), hidden), "float32")
     pos_ann = T.Tensor((tokens,), "int32")
 
@@ -330,7 +334,7 @@ def swiglu_per_token_cast(hidden: int, npc: int, in_dtype: str, round_sf: bool, 
     k_blocks = L.ceil_div(hidden, npc)
     rows = max(1, min(64, _TILE_ELEMS // npc))
     x_ann = T.Tensor((rows_total, 2 * hidden), TL_DTYPE[in_dtype])
-    out_ann = T.Tensor((rows_total, hidden), "float8_e4m3")
+    out_ann = T.Tensor((rows_total, hidden), "uint8")
     sf_ann = T.Tensor(L.sf_param_shape(sf_layout, rows_total, k_blocks, T.dynamic("sf_cols")),
                       L.storage_dtype(sf_layout))
 
@@ -397,7 +401,7 @@ def swiglu_backward_per_token_cast(hidden: int, npc: int, round_sf: bool, clamp:
     def main(x: T.Tensor((rows, 2 * hidden), "float8_e4m3"), x_sf: T.Tensor((rows, groups), "float32"),
              grad_out: T.Tensor((rows, hidden), "bfloat16"), weight: T.Tensor((pairs,), "float32"),
              pos_to_token_topk: T.Tensor((rows,), "int32"), token_topk_to_pos: T.Tensor((pairs,), "int32"),
-             out: T.Tensor((rows, hidden), "bfloat16"), grad_fp8: T.Tensor((rows, 2 * hidden), "float8_e4m3"),
+             out: T.Tensor((rows, hidden), "bfloat16"), grad_fp8: T.Tensor((rows, 2 * hidden), "uint8"),
              grad_sf: T.Tensor((rows, groups), "float32"), grad: T.Tensor((rows, 2 * hidden), "bfloat16"),
              weight_grad: T.Tensor((pairs,), "float32"), clamp_value: T.float32):
         with T.Kernel(rows, threads=128) as p:

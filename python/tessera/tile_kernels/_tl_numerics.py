@@ -3,7 +3,7 @@
 The rules follow TileKernels' torch references, so results are bit-exact against them:
 - a block's factor is sf = max(amax, clamp_min) / max_code and the multiplier sf_inv = max_code / max(...)
   (two IEEE float32 divisions); with round_sf both are powers of two, sf rounded up (2^ceil(log2 sf));
-- FP8 e4m3 codes: x * sf_inv clamped to +-448, rounded to nearest even;
+- FP8 e4m3 codes (uint8): x * sf_inv clamped to +-448, rounded to nearest even, NaN -> 0x7F;
 - FP4 e2m1 codes: nearest of {0, .5, 1, 1.5, 2, 3, 4, 6} with ties to the even code, saturating at 6;
   the sign bit follows the float's sign (so -0.0 gives code 8).
 """
@@ -40,23 +40,44 @@ def sf_and_inv(amax, fmt: str, round_sf: bool, clamp_min=None):
     return pow2(e), pow2(0 - e), e + 127
 
 
+def _binade_select(a, values):
+    """The entry of values (one per binade 2^k, k = -6 .. 8) for the binade of a (clamped to that range)."""
+    expr = values(-6)
+    for k in range(-5, 9):
+        expr = T.if_then_else(a >= 2.0 ** k, values(k), expr)
+    return expr
+
+
+@T.macro
 def e4m3(v):
-    return T.cast(T.clamp(v, -E4M3_MAX, E4M3_MAX), "float8_e4m3")
+    """The e4m3fn code (uint8) of v clamped to +-448, round to nearest even, computed arithmetically:
+    the magnitude's binade 2^e (e >= -6) scales it to [8, 16), where adding and subtracting 2^23 rounds to
+    an integer; code = (e + 6) * 8 + that integer (a carry to 16 moves into the next binade by itself).
+    Below 2^-6 the code is the subnormal count a * 2^9, rounded the same way. NaN gives 0x7F."""
+    c = T.clamp(v, -E4M3_MAX, E4M3_MAX)
+    a = T.abs(c)
+    scale = _binade_select(a, lambda k: T.cast(2.0 ** (3 - k), "float32"))
+    base = _binade_select(a, lambda k: T.cast((k + 6) * 8, "int32"))
+    t = T.if_then_else(a < 2.0 ** -6, a * 512.0, a * scale)
+    rounded = (t + 8388608.0) - 8388608.0
+    magnitude = T.if_then_else(a < 2.0 ** -6, 0, base) + T.cast(rounded, "int32")
+    code = T.if_then_else(T.isnan(v), 127, magnitude) + T.if_then_else((1.0 / c) < 0.0, 128, 0)
+    return T.cast(code, "uint8")
 
 
+def step(cond):
+    return T.if_then_else(cond, T.cast(1, "int32"), T.cast(0, "int32"))
+
+
+@T.macro
 def e2m1_code(v):
     """The 4-bit e2m1 code (int32 in [0, 15]) of a float32 value, round to nearest even, saturating."""
     a = T.abs(v)
-    one = T.cast(1, "int32")
-    zero = T.cast(0, "int32")
-
-    def step(cond):
-        return T.if_then_else(cond, one, zero)
     # Ties go to the even code: up at 0.75, 1.75 and 3.5, down at 0.25, 1.25, 2.5 and 5.
     magnitude = (step(a > 0.25) + step(a >= 0.75) + step(a > 1.25) + step(a >= 1.75) + step(a > 2.5)
                  + step(a >= 3.5) + step(a > 5.0))
     negative = (1.0 / v) < 0.0  # true for negative values and for -0.0
-    return magnitude + T.if_then_else(negative, T.cast(8, "int32"), zero)
+    return magnitude + T.if_then_else(negative, T.cast(8, "int32"), T.cast(0, "int32"))
 
 
 def e2m1_value(code):

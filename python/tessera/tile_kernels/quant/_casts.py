@@ -59,6 +59,11 @@ def _new_codes(like, tokens, hidden, fmt):
     return A.alloc(like, (tokens, hidden // 2), "uint8")
 
 
+def _u8(a):
+    """The uint8 view the kernels write e4m3 codes through (other arrays unchanged)."""
+    return A.view_as(a, "uint8") if a is not None and A.dtype_name(a) == "float8_e4m3fn" else a
+
+
 def _codes_result(out, fmt):
     return out if fmt == "e4m3" else A.view_as(out, "int8")
 
@@ -82,7 +87,7 @@ def _per_token(fn, x, fmt, num_per_channels, x_block_size, col, round_sf, packed
     out = None if mode == "sf_only" else _new_codes(data, tokens, hidden, fmt)
     if tokens:
         kernel = K.per_token_cast(hidden, npc, spec.key(), fmt, round_sf, layout, mode)
-        args = [data] + ([x_sf] if x_sf is not None else []) + ([out] if out is not None else []) + [sf_storage]
+        args = [data] + ([x_sf] if x_sf is not None else []) + ([_u8(out)] if out is not None else []) + [sf_storage]
         kernel.call_all(args)
     if mode == "sf_only":
         return sf_view
@@ -134,7 +139,7 @@ def _per_block(fn, x, fmt, block_size, col, round_sf, packed, mode, sf=None):
     out = None if mode == "sf_only" else _new_codes(x, tokens, hidden, fmt)
     if tokens:
         kernel = K.per_block_cast(hidden, bt, bc, K.InputSpec(A.dtype_name(x)).key(), fmt, round_sf, layout, mode)
-        kernel.call_all([x] + ([out] if out is not None else []) + [sf_storage])
+        kernel.call_all([x] + ([_u8(out)] if out is not None else []) + [sf_storage])
     if mode == "sf_only":
         return sf_view
     if mode == "cast_only":
@@ -210,7 +215,7 @@ def _per_channel(fn, x, fmt, num_per_tokens, round_sf, transposed, num_per_chann
     sf = A.alloc(data, (L.ceil_div(tokens, npt), hidden), "float32")
     if tokens:
         kernel = K.per_channel_cast(hidden, npt, spec.key(), round_sf, transposed, pos_to_token is not None)
-        args = [data] + ([x_sf] if x_sf is not None else []) + [out, sf]
+        args = [data] + ([x_sf] if x_sf is not None else []) + [_u8(out), sf]
         kernel.call_all(args + ([pos_to_token] if pos_to_token is not None else []))
     return out, sf
 
@@ -307,7 +312,7 @@ def swiglu_forward_and_per_token_cast(x, fmt, num_per_channels, pos_to_token_top
                                          pos_to_expert is not None, swiglu_clamp_value is not None,
                                          clamped_count is not None,
                                          None if sf_clamp_min is None else float(sf_clamp_min))
-        kernel.call_all([x, out, sf_storage, pos_to_token_topk if weighted else none_i32,
+        kernel.call_all([x, _u8(out), sf_storage, pos_to_token_topk if weighted else none_i32,
                          topk_weights.reshape(-1) if weighted else A.alloc(x, (1,), "float32", zero=True),
                          pos_to_expert if pos_to_expert is not None else none_i32,
                          clamped_count if clamped_count is not None else A.alloc(x, (3,), "int64", zero=True),
@@ -344,7 +349,7 @@ def per_block_cast_lossless(x, fmt, x_block_size, out_block_size, use_tma_aligne
             kernel = K.per_token_cast(hidden, bc, spec.key(), "e4m3", True, layout, "cast")
         else:
             kernel = K.per_block_cast(hidden, bt, bc, spec.key(), "e4m3", True, layout, "cast")
-        kernel.call_all([data, x_sf, out, sf_storage])
+        kernel.call_all([data, x_sf, _u8(out), sf_storage])
     return out, sf_view
 
 
@@ -393,7 +398,7 @@ def swiglu_backward_and_per_token_cast(x, grad_out, weight, pos_to_token_topk, t
     weight_grad = A.alloc(data, weight.shape, "float32", zero=True)
     if rows or weight.shape[0]:
         K.swiglu_backward_per_token_cast(hidden, npc, round_sf, swiglu_clamp_value is not None).call_all(
-            [data, sf, grad_out, weight.reshape(-1), pos_to_token_topk, token_topk_to_pos.reshape(-1), out, grad_fp8,
+            [data, sf, grad_out, weight.reshape(-1), pos_to_token_topk, token_topk_to_pos.reshape(-1), out, _u8(grad_fp8),
              grad_sf, grad, weight_grad.reshape(-1), float(swiglu_clamp_value or 0.0)])
     return out, (grad_fp8, grad_sf), grad, weight_grad
 
@@ -422,5 +427,5 @@ def swiglu_forward_and_per_channel_cast_and_transpose(x, fmt, num_per_tokens, ro
         clamp = None if swiglu_clamp_value is None else float(swiglu_clamp_value)
         kernel = K.per_channel_cast(hidden, npt, K.InputSpec("bfloat16").key(), round_sf, not without_transpose, False,
                                     True, clamp)
-        kernel.call_all([x, out, sf])
+        kernel.call_all([x, _u8(out), sf])
     return out, sf
