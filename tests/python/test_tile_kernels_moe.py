@@ -133,16 +133,20 @@ def test_expand_and_reduce_fused(rng):
     w = rng.random((37, 6)).astype(np.float32)
     row_sf = rng.random(p2e.shape[0]).astype(np.float32)
     scale = np.array([0.75], np.float32)
-    got = M.reduce_fused((out, row_sf), w, tk2p, sf=scale)
+    got = M.reduce_fused((out, row_sf), w, tk2p)
     ref = np.zeros((37, 200))
     for t in range(37):
         for k in range(6):
             if tk2p[t, k] >= 0:
                 ref[t] += out[tk2p[t, k]].astype(np.float64) * (np.float64(w[t, k]) * row_sf[tk2p[t, k]])
     assert got.dtype == ml_dtypes.bfloat16
-    np.testing.assert_allclose(got.astype(np.float64), ref * 0.75, rtol=2 ** -8, atol=1e-6)
-    fp8 = M.reduce_fused(out, None, tk2p, fp8_format="e4m3")
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=2 ** -8, atol=1e-6)
+    fp8 = M.reduce_fused(out, None, tk2p, fp8_format="e4m3", sf=scale)
+    plain = np.zeros((37, 200))
+    for t in range(37):
+        plain[t] = sum(out[p].astype(np.float64) for p in tk2p[t] if p >= 0)
     assert fp8.dtype == ml_dtypes.float8_e4m3fn and fp8.shape == (37, 200)
+    np.testing.assert_allclose(fp8.astype(np.float64), plain * 0.75, rtol=2 ** -4, atol=2 ** -9)
 
 
 def test_torch_inputs_give_the_numpy_results(rng):
@@ -292,3 +296,17 @@ def test_top2_sum_gate(rng, scoring, grouped, extras):
     np.testing.assert_allclose(w, want_w, rtol=2e-6, atol=1e-7)
     if extras:
         assert np.array_equal(got_unmapped, want_unmapped)
+
+
+def test_reduce_fused_into_given_output(rng):
+    pos = np.array([[0, 2], [1, -1]], np.int32)
+    x = rng.standard_normal((3, 64)).astype(np.float32)
+    out = np.full((2, 64), 7.0, np.float32)
+    assert M.reduce_fused(x, None, pos, out=out) is out
+    assert np.array_equal(out, np.stack([np.float32(0) + x[0] + x[2], np.float32(0) + x[1]]))
+    keep = out.copy()
+    with pytest.raises(tessera.InvalidArgumentError, match=r"reduce_fused: argument 'out' must have shape"):
+        M.reduce_fused(x, None, pos, out=np.zeros((3, 64), np.float32))
+    with pytest.raises(tessera.InvalidArgumentError, match=r"argument 'sf' is only used with fp8_format"):
+        M.reduce_fused(x, None, pos, sf=np.ones(1, np.float32), out=out)
+    assert np.array_equal(out, keep)

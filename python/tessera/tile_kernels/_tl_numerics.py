@@ -40,29 +40,30 @@ def sf_and_inv(amax, fmt: str, round_sf: bool, clamp_min=None):
     return pow2(e), pow2(0 - e), e + 127
 
 
-def _binade_select(a, values):
-    """The entry of values (one per binade 2^k, k = -6 .. 8) for the binade of a (clamped to that range)."""
-    expr = values(-6)
-    for k in range(-5, 9):
-        expr = T.if_then_else(a >= 2.0 ** k, values(k), expr)
-    return expr
-
-
 @T.macro
 def e4m3(v):
-    """The e4m3fn code (uint8) of v clamped to +-448, round to nearest even, computed arithmetically:
-    the magnitude's binade 2^e (e >= -6) scales it to [8, 16), where adding and subtracting 2^23 rounds to
-    an integer; code = (e + 6) * 8 + that integer (a carry to 16 moves into the next binade by itself).
-    Below 2^-6 the code is the subnormal count a * 2^9, rounded the same way. NaN gives 0x7F."""
+    """The e4m3fn code (uint8) of v clamped to +-448, round to nearest even, in vector arithmetic: a binary
+    search of four comparisons finds the binade 2^e of the magnitude (e in [-6, 8]; smaller magnitudes
+    stay in e = -6), u = e + 6, and q = 2^(3 - e) exactly; a * q lies in [8, 16) (below 2^-6: the
+    subnormal count a * 2^9, u = 0), adding and subtracting 2^23 rounds it to an integer, and the code
+    is u * 8 + that integer (a rounding carry to 16 moves into the next binade by itself). NaN -> 0x7F."""
     c = T.clamp(v, -E4M3_MAX, E4M3_MAX)
     a = T.abs(c)
-    scale = _binade_select(a, lambda k: T.cast(2.0 ** (3 - k), "float32"))
-    base = _binade_select(a, lambda k: T.cast((k + 6) * 8, "int32"))
-    t = T.if_then_else(a < 2.0 ** -6, a * 512.0, a * scale)
-    rounded = (t + 8388608.0) - 8388608.0
-    magnitude = T.if_then_else(a < 2.0 ** -6, 0, base) + T.cast(rounded, "int32")
-    code = T.if_then_else(T.isnan(v), 127, magnitude) + T.if_then_else((1.0 / c) < 0.0, 128, 0)
-    return T.cast(code, "uint8")
+    b3 = a >= 4.0
+    p3 = T.if_then_else(b3, 4.0, 2.0 ** -6)
+    q3 = T.if_then_else(b3, 2.0, 512.0)
+    b2 = a >= p3 * 16.0
+    p2 = T.if_then_else(b2, p3 * 16.0, p3)
+    q2 = T.if_then_else(b2, q3 * 0.0625, q3)
+    b1 = a >= p2 * 4.0
+    p1 = T.if_then_else(b1, p2 * 4.0, p2)
+    q1 = T.if_then_else(b1, q2 * 0.25, q2)
+    b0 = a >= p1 * 2.0
+    q0 = T.if_then_else(b0, q1 * 0.5, q1)
+    u8 = step(b3) * 64 + step(b2) * 32 + step(b1) * 16 + step(b0) * 8
+    rounded = (a * q0 + 8388608.0) - 8388608.0
+    code = T.if_then_else(T.isnan(v), 127, u8 + T.cast(rounded, "int32"))
+    return T.cast(code + T.if_then_else((1.0 / c) < 0.0, 128, 0), "uint8")
 
 
 def step(cond):

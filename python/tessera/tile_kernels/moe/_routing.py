@@ -214,10 +214,10 @@ def expand_to_fused_with_sf(x, num_per_channels, token_topk_to_pos, pos_to_exper
     return out, out_sf
 
 
-def reduce_fused(x, topk_weights, token_topk_to_pos, fp8_format="", sf=None):
+def reduce_fused(x, topk_weights, token_topk_to_pos, fp8_format="", sf=None, out=None):
     """out[t] = sum over k with pos = token_topk_to_pos[t, k] >= 0 of x[pos] * topk_weights[t, k] (* x_sf[pos]
-    for a (data, x_sf) input), accumulated in float32 by FMAs in k order, times sf[0] when given; output
-    dtype x's, or e4m3 when fp8_format == 'e4m3'."""
+    for a (data, x_sf) input), accumulated in float32 by FMAs in k order, times sf[0] when given (e4m3
+    output only); output dtype x's, or e4m3 when fp8_format == 'e4m3'; written into ``out`` when given."""
     fn = "reduce_fused"
     x_sf = None
     if isinstance(x, tuple):
@@ -239,8 +239,16 @@ def reduce_fused(x, topk_weights, token_topk_to_pos, fp8_format="", sf=None):
         A.require_array(fn, "sf", sf, ("float32",), ndim=1)
         if sf.shape[0] < 1:
             raise A.invalid_argument(fn, "sf", "must hold at least one value")
+        if fp8_format != "e4m3":
+            raise A.invalid_argument(fn, "sf", "is only used with fp8_format='e4m3'")
     out_dtype = "float8_e4m3fn" if fp8_format == "e4m3" else A.dtype_name(x)
-    out = A.alloc(x, (tokens, hidden), out_dtype)
+    if out is None:
+        out = A.alloc(x, (tokens, hidden), out_dtype)
+    else:
+        A.require_array(fn, "out", out, (out_dtype,), ndim=2)
+        if tuple(out.shape) != (tokens, hidden):
+            raise A.invalid_argument(fn, "out", f"must have shape [{tokens}, {hidden}], got {list(out.shape)}")
+        A.check_same_kind(fn, x=x, out=out)
     if tokens and hidden:
         dummy = A.alloc(x, (1,), "float32", zero=True)
         kernel = K.reduce_rows(hidden, k, _tl(A.dtype_name(x)), _tl(out_dtype), map_dtype, topk_weights is not None,
