@@ -233,6 +233,8 @@ class ReferenceModel:
         self.index_k_scale = [np.zeros((0,)) for _ in range(n)]
         self.length = 0
         self.last_topk = [None] * n
+        self.last_index_scores = [None] * n
+        self.forced_topk = None
 
     def save_state(self):
         """The caches of the current sequence (to interleave several sequences on one model)."""
@@ -273,7 +275,7 @@ class ReferenceModel:
 
     def moe(self, x, prefix):
         c = self.config
-        logits = x @ self.tensor(prefix + ".gate.weight").T
+        logits = round_bf16(x) @ self.tensor(prefix + ".gate.weight").T
         scores = sigmoid(logits) if c["score_func"] == "sigmoid" else softmax(logits)
         bias = self.tensor(prefix + ".gate.e_score_correction_bias") if has_score_correction_bias(c) else None
         out = self.mlp(x, prefix + ".shared_experts") if c["n_shared_experts"] else np.zeros_like(x)
@@ -296,14 +298,15 @@ class ReferenceModel:
         k_codes, k_scale = q8(k @ self.hadamard, self.scale_fmt)
         self.index_k_cache[layer] = np.concatenate([self.index_k_cache[layer], k_codes])
         self.index_k_scale[layer] = np.concatenate([self.index_k_scale[layer], k_scale[:, 0]])
-        w = (x @ self.tensor(p + ".weights_proj.weight").T) * n_heads ** -0.5 * head_dim ** -0.5 * q_scale[..., 0]
+        w = (round_bf16(x) @ self.tensor(p + ".weights_proj.weight").T) * n_heads ** -0.5 * head_dim ** -0.5 * q_scale[..., 0]
         keys, key_scale = self.index_k_cache[layer], self.index_k_scale[layer]
-        selections = []
+        selections, self.last_index_scores[layer] = [], []
         for i, pos in enumerate(positions):
             dots = np.maximum(q_codes[i] @ keys[: pos + 1].T, 0.0)  # [heads, pos+1]
             score = (w[i] @ dots) * key_scale[: pos + 1]
             chosen = top_indices(score, min(c["index_topk"], pos + 1))
             selections.append(np.sort(chosen))
+            self.last_index_scores[layer].append(score)
         return selections
 
     def attention(self, layer, x, positions):
@@ -323,10 +326,13 @@ class ReferenceModel:
         self.rope_cache[layer] = np.concatenate([self.rope_cache[layer], round_bf16(k_pe)])
         selections = self.indexer_select(layer, x, qr, positions)
         self.last_topk[layer] = selections
-        wkv_b = self.weight(p + ".kv_b_proj").reshape(H, nope + vdim, lat)
-        w_uk, w_uv = wkv_b[:, :nope], wkv_b[:, nope:]
+        if self.forced_topk is not None:  # attend where another implementation's indexer chose
+            selections = [self.forced_topk[layer][pos] for pos in positions]
+        # The absorbed products are bf16 GEMMs (DeepSeek's weight_dequant to bf16, q_nope in bf16), and
         # FlashMLA takes the absorbed query [q_lat, q_pe] in bf16 and returns o_lat in bf16.
-        q_lat = round_bf16(np.einsum("thd,hdc->thc", q_nope, w_uk))
+        wkv_b = round_bf16(self.weight(p + ".kv_b_proj")).reshape(H, nope + vdim, lat)
+        w_uk, w_uv = wkv_b[:, :nope], wkv_b[:, nope:]
+        q_lat = round_bf16(np.einsum("thd,hdc->thc", round_bf16(q_nope), w_uk))
         q_pe = round_bf16(q_pe)
         out = np.zeros((T, H, vdim))
         for i, sel in enumerate(selections):
@@ -351,7 +357,7 @@ class ReferenceModel:
 
     def head(self, h):
         """Logits of residual-stream rows [T, dim]."""
-        return rms_norm(h, self.tensor("model.norm.weight")) @ self.tensor("lm_head.weight").T
+        return round_bf16(rms_norm(h, self.tensor("model.norm.weight"))) @ self.tensor("lm_head.weight").T
 
     def embed(self, tokens):
         return self.tensor("model.embed_tokens.weight")[np.asarray(tokens, dtype=np.int64).reshape(-1)]
@@ -371,18 +377,22 @@ class ReferenceModel:
         self.length += tokens.size
         return self.head(h), np.stack(hidden)
 
-    def teacher_forced(self, tokens, hidden):
+    def teacher_forced(self, tokens, hidden, topk=None):
         """Each layer of a whole sequence run on another implementation's input to it: ``hidden``
-        [n_layers, T, dim] is that implementation's residual stream after every layer for ``tokens``.
+        [n_layers, T, dim] is that implementation's residual stream after every layer for ``tokens``;
+        ``topk`` [n_layers, T, k] (entries < 0 unused), when given, its indexer's choices, which attention
+        then uses (``last_topk`` keeps the reference's own, ``last_index_scores`` their scores).
         Returns (the reference's output of every layer [n_layers, T, dim], the logits of the last
         layer's reference output [T, vocab]). A comparison layer by layer keeps a difference from
         growing through the following layers (FP8 re-quantisation amplifies small ones)."""
         self.reset()
         tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
         positions = np.arange(tokens.size)
+        if topk is not None:
+            self.forced_topk = [[np.sort(row[row >= 0]) for row in np.asarray(t)] for t in topk]
         inputs = [self.embed(tokens)] + [np.asarray(hidden[i], dtype=np.float64) for i in range(len(hidden) - 1)]
         outputs = np.stack([self.layer(layer, h, positions) for layer, h in enumerate(inputs)])
-        self.length = tokens.size
+        self.length, self.forced_topk = tokens.size, None
         return outputs, self.head(outputs[-1])
 
     def prefill(self, tokens):

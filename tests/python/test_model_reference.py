@@ -193,6 +193,24 @@ def test_prefill_equals_token_by_token_decode(tiny_checkpoint):
     np.testing.assert_allclose(np.stack([s[1] for s in steps], axis=1), hidden, rtol=0, atol=1e-9)
 
 
+def test_teacher_forced_layers_reproduce_a_free_run(tiny_checkpoint):
+    model = ref.ReferenceModel(tiny_checkpoint)
+    tokens = [int(t) for t in np.random.default_rng(6).integers(0, 512, 24)]
+    logits, hidden = model.prefill(tokens)
+    own_topk = [np.array([np.pad(sel, (0, 16 - len(sel)), constant_values=-1) for sel in layer])
+                for layer in model.last_topk]
+    for topk in (None, own_topk):
+        layers, last_logits = model.teacher_forced(tokens, hidden, topk=topk)
+        np.testing.assert_allclose(layers, hidden, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(last_logits, logits, rtol=0, atol=1e-12)
+    # forcing other choices changes the attention (and only where they differ)
+    shifted = [t.copy() for t in own_topk]
+    row = shifted[1][20]
+    row[0] = next(pos for pos in range(21) if pos not in set(row.tolist()))  # 21 positions, 16 chosen
+    layers, _ = model.teacher_forced(tokens, hidden, topk=shifted)
+    assert np.array_equal(layers[1][:20], hidden[1][:20]) and not np.allclose(layers[1][20], hidden[1][20])
+
+
 def test_indexer_selection_is_causal_and_scored(tiny_checkpoint):
     model = ref.ReferenceModel(tiny_checkpoint)
     model.prefill(list(range(30)))
