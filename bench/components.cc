@@ -4,6 +4,7 @@
 #include "ep/ep_bench.h"
 #include "gemm/gemm_bench.h"
 #include "gemm/grouped_bench.h"
+#include "model/model_bench.h"
 #include "moe/moe_bench.h"
 #include "python/python_bench.h"
 #include "select/select_bench.h"
@@ -99,6 +100,8 @@ const std::vector<Component> kComponents = {
      print_moe_summary},
     {"tl", "tile-language kernels (GEMM, elementwise, dequant GEMV, FlashAttention) and compile times", kTlHelp,
      run_tl_bench, print_tl_summary},
+    {"model", "a DeepSeek-V3.2 slice's decode steps vs their roofline (61 layers extrapolated); tiny model vs torch",
+     kModelHelp, run_model_bench, print_model_summary},
     {"python", "the Python modules with torch tensors vs the same calls at the native entry", kPythonHelp,
      run_python_bench, print_python_summary},
 };

@@ -52,14 +52,16 @@ enum class Component : int {
   kIndexer,          // indexer projections, key cache writes, logits and top-k
   kAttention,        // latent cache writes and FlashMLA attention
   kGate,
-  kExperts,  // routed experts
-  kShared,   // shared experts and the dense layers' MLP
-  kHead,     // final norm, logits and argmax
+  kExperts,   // routed experts
+  kShared,    // shared experts
+  kDenseMlp,  // the dense layers' MLP
+  kHead,      // final norm, logits and argmax
   kCount
 };
 const char* component_name(Component c);
 struct StepTimes {
   double seconds[int(Component::kCount)] = {};
+  int64_t routed_experts_run = 0;  // (layer, routed expert) pairs that had rows in the step
   double total() const;
 };
 
@@ -96,6 +98,10 @@ class Model {
   // Empties a slot (its cache is reused by the next prefill); reset_all() empties every slot.
   void reset(int64_t slot);
   void reset_all();
+  // For benchmarks: makes slot hold `len` tokens of random cache content (valid FP8 latents and indexer
+  // keys, as a prefill writes them) without running the model, so that decode steps at a long context
+  // can be timed without its prefill. Content is a function of (seed, slot, layer, position).
+  void fill_synthetic_context(int64_t slot, int64_t len, uint64_t seed = 0);
 
   // Appends tokens[i] to slot slots[i] (distinct slots, each token list non-empty) and runs them.
   StepOutput prefill(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,

@@ -114,6 +114,8 @@ void bind_model(nb::module_& m) {
           nb::arg("slots"), nb::arg("tokens"), nb::arg("return_hidden"))
       .def("generate", &model::Model::generate, nb::arg("prompts"), nb::arg("max_new_tokens"),
            nb::call_guard<nb::gil_scoped_release>())
+      .def("fill_synthetic_context", &model::Model::fill_synthetic_context, nb::arg("slot"), nb::arg("len"),
+           nb::arg("seed"), nb::call_guard<nb::gil_scoped_release>())
       .def("last_step_times", [](const model::Model& self) {
         nb::dict d;
         const model::StepTimes& t = self.last_step_times();

@@ -187,6 +187,8 @@ const char* component_name(Component c) {
       return "experts";
     case Component::kShared:
       return "shared";
+    case Component::kDenseMlp:
+      return "dense_mlp";
     case Component::kHead:
       return "head";
     case Component::kCount:

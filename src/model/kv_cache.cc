@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tessera/core/dtype.h"
 #include "tessera/core/error.h"
 #include "tessera/flash_mla.h"
 
@@ -65,6 +66,47 @@ void KvCache::read_index_keys(int64_t layer, int64_t slot, int64_t len, uint8_t*
     const int64_t n = std::min(kBlock, len - p0);
     std::memcpy(codes + p0 * kIndexDim, page, size_t(n * kIndexDim));
     std::memcpy(scales + p0, page + kBlock * kIndexDim, size_t(n * 4));
+  }
+}
+
+namespace {
+
+// splitmix64: a cheap generator whose state is a counter, so any position's bytes can be made alone.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// n random e4m3 codes, never NaN (S.1111.111).
+void random_codes(uint64_t key, uint8_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8) {
+    uint64_t r = mix(key + uint64_t(i));
+    for (int64_t j = i; j < std::min(n, i + 8); ++j, r >>= 8) {
+      const uint8_t code = uint8_t(r);
+      out[j] = (code & 0x7f) == 0x7f ? uint8_t(code ^ 1) : code;
+    }
+  }
+}
+
+}  // namespace
+
+void KvCache::fill_random(int64_t layer, int64_t slot, int64_t len, uint64_t seed) {
+  const float scale = 1.0f / 64;  // a power of two, as the V32 quantiser's scales are
+  for (int64_t pos = 0; pos < len; ++pos) {
+    const uint64_t key = mix(seed ^ mix(uint64_t(layer) << 48 ^ uint64_t(slot) << 32 ^ uint64_t(pos))) << 12;
+    uint8_t* tok = latent_[size_t(layer)].data() + int64_t(flat_slot(slot, pos)) * kLatentBytes;
+    random_codes(key, tok, 512);
+    for (int i = 0; i < 4; ++i) std::memcpy(tok + 512 + 4 * i, &scale, 4);
+    for (int i = 0; i < 64; ++i) {  // the rope part: bf16 in [-1, 1)
+      const float v = float(int32_t(mix(key + 1024 + uint64_t(i)) >> 41) - (1 << 22)) / float(1 << 22);
+      const uint16_t b = f32_to_bf16(v);
+      std::memcpy(tok + 528 + 2 * i, &b, 2);
+    }
+    uint8_t codes[kIndexDim];
+    random_codes(key + 2048, codes, kIndexDim);
+    write_index_key(layer, slot, pos, codes, scale);
   }
 }
 

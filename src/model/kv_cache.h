@@ -48,6 +48,8 @@ class KvCache {
   void write_index_key(int64_t layer, int64_t slot, int64_t pos, const uint8_t* codes, float scale);
   // Keys [len, 128] and scales [len] of positions [0, len), contiguous.
   void read_index_keys(int64_t layer, int64_t slot, int64_t len, uint8_t* codes, float* scales) const;
+  // Positions [0, len) of slot get random valid entries in both caches (benchmarks).
+  void fill_random(int64_t layer, int64_t slot, int64_t len, uint64_t seed);
 
   TensorView latent_view(int64_t layer) const;  // uint8 [num_blocks, 64, 1, 656]
   TensorView index_view(int64_t layer) const;   // uint8 [num_blocks, 64, 1, 132]

@@ -77,7 +77,7 @@ struct Model::Impl {
         moe_forward(state, l, x.data(), rows, y.data(), timer, 0, c.n_routed_experts, batch.decode);
       } else {
         mlp_forward(w.dense, x.data(), rows, y.data(), c.ue8m0());
-        timer.lap(Component::kShared);
+        timer.lap(Component::kDenseMlp);
       }
       for (size_t i = 0; i < h.size(); ++i) h[i] += y[i];
       if (return_hidden) {
@@ -154,6 +154,15 @@ void Model::reset(int64_t slot) {
 
 void Model::reset_all() {
   for (int64_t s = 0; s < impl_->max_batch; ++s) impl_->state.cache.set_len(s, 0);
+}
+
+void Model::fill_synthetic_context(int64_t slot, int64_t len, uint64_t seed) {
+  impl_->check_slot("fill_synthetic_context", slot);
+  TESSERA_CHECK(len >= 0 && len <= impl_->max_seq, "Model.fill_synthetic_context: argument 'len' must be in [0, ",
+                "max_seq_len = ", impl_->max_seq, "], got ", len);
+  KvCache& cache = impl_->state.cache;
+  for (int64_t l = 0; l < impl_->state.config.n_layers; ++l) cache.fill_random(l, slot, len, seed);
+  cache.set_len(slot, len);
 }
 
 StepOutput Model::prefill(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,

@@ -214,6 +214,7 @@ void moe_forward(ModelState& m, int64_t layer, const float* x, int64_t rows, flo
   if (fp8) xq = quantize_activations(x, rows, dim, ue8m0);
   std::vector<float> expert_out(size_t(rows * topk * dim), 0.0f);
   const bool grouped = fp8 && w.bank.grouped && expert_end > expert_begin;
+  for (int64_t e = expert_begin; e < expert_end; ++e) timer.count_routed_experts(assigned[size_t(e)].empty() ? 0 : 1);
   if (grouped) grouped_experts(w.bank, expert_begin, expert_end, assigned, xq, topk, decode, ue8m0, expert_out.data());
   for (int64_t e = expert_begin; e < (grouped ? expert_begin : expert_end); ++e) {
     const std::vector<int64_t>& items = assigned[size_t(e)];

@@ -10,6 +10,7 @@
 #include "tessera/core/dtype.h"
 #include "tessera/core/error.h"
 #include "tessera/core/thread_pool.h"
+#include "tessera/gemm.h"
 
 namespace tessera::model {
 namespace {
@@ -146,49 +147,15 @@ void q8_rows(const float* x, int64_t rows, int64_t k, bool ue8m0, uint8_t* codes
   });
 }
 
-namespace {
-
-// The head reads vocab x dim weights per step: this file has no ISA flags (src/backends/cpu/README.md), so
-// on x86 GCC builds the dot product gets per-ISA clones picked at load time.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TESSERA_MODEL_DOT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TESSERA_MODEL_DOT_CLONES
-#endif
-
-// 16 partial sums in a fixed pattern: vectorisable and independent of the thread count.
-TESSERA_MODEL_DOT_CLONES float dot_f32(const float* x, const float* w, int64_t k) {
-  float acc[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= k; i += 16)
-    for (int l = 0; l < 16; ++l) acc[l] += x[i + l] * w[i + l];
-  float sum = 0;
-  for (int l = 0; l < 16; ++l) sum += acc[l];
-  for (; i < k; ++i) sum += x[i] * w[i];
-  return sum;
-}
-
-TESSERA_MODEL_DOT_CLONES void widen_bf16(const uint16_t* w, int64_t k, float* out) {
-  for (int64_t i = 0; i < k; ++i) {
-    const uint32_t bits = uint32_t(w[i]) << 16;
-    std::memcpy(out + i, &bits, 4);
-  }
-}
-
-}  // namespace
-
 void matmul_bf16_f32(const float* x, int64_t rows, const uint16_t* w, int64_t n, int64_t k, float* out) {
-  auto body = [&](int64_t j0, int64_t j1) {
-    std::vector<float> wrow(static_cast<size_t>(k));
-    for (int64_t j = j0; j < j1; ++j) {
-      widen_bf16(w + j * k, k, wrow.data());
-      for (int64_t r = 0; r < rows; ++r) out[r * n + j] = dot_f32(x + r * k, wrow.data(), k);
-    }
-  };
-  if (n * rows * k < 65536)
-    body(0, n);
-  else
-    parallel_for(n, body);
+  if (rows == 0 || n == 0) return;
+  // x rounded to bf16, as DeepSeek's activations are; the product accumulates in f32 (the bf16 GEMM's
+  // decode path reads w once at DRAM speed, its larger shapes use the matrix unit where there is one).
+  std::vector<uint16_t> xb(size_t(rows * k));
+  for (size_t i = 0; i < xb.size(); ++i) xb[i] = f32_to_bf16(x[i]);
+  gemm::bf16_gemm_nt(TensorView(xb.data(), DType::kBF16, {rows, k}),
+                     TensorView(const_cast<uint16_t*>(w), DType::kBF16, {n, k}),
+                     TensorView(out, DType::kF32, {rows, n}));
 }
 
 void silu_mul(const float* g, const float* u, int64_t n, float* out) {

@@ -34,8 +34,8 @@ void q8_row(const float* x, int64_t k, bool ue8m0, uint8_t* codes, float* scales
 void q8_rows(const float* x, int64_t rows, int64_t k, bool ue8m0, uint8_t* codes, float* scales);
 float q8_scale(float amax, bool ue8m0);
 
-// out[r, j] = sum_i x[r, i] * w[j, i] in f32, w bf16 [n, k] (the head, the MoE gate, the indexer's
-// weights_proj). Parallel over j.
+// out[r, j] = sum_i bf16(x[r, i]) * w[j, i], accumulated in f32 on the bf16 GEMM; w bf16 [n, k] (the
+// head, the MoE gate, the indexer's weights_proj).
 void matmul_bf16_f32(const float* x, int64_t rows, const uint16_t* w, int64_t n, int64_t k, float* out);
 
 // out[i] = silu(g[i]) * u[i].

@@ -40,6 +40,7 @@ class StepTimer {
     times_.seconds[int(c)] += std::chrono::duration<double>(now - last_).count();
     last_ = now;
   }
+  void count_routed_experts(int64_t n) { times_.routed_experts_run += n; }
 
  private:
   StepTimes& times_;

@@ -30,7 +30,7 @@ __all__ = ["Model", "STEP_COMPONENTS"]
 
 #: Names of the per-component step times, in the order the step runs them.
 STEP_COMPONENTS = ("embedding", "norms", "attn_projections", "indexer", "attention", "gate", "experts",
-                   "shared", "head")
+                   "shared", "dense_mlp", "head")
 
 
 def _int(fn, arg, value, minimum=None):
@@ -166,3 +166,11 @@ class Model:
     def step_times(self) -> dict:
         """Seconds spent in each component (``STEP_COMPONENTS``) by the last prefill or decode step."""
         return self._m.last_step_times()
+
+    def fill_synthetic_context(self, seq_id: int, length: int, seed: int = 0) -> None:
+        """For benchmarks: slot ``seq_id`` holds ``length`` tokens of random cache content (valid FP8
+        latents and indexer keys) without running the model, so decode steps at a long context can be
+        timed without its prefill."""
+        fn = "tessera.model.Model.fill_synthetic_context"
+        self._m.fill_synthetic_context(_int(fn, "seq_id", seq_id, 0), _int(fn, "length", length, 0),
+                                       _int(fn, "seed", seed, 0))

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._errors import invalid_argument
 from .config import has_score_correction_bias, load_config, validate_config
-from .safetensors_io import SafetensorsWriter, tensor_nbytes
+from .safetensors_io import SafetensorsWriter, read_header, tensor_nbytes
 
 BLOCK = 128
 _CHUNK_BYTES = 64 << 20
@@ -215,6 +215,24 @@ def write_random_checkpoint(config: dict, out_dir, seed: int = 0, num_files: int
     return paths
 
 
+def checkpoint_is_current(config: dict, out_dir) -> bool:
+    """True when ``out_dir`` already holds this config's checkpoint: the same config.json values and
+    safetensors files whose headers list exactly the tensors (names, dtypes, shapes) it needs, with all
+    their data present. Values are not compared (a seed change is not detected)."""
+    config = validate_config(config)
+    try:
+        if load_config(os.path.join(os.fspath(out_dir), "config.json")) != config:
+            return False
+        found = {}
+        for name in sorted(os.listdir(out_dir)):
+            if name.endswith(".safetensors"):
+                header, _ = read_header(os.path.join(out_dir, name))
+                found.update({k: (v["dtype"], tuple(v["shape"])) for k, v in header.items()})
+    except (OSError, ValueError):
+        return False
+    return found == {e[0]: (e[1], tuple(e[2])) for e in checkpoint_entries(config)}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tessera.model.random_checkpoint",
                                      description="Write a random DeepSeek-V3.2 checkpoint (docs/model.md).")
@@ -223,14 +241,21 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--files", type=int, default=1, help="number of safetensors files")
     parser.add_argument("--overwrite", action="store_true", help="replace *.safetensors files already in --out")
+    parser.add_argument("--reuse", action="store_true",
+                        help="do nothing when --out already holds this config's complete checkpoint, else write it "
+                             "(replacing what is there)")
     args = parser.parse_args(argv)
     source = args.config
     if not os.path.exists(source):
         bundled = os.path.join(os.path.dirname(__file__), "configs", source if source.endswith(".json") else source + ".json")
         if os.path.exists(bundled):
             source = bundled
-    write_random_checkpoint(load_config(source), args.out, seed=args.seed, num_files=args.files,
-                            overwrite=args.overwrite)
+    config = load_config(source)
+    if args.reuse and checkpoint_is_current(config, args.out):
+        print(f"random_checkpoint: {args.out} already holds this checkpoint", file=sys.stderr, flush=True)
+        return 0
+    write_random_checkpoint(config, args.out, seed=args.seed, num_files=args.files,
+                            overwrite=args.overwrite or args.reuse)
     return 0
 
 

@@ -134,9 +134,10 @@ TEST(ModelSmallOps, Bf16ProductMatchesFloat64) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) {
       double ref = 0, mag = 0;
-      for (int64_t i = 0; i < k; ++i) {
-        ref += double(x[size_t(r * k + i)]) * bf16_to_f32(w[size_t(j * k + i)]);
-        mag += std::fabs(double(x[size_t(r * k + i)]) * bf16_to_f32(w[size_t(j * k + i)]));
+      for (int64_t i = 0; i < k; ++i) {  // x is rounded to bf16 first
+        const double p = double(bf16_to_f32(f32_to_bf16(x[size_t(r * k + i)]))) * bf16_to_f32(w[size_t(j * k + i)]);
+        ref += p;
+        mag += std::fabs(p);
       }
       EXPECT_NEAR(out[size_t(r * n + j)], ref, 1e-6 * mag);
     }

@@ -1,0 +1,63 @@
+"""What `tessera bench model` relies on: the checkpoint writer's reuse check and the synthetic context
+that stands in for a long prefill."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import InvalidArgumentError
+
+try:
+    from tessera.model import Model
+    from tessera.model.random_checkpoint import checkpoint_is_current, write_random_checkpoint
+except ImportError:
+    Model = None
+
+pytestmark = pytest.mark.skipif(Model is None or not hasattr(tessera._C, "Model"),
+                                reason="tessera.model.Model needs the native runner (_C.Model)")
+
+TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "tessera", "model", "configs",
+                    "tiny.json")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    with open(TINY) as f:
+        config = json.load(f)
+    path = tmp_path_factory.mktemp("model_bench_tools")
+    write_random_checkpoint(config, path, seed=5)
+    return str(path), config
+
+
+def test_reuse_check(tiny, tmp_path):
+    path, config = tiny
+    assert checkpoint_is_current(config, path)
+    assert not checkpoint_is_current(dict(config, max_seq_len=config["max_seq_len"] * 2), path)
+    assert not checkpoint_is_current(config, tmp_path)  # empty folder
+    # A file cut short (a write that was stopped) is not current.
+    write_random_checkpoint(config, tmp_path, seed=5)
+    st = os.path.join(tmp_path, "model.safetensors")
+    with open(st, "r+b") as f:
+        f.truncate(os.path.getsize(st) - 1)
+    assert not checkpoint_is_current(config, tmp_path)
+
+
+def test_synthetic_context_then_decode(tiny):
+    path, config = tiny
+    m = Model(path, max_batch_size=2, max_seq_len=300)
+    m.fill_synthetic_context(0, 257, seed=1)
+    m.fill_synthetic_context(1, 40, seed=2)
+    assert (m.seq_len(0), m.seq_len(1)) == (257, 40)
+    logits = m.decode([0, 1], [3, 4])
+    assert logits.shape == (2, config["vocab_size"]) and np.isfinite(logits).all()
+    assert (m.seq_len(0), m.seq_len(1)) == (258, 41)
+    # The same content for the same seed: the step is repeatable.
+    m.fill_synthetic_context(0, 257, seed=1)
+    m.fill_synthetic_context(1, 40, seed=2)
+    assert np.array_equal(m.decode([0, 1], [3, 4]), logits)
+    with pytest.raises(InvalidArgumentError, match="fill_synthetic_context.*'len'"):
+        m.fill_synthetic_context(0, 301)
+    with pytest.raises(InvalidArgumentError, match="slot"):
+        m.fill_synthetic_context(2, 10)
