@@ -191,20 +191,30 @@ def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: 
 
 @functools.lru_cache(maxsize=None)
 def cast_back(hidden: int, spec_key, out_dtype: str):
-    """Decodes FP8 / FP4 codes times their factors into bfloat16 / float32 (x, x_sf, out)."""
+    """Decodes FP8 / FP4 codes times their factors into bfloat16 / float32 (x, x_sf, out). A block is
+    bt rows (at least 8) by one factor block of columns: the factors are read once per row."""
     spec = InputSpec(*spec_key)
+    bt, bc = spec.sf_block
     tokens = T.dynamic("num_tokens")
     x_ann, x_sf_ann = _input_params(spec, hidden, tokens)
     out_ann = T.Tensor((tokens, hidden), TL_DTYPE[out_dtype])
-    rows, cols = 8, min(512, hidden)
+    rows = max(8, bt)
 
     @T.prim_func
     def main(x: x_ann, x_sf: x_sf_ann, out: out_ann):
-        with T.Kernel(T.ceildiv(hidden, cols), T.ceildiv(tokens, rows), threads=128) as (bk, bm):
-            for i, j in T.Parallel(rows, cols):
-                r = bm * rows + i
-                c = bk * cols + j
-                out[r, c] = _decoded(spec, x, x_sf, r, c)
+        with T.Kernel(T.ceildiv(hidden, bc), T.ceildiv(tokens, rows), threads=128) as (bk, bm):
+            scale = T.alloc_fragment((rows,), "float32")
+            for i in T.serial(rows):
+                scale[i] = T.if_then_else(bm * rows + i < tokens,
+                                          L.load_sf(x_sf, spec.sf_layout, (bm * rows + i) // bt, bk), 0.0)
+            if spec.packed_fp4:
+                for i, j in T.Parallel(rows, bc):
+                    byte = T.cast(x[bm * rows + i, (bk * bc + j) // 2], "int32") & 255
+                    value = N.e2m1_value((byte >> ((j % 2) * 4)) & 15)
+                    out[bm * rows + i, bk * bc + j] = value * scale[i]
+            else:
+                for i, j in T.Parallel(rows, bc):
+                    out[bm * rows + i, bk * bc + j] = T.cast(x[bm * rows + i, bk * bc + j], "float32") * scale[i]
 
     return _compile(main)
 
