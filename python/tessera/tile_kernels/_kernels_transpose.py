@@ -1,7 +1,9 @@
 """Tile-language kernel of tessera.tile_kernels.transpose: out[b, j, i] = x[b, i, j].
 
 A block reads a 64 x 64 tile row by row into an on-chip buffer and writes it out row by row of the
-output, so both DRAM streams are contiguous and the transposition happens in L1.
+output, so both DRAM streams are contiguous and the transposition happens in L1. The buffer holds
+4-byte values (float32 for bf16, int32 for bytes): column reads of it are then hardware gathers, which
+16- and 8-bit elements lack. Byte-sized dtypes (fp8) travel as uint8.
 """
 import functools
 
@@ -12,15 +14,15 @@ _TILE = 64
 
 
 @functools.lru_cache(maxsize=None)
-def batched_transpose(dtype: str):
+def batched_transpose(dtype: str, buffer_dtype: str):
     batches, rows, cols = T.dynamic("num_batches"), T.dynamic("shape_x"), T.dynamic("shape_y")
 
     @T.prim_func
     def main(x: T.Tensor((batches, rows, cols), dtype), out: T.Tensor((batches, cols, rows), dtype)):
         with T.Kernel(T.ceildiv(cols, _TILE), T.ceildiv(rows, _TILE), batches, threads=256) as (by, bx, b):
-            tile = T.alloc_shared((_TILE, _TILE), dtype)
+            tile = T.alloc_shared((_TILE, _TILE), buffer_dtype)
             T.copy(x[b, bx * _TILE:(bx + 1) * _TILE, by * _TILE:(by + 1) * _TILE], tile)
             for i, j in T.Parallel(_TILE, _TILE):
-                out[b, by * _TILE + i, bx * _TILE + j] = tile[j, i]
+                out[b, by * _TILE + i, bx * _TILE + j] = T.cast(tile[j, i], dtype)
 
     return tl_compile(main)
