@@ -17,7 +17,7 @@ namespace {
 
 constexpr const char* kHelp =
     "usage: tessera run --checkpoint DIR (--prompt IDS ... | --prompt-len N [--batch B] [--seed S])\n"
-    "                   [--max-new-tokens N] [--max-seq-len N] [--threads N] [--quiet]\n"
+    "                   [--max-new-tokens N] [--max-seq-len N] [--threads N] [--prefault] [--quiet]\n"
     "\n"
     "Loads a DeepSeek-V3.2 checkpoint (config.json + *.safetensors, docs/model.md), prefills the prompts\n"
     "as one batch, then decodes greedily. Prints each sequence's new token ids, the prefill time, the\n"
@@ -30,6 +30,8 @@ constexpr const char* kHelp =
     "  --max-new-tokens N  tokens to generate per prompt (default 16)\n"
     "  --max-seq-len N     cache capacity per sequence (default: prompt + new tokens)\n"
     "  --threads N         worker threads (default: all, or TESSERA_NUM_THREADS)\n"
+    "  --prefault          map every page of the checkpoint at load (no page faults in the steps; for\n"
+    "                      checkpoints that fit in memory)\n"
     "  --quiet             no progress lines on stderr\n"
     "\n"
     "Expert parallelism over ranks (mpirun) is not implemented yet.\n";
@@ -81,7 +83,7 @@ int run_run(int argc, char** argv) {
   std::string checkpoint;
   std::vector<std::vector<int32_t>> prompts;
   long long prompt_len = 0, batch = 1, seed = 0, max_new = 16, max_seq = 0, threads = 0;
-  bool quiet = false;
+  bool quiet = false, prefault = false;
   auto usage_error = [](const std::string& msg) {
     std::fprintf(stderr, "tessera run: %s\n\n%s", msg.c_str(), kHelp);
     return kExitUsage;
@@ -94,6 +96,8 @@ int run_run(int argc, char** argv) {
       return kExitOk;
     } else if (a == "--quiet") {
       quiet = true;
+    } else if (a == "--prefault") {
+      prefault = true;
     } else if (!has_value) {
       return usage_error("'" + a + "' needs a value or is unknown");
     } else if (a == "--checkpoint") {
@@ -124,6 +128,7 @@ int run_run(int argc, char** argv) {
 
   model::ModelOptions opt;
   opt.ranks = launcher_ranks();
+  opt.prefault_weights = prefault;
   const size_t longest =
       prompts.empty() ? size_t(prompt_len) : std::max_element(prompts.begin(), prompts.end(), [](auto& x, auto& y) {
                                                return x.size() < y.size();

@@ -69,6 +69,10 @@ struct ModelOptions {
   int64_t max_batch_size = 0;  // sequence slots; 0 = the config's max_batch_size
   int64_t max_seq_len = 0;     // cache capacity per slot; 0 = the config's max_seq_len (must not exceed it)
   int ranks = 1;               // expert parallelism; > 1 is not implemented yet
+  // Map every page of the checkpoint into the process at load (reads it all when it is not in the page
+  // cache): steps then take no page faults on weights they touch for the first time (routed experts).
+  // For checkpoints that fit in memory; the load takes longer.
+  bool prefault_weights = false;
 };
 
 // What a step returns. logits: [rows, vocab_size] f32. hidden (when asked for): the f32 residual stream

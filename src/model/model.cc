@@ -28,6 +28,7 @@ struct Model::Impl {
                       opt.max_seq_len > 0 ? opt.max_seq_len : config.max_seq_len),
               {},
               0} {
+    if (opt.prefault_weights) store.prefault();
     max_batch = state.cache.slots();
     max_seq = opt.max_seq_len > 0 ? opt.max_seq_len : config.max_seq_len;
     state.rope = make_rope_table(config, max_seq);

@@ -29,6 +29,9 @@ class SafetensorsFile {
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
   const std::vector<StoredTensor>& tensors() const { return tensors_; }
+  // Maps every page of the file into this process now (reading it from disk if it is not cached), so
+  // that steps do not take a page fault the first time they touch each weight.
+  void prefault() const;
 
  private:
   std::string path_;
@@ -47,6 +50,7 @@ class TensorStore {
   const StoredTensor& require(const std::string& name, std::initializer_list<DType> dtypes,
                               const std::vector<int64_t>& shape) const;
   size_t size() const { return by_name_.size(); }
+  void prefault() const;  // every file's prefault()
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
