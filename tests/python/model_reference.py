@@ -269,9 +269,12 @@ class ReferenceModel:
         return x @ w.T
 
     # -- layers
-    def mlp(self, x, prefix):
-        return self.linear(silu(self.linear(x, prefix + ".gate_proj")) * self.linear(x, prefix + ".up_proj"),
-                           prefix + ".down_proj")
+    def mlp(self, x, prefix, bf16_outputs=False):
+        """down(silu(gate(x)) * up(x)); ``bf16_outputs``: each projection's output rounded to bf16, as the
+        grouped GEMMs that run routed experts write them."""
+        out = round_bf16 if bf16_outputs else (lambda v: v)
+        hidden = silu(out(self.linear(x, prefix + ".gate_proj"))) * out(self.linear(x, prefix + ".up_proj"))
+        return out(self.linear(hidden, prefix + ".down_proj"))
 
     def moe(self, x, prefix):
         c = self.config
@@ -282,7 +285,7 @@ class ReferenceModel:
         for t in range(x.shape[0]):
             chosen, weights = route(scores[t], bias, c)
             for e, w in zip(chosen, weights):
-                out[t] += w * self.mlp(x[t:t + 1], f"{prefix}.experts.{e}")[0]
+                out[t] += w * self.mlp(x[t:t + 1], f"{prefix}.experts.{e}", bf16_outputs=True)[0]
         return out
 
     def indexer_select(self, layer, x, qr, positions):

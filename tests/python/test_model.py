@@ -31,17 +31,20 @@ TINY = os.path.join(HERE, "..", "..", "python", "tessera", "model", "configs", "
 
 # How runner and reference can differ. The runner computes in f32 where the reference uses float64
 # (the reference follows the bf16 attention probabilities of tessera's FlashMLA kernels where this CPU
-# runs them). Each FP8 re-quantisation of an activation turns such noise into an occasional flipped
-# e4m3 code: one step of 2^-4 in one element. Flips compound: a row perturbed by e flips about e/2^-4
-# of the next quantisation's codes, an error of sqrt(e * 2^-4), and attention spreads a changed cache
-# row to every later query, so one flip grows to a few percent within a layer (2^-4 is where this
-# settles). bf16 roundings do the same around 2^-8. The test therefore compares layer by layer: the
-# reference runs each layer on the runner's input to that layer (teacher_forced), so a difference
-# cannot grow past one layer. Measured with the reference against itself on inputs perturbed by 1e-7:
-# rows agree to 1e-7 until a flip; after one, a layer's rows differ by a median 2% and at most 9% (FP8)
-# or 0.2-0.3% (bf16 weights). TIGHT holds for MIN_TIGHT_SHARE of the rows; a near-tied discrete choice
-# (the indexer's top-k over FP8 scores, MoE routing) can take another key or expert and move a row by
-# tens of percent, so LOOSE bounds every row.
+# runs them), so most rows (one token's hidden state) agree to ~1e-7. Each FP8 re-quantisation of an
+# activation can turn that noise into a flipped e4m3 code: one step of 2^-4 in one element. Flips
+# compound: a row perturbed by e flips about e/2^-4 of the next quantisation's codes, an error of
+# sqrt(e * 2^-4), and attention spreads a changed cache row to every later query, so one flip grows to
+# a few percent within a layer (2^-4 is where this settles; bf16 roundings do the same around 2^-8).
+# The test therefore compares layer by layer: the reference runs each layer on the runner's input to
+# that layer (teacher_forced) and attends the keys the runner's indexer chose, so a difference cannot
+# grow past one layer and a near-tied choice taken differently cannot move a row. Measured on these
+# configs over 5 prompt seeds: 58-99% of a layer's rows within 1e-7, the rest at most 3.1% (FP8) or
+# 0.53% (bf16 weights). EXACT, for MIN_EXACT_SHARE of the rows, catches a systematic difference (a
+# rounding step done differently moves every row by far more); TIGHT bounds MIN_TIGHT_SHARE of them;
+# LOOSE every row, as a near-tied MoE routing choice can take another expert.
+EXACT = 1e-5
+MIN_EXACT_SHARE = 0.3
 TIGHT = {"fp8": 0.05, "bf16": 0.01}
 MIN_TIGHT_SHARE = 0.85
 LOOSE = 0.5
@@ -101,12 +104,13 @@ def row_errors(got, want):
     return np.linalg.norm(got - want, axis=-1) / np.maximum(np.linalg.norm(want, axis=-1), 1e-30)
 
 
-def assert_rows_close(got, want, tight, what):
-    err = row_errors(got, want).reshape(-1)
-    tight_share = np.mean(err <= tight)
-    assert tight_share >= MIN_TIGHT_SHARE and err.max() <= LOOSE, (
-        f"{what}: {tight_share:.0%} of rows within {tight} (need {MIN_TIGHT_SHARE:.0%}), worst {err.max():.3g}, "
-        f"median {np.median(err):.3g}")
+def assert_rows_close(err, tight, what):
+    """``err``: relative errors of rows (all sequences of a batch, one layer)."""
+    err = np.asarray(err)
+    exact_share, tight_share = np.mean(err <= EXACT), np.mean(err <= tight)
+    assert exact_share >= MIN_EXACT_SHARE and tight_share >= MIN_TIGHT_SHARE and err.max() <= LOOSE, (
+        f"{what}: {exact_share:.0%} of rows within {EXACT} (need {MIN_EXACT_SHARE:.0%}), {tight_share:.0%} within "
+        f"{tight} (need {MIN_TIGHT_SHARE:.0%}), worst {err.max():.3g}, median {np.median(err):.3g}")
 
 
 def random_prompts(config, lengths, seed):
@@ -169,7 +173,7 @@ def test_layers_match_reference(checkpoint):
     topk, dtype = reference.config["index_topk"], reference.config["dtype"]
     # 3 prompts of different lengths (the longer past index_topk, so the indexer selects) and 3 decode steps
     prompts = random_prompts(reference.config, (5, topk + 6, 2 * topk + 9), seed=1)
-    compared = 0
+    compared, layer_errors = 0, {}
     for tokens, hidden, logits, chosen_keys in run_greedy(runner, prompts, decode_steps=3, with_topk=reports_topk()):
         what = f"{name}, a {len(tokens)}-token sequence"
         # With the runner's indexer choices the reference attends the same keys, so a near tie taken
@@ -178,7 +182,7 @@ def test_layers_match_reference(checkpoint):
         if chosen_keys is not None:
             assert_selections_agree(chosen_keys, reference, what)
         for layer in range(hidden.shape[0]):
-            assert_rows_close(hidden[layer], want_hidden[layer], TIGHT[dtype], f"{what}, layer {layer}")
+            layer_errors.setdefault(layer, []).extend(row_errors(hidden[layer], want_hidden[layer]))
         head_err = row_errors(logits, reference.head(hidden[-1]))
         assert head_err.max() <= HEAD_TIGHT, f"{what}: head error {head_err.max():.3g}"
         # the runner's greedy choices (the tokens fed after the prompt, and the last step's argmax)
@@ -189,6 +193,8 @@ def test_layers_match_reference(checkpoint):
             if top2[1] - top2[0] > MARGIN[dtype]:
                 assert token == int(np.argmax(want_logits[row])), f"{what}: greedy token at row {row}"
                 compared += 1
+    for layer, errors in layer_errors.items():
+        assert_rows_close(errors, TIGHT[dtype], f"{name}, layer {layer}")
     assert compared >= 2, f"{name}: too few greedy steps had a margin above {MARGIN[dtype]} to compare"
 
 
