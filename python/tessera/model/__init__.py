@@ -66,7 +66,8 @@ class Model:
         max_batch_size: number of sequence slots (default: the config's ``max_batch_size``).
         max_seq_len: cache capacity per slot in tokens (default: the config's ``max_seq_len``; it may
             not exceed it). The model's numerics (YaRN, the softmax scale) always follow the config.
-        ranks: expert-parallel ranks; only 1 is implemented (more raises ``NotImplementedInTessera``).
+        ranks: expert-parallel ranks; Python runs one rank only (more raises ``NotImplementedInTessera``;
+            expert parallelism runs in C++ and under ``mpirun -np R tessera run``, docs/model.md).
 
     Raises ``InvalidArgumentError`` naming the file, tensor or config key for a bad checkpoint.
     """
