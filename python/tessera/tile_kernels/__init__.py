@@ -4,18 +4,18 @@ Implemented (names and arguments as in TileKernels; torch CPU tensors or numpy a
 out; docs/tile_kernels.md):
 
 - ``quant``: per_token_cast (+ _with_sf_only, _with_precomputed_sf; e4m3 and e2m1, inputs plain or
-  (codes, sf) pairs), per_block_cast (+ variants), cast_back, per_token_cast_back, per_channel_cast,
-  per_channel_cast_and_transpose, per_channel_cast_fused, unpack_from_e2m1fn_x2; the three SF layouts
-  (row-major float32, TMA-aligned column-major, packed UE8M0) and round_sf;
-  swiglu_forward_and_per_token_cast.
+  (codes, sf) pairs), per_block_cast (+ variants), per_block_cast_lossless, cast_back,
+  per_token_cast_back, per_channel_cast, per_channel_cast_and_transpose, per_channel_cast_fused, the
+  SwiGLU casts (swiglu_forward_and_per_token_cast, swiglu_backward_and_per_token_cast,
+  swiglu_forward_and_per_channel_cast_and_transpose) and unpack_from_e2m1fn_x2; the three SF layouts
+  (row-major float32, TMA-aligned column-major, packed UE8M0) and round_sf.
 - ``moe``: every routing function (topk_gate, top2_sum_gate, topk_sum_and_topk_group_idx,
   normalize_weight, group_count, aux_fi, mask_indices_by_tp, inplace_unique_group_indices,
   get_fused_mapping, expand_to_fused(_with_sf), reduce_fused).
 - ``transpose``: transpose, batched_transpose.
 
-Not implemented: everything else TileKernels exports (quant's names in quant._NOT_IMPLEMENTED, mhc,
-engram, modeling). Those names raise
-``tessera.NotImplementedInTessera`` naming the function, here and in the submodules.
+Not implemented: the e5m6 casts (quant._NOT_IMPLEMENTED) and the mhc, engram and modeling packages;
+those names raise ``tessera.NotImplementedInTessera`` naming the function.
 """
 import importlib
 
