@@ -378,3 +378,15 @@ def test_swiglu_forward_and_per_channel_cast_and_transpose(rng, npt, transposed,
     scale = expand(sf.astype(np.float64), npt, 1, value.shape)
     np.testing.assert_allclose(sf, np.maximum(block_amax(value, npt, 1), 1e-4) / 448, rtol=1e-6)
     assert (np.abs(decoded * scale - value) <= 0.0626 * np.abs(value) + scale * 2.0 ** -9 + 1e-12).all()
+
+
+def test_requantize_whole_row_blocks(rng):
+    """num_per_channels == hidden spanning several input factor blocks (192 = 128 + 64)."""
+    x = inputs(rng, (9, 192), np.float32)
+    pair = Q.per_token_cast(x, "e4m3", 64)
+    codes, sf = Q.per_token_cast(pair, "e4m3", 192, x_block_size=(1, 64))
+    decoded = pair[0].astype(np.float32) * expand(pair[1], 1, 64, x.shape)
+    want_codes, want_sf = reference(decoded, "e4m3", 1, 192)
+    assert np.array_equal(as_bytes(codes), want_codes) and np.array_equal(sf, want_sf)
+    with pytest.raises(tessera.InvalidArgumentError, match=r"argument 'x_block_size' channel block 64"):
+        Q.per_token_cast((pair[0], np.ones((9, 4), np.float32)), "e4m3", 32, x_block_size=(1, 48))

@@ -58,6 +58,14 @@ def _input_params(spec: InputSpec, hidden: int, tokens):
     return x_ann, T.Tensor(shape, L.storage_dtype(spec.sf_layout))
 
 
+def _code_value(spec: InputSpec, x, r, c):
+    """Element (r, c) of a quantized input as float32, before its factor."""
+    if spec.packed_fp4:
+        byte = T.cast(x[r, c // 2], "int32") & 255
+        return N.e2m1_value((byte >> ((c % 2) * 4)) & 15)
+    return T.cast(x[r, c], "float32")
+
+
 def _decoded(spec: InputSpec, x, x_sf, r, c):
     """Element (r, c) of the input as float32, its factor applied (the reference's order: code * sf)."""
     if spec.packed_fp4:
@@ -109,8 +117,17 @@ def per_token_cast(hidden: int, npc: int, spec_key, fmt: str, round_sf: bool, sf
             if spec.sf_block is None and not spec.packed_fp4 and spec.dtype != "float8_e4m3fn":
                 T.copy(x[r0, c0], frag)
             else:
+                # the input factors of the tile, read once (a per-element read would be a 64-bit gather)
+                in_bt, in_bc = spec.sf_block
+                per_row = L.ceil_div(npc, in_bc)  # the caller keeps tiles from straddling input blocks
+                in_sf = T.alloc_fragment((rows, per_row), "float32")
+                for i in T.serial(rows):
+                    for g in T.serial(per_row):
+                        in_sf[i, g] = T.if_then_else(r0 + i < tokens, L.load_sf(
+                            x_sf, spec.sf_layout, (r0 + i) // in_bt, (c0 + g * in_bc) // in_bc), 0.0)
                 for i, j in T.Parallel(rows, npc):
-                    frag[i, j] = T.if_then_else(c0 + j < hidden, _decoded(spec, x, x_sf, r0 + i, c0 + j), 0.0)
+                    frag[i, j] = T.if_then_else(c0 + j < hidden, _code_value(spec, x, r0 + i, c0 + j)
+                                                * in_sf[i, j // in_bc if per_row > 1 else 0], 0.0)
             if mode == "cast_only":
                 for i in T.serial(rows):
                     inv[i] = T.if_then_else(r0 + i < tokens, 1.0 / L.load_sf(sf, sf_layout, r0 + i, bk), 0.0)

@@ -78,6 +78,9 @@ def _per_token(fn, x, fmt, num_per_channels, x_block_size, col, round_sf, packed
                                  f"got {npc} with hidden {hidden}")
     if fmt == "e2m1" and hidden % 2:
         raise A.invalid_argument(fn, "x", f"hidden must be even for e2m1 packing, got {hidden}")
+    if spec.sf_block is not None and npc != hidden and npc % spec.sf_block[1] and spec.sf_block[1] % npc:
+        raise A.invalid_argument(fn, "x_block_size", f"channel block {spec.sf_block[1]} and num_per_channels {npc} "
+                                 "must divide one another")
     tokens, k_blocks = data.shape[0], L.ceil_div(hidden, npc)
     if mode == "cast_only":
         layout, sf_storage = L.sf_storage_of(fn, "sf", sf, tokens, k_blocks)
