@@ -13,15 +13,17 @@ out; docs/tile_kernels.md):
   normalize_weight, group_count, aux_fi, mask_indices_by_tp, inplace_unique_group_indices,
   get_fused_mapping, expand_to_fused(_with_sf), reduce_fused).
 - ``transpose``: transpose, batched_transpose.
+- ``engram``: engram_hash, fused_weight.
 
-Not implemented: the e5m6 casts (quant._NOT_IMPLEMENTED) and the mhc, engram and modeling packages;
+Not implemented: the e5m6 casts, the engram gate (engram_gate_fwd / _bwd, grad_w_reduce) and the mhc
+and modeling packages;
 those names raise ``tessera.NotImplementedInTessera`` naming the function.
 """
 import importlib
 
 from .._errors import NotImplementedInTessera as _NotImplementedInTessera
 
-_SUBMODULES = ("quant", "moe", "transpose")
+_SUBMODULES = ("quant", "moe", "transpose", "engram")
 __all__ = list(_SUBMODULES)
 
 
@@ -34,4 +36,4 @@ def __getattr__(name: str):
         return importlib.import_module(f".{name}", __name__)
     raise _NotImplementedInTessera(
         f"tessera.tile_kernels.{name}: this part of TileKernels is not implemented in tessera yet; "
-        "implemented: quant, moe and transpose (docs/tile_kernels.md)")
+        "implemented: quant, moe, transpose and part of engram (docs/tile_kernels.md)")

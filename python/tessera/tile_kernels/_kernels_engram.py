@@ -1,0 +1,45 @@
+"""Tile-language kernels of tessera.tile_kernels.engram (hash and fused weight)."""
+import functools
+
+from .. import language as T
+from ..tl import compile as tl_compile
+
+
+@functools.lru_cache(maxsize=None)
+def engram_hash(max_ngram: int, layers: int, tables: int):
+    """out[l, t, (n - 1) * tables + e] = (h_n(l, t) mod vocab[l, n - 1, e]) + offsets[l, ...], where
+    h_1 = id_0 * m_0 and h_n = h_(n-1) xor id_(n-1) * m_(n-1) in int64 (m = multipliers[l])."""
+    tokens = T.dynamic("num_tokens")
+    cols = (max_ngram - 1) * tables
+    rows = 64
+
+    @T.prim_func
+    def main(ids: T.Tensor((tokens, max_ngram), "int32"), multipliers: T.Tensor((layers, max_ngram), "int64"),
+             vocab: T.Tensor((layers, max_ngram - 1, tables), "int32"), offsets: T.Tensor((layers, cols), "int32"),
+             out: T.Tensor((layers, tokens, cols), "int32")):
+        with T.Kernel(T.ceildiv(tokens, rows), layers, threads=128) as (bt, layer):
+            h = T.alloc_fragment((rows, max_ngram), "int64")
+            for i, n in T.Parallel(rows, max_ngram):
+                h[i, n] = T.cast(ids[bt * rows + i, n], "int64") * multipliers[layer, n]
+            for n in T.serial(1, max_ngram):
+                for i in T.Parallel(rows):
+                    h[i, n] = h[i, n - 1] ^ h[i, n]
+            for i, n, e in T.Parallel(rows, max_ngram - 1, tables):
+                # max(., 1): masked-off vector lanes read 0 here and compute the modulo too
+                size = T.cast(T.max(vocab[layer, n, e], 1), "int64")
+                out[layer, bt * rows + i, n * tables + e] = T.cast(h[i, n + 1] % size, "int32") \
+                    + offsets[layer, n * tables + e]
+
+    return tl_compile(main)
+
+
+@functools.lru_cache(maxsize=None)
+def fused_weight(hc_mult: int, hidden: int):
+    @T.prim_func
+    def main(weight_hidden: T.Tensor((hc_mult, hidden), "bfloat16"), weight_embed: T.Tensor((hc_mult, hidden), "bfloat16"),
+             out: T.Tensor((hc_mult, hidden), "float32")):
+        with T.Kernel(hc_mult, threads=128) as r:
+            for j in T.Parallel(hidden):
+                out[r, j] = T.cast(weight_hidden[r, j], "float32") * T.cast(weight_embed[r, j], "float32")
+
+    return tl_compile(main)
