@@ -10,7 +10,9 @@
 
 #include "commands.h"
 #include "tessera/core/thread_pool.h"
+#include "tessera/ep/group.h"
 #include "tessera/model.h"
+#include "tessera/model_ep.h"
 
 namespace tessera::cli {
 namespace {
@@ -18,6 +20,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: tessera run --checkpoint DIR (--prompt IDS ... | --prompt-len N [--batch B] [--seed S])\n"
     "                   [--max-new-tokens N] [--max-seq-len N] [--threads N] [--prefault] [--quiet]\n"
+    "                   [--batch-invariant] [--ep-timeout S]\n"
     "\n"
     "Loads a DeepSeek-V3.2 checkpoint (config.json + *.safetensors, docs/model.md), prefills the prompts\n"
     "as one batch, then decodes greedily. Prints each sequence's new token ids, the prefill time, the\n"
@@ -33,8 +36,13 @@ constexpr const char* kHelp =
     "  --prefault          map every page of the checkpoint at load (no page faults in the steps; for\n"
     "                      checkpoints that fit in memory)\n"
     "  --quiet             no progress lines on stderr\n"
+    "  --batch-invariant   every GEMM row computed as in a batch of >= 9 rows: a sequence's tokens do not\n"
+    "                      depend on its batch, so 1 and R expert-parallel ranks print the same bits\n"
+    "  --ep-timeout S      under mpirun: seconds a rank waits for a peer before it fails (default 300)\n"
     "\n"
-    "Expert parallelism over ranks (mpirun) is not implemented yet.\n";
+    "Expert parallelism: `mpirun -np R tessera run ...` splits the routed experts over R ranks (rank r holds\n"
+    "experts [r*E/R, (r+1)*E/R)) and runs prompts r, r+R, ... on rank r; each rank prints its own\n"
+    "sequences (numbered as in the batch) and rank 0 the times (docs/model.md \"Expert parallelism\").\n";
 
 bool parse_int(const char* text, long long lo, long long* out) {
   char* end = nullptr;
@@ -82,8 +90,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int run_run(int argc, char** argv) {
   std::string checkpoint;
   std::vector<std::vector<int32_t>> prompts;
-  long long prompt_len = 0, batch = 1, seed = 0, max_new = 16, max_seq = 0, threads = 0;
-  bool quiet = false, prefault = false;
+  long long prompt_len = 0, batch = 1, seed = 0, max_new = 16, max_seq = 0, threads = 0, ep_timeout = 300;
+  bool quiet = false, prefault = false, batch_invariant = false;
   auto usage_error = [](const std::string& msg) {
     std::fprintf(stderr, "tessera run: %s\n\n%s", msg.c_str(), kHelp);
     return kExitUsage;
@@ -96,6 +104,8 @@ int run_run(int argc, char** argv) {
       return kExitOk;
     } else if (a == "--quiet") {
       quiet = true;
+    } else if (a == "--batch-invariant") {
+      batch_invariant = true;
     } else if (a == "--prefault") {
       prefault = true;
     } else if (!has_value) {
@@ -116,6 +126,8 @@ int run_run(int argc, char** argv) {
       if (!parse_int(argv[++i], 1, &max_new)) return usage_error("--max-new-tokens needs a whole number >= 1");
     } else if (a == "--max-seq-len") {
       if (!parse_int(argv[++i], 1, &max_seq)) return usage_error("--max-seq-len needs a whole number >= 1");
+    } else if (a == "--ep-timeout") {
+      if (!parse_int(argv[++i], 1, &ep_timeout)) return usage_error("--ep-timeout needs a whole number >= 1");
     } else if (a == "--threads") {
       if (!parse_int(argv[++i], 1, &threads)) return usage_error("--threads needs a whole number >= 1");
     } else {
@@ -129,6 +141,7 @@ int run_run(int argc, char** argv) {
   model::ModelOptions opt;
   opt.ranks = launcher_ranks();
   opt.prefault_weights = prefault;
+  opt.batch_invariant = batch_invariant;
   const size_t longest =
       prompts.empty() ? size_t(prompt_len) : std::max_element(prompts.begin(), prompts.end(), [](auto& x, auto& y) {
                                                return x.size() < y.size();
@@ -148,6 +161,33 @@ int run_run(int argc, char** argv) {
       }
       prompts.push_back(std::move(p));
     }
+  }
+  // Expert parallelism: rank r runs prompts r, r + R, ... (maybe none) and joins every step; the
+  // exchange is sized for the most prompt tokens any rank prefills.
+  std::vector<size_t> batch_index;
+  int rank = 0;
+  if (opt.ranks > 1) {
+    std::shared_ptr<ep::Group> group = ep::Group::world();
+    rank = group->rank();
+    opt.ranks = group->size();
+    std::vector<std::vector<int32_t>> mine;
+    int64_t most = 1;
+    for (int r = 0; r < opt.ranks; ++r) {
+      int64_t tokens = 0;
+      for (size_t i = size_t(r); i < prompts.size(); i += size_t(opt.ranks)) {
+        tokens += int64_t(prompts[i].size());
+        if (r != rank) continue;
+        mine.push_back(prompts[i]);
+        batch_index.push_back(i);
+      }
+      most = std::max(most, tokens);
+    }
+    prompts = std::move(mine);
+    opt.exchange = model::make_ep_exchange(group, config, most, double(ep_timeout));
+    opt.max_batch_size = std::max<long long>(1, (long long)prompts.size());
+    quiet = quiet || rank > 0;
+  } else {
+    for (size_t i = 0; i < prompts.size(); ++i) batch_index.push_back(i);
   }
 
   auto t0 = std::chrono::steady_clock::now();
@@ -185,10 +225,13 @@ int run_run(int argc, char** argv) {
   }
 
   for (size_t i = 0; i < generated.size(); ++i) {
-    std::printf("sequence %zu:", i);
+    std::printf("sequence %zu:", batch_index[i]);
     for (size_t j = 0; j < generated[i].size(); ++j) std::printf("%s%d", j ? "," : " ", generated[i][j]);
     std::printf("\n");
   }
+  std::fflush(stdout);
+  if (rank > 0) return kExitOk;  // the times are rank 0's own steps
+  if (opt.ranks > 1) std::printf("rank 0 of %d expert-parallel ranks:\n", opt.ranks);
   std::printf("prefill: %zu tokens in %.3f s (%.1f tokens/s)\n", prompt_tokens, prefill_s,
               double(prompt_tokens) / prefill_s);
   print_components("prefill", prefill_times);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,10 +66,59 @@ struct StepTimes {
   double total() const;
 };
 
+// Expert parallelism (docs/model.md "Expert parallelism"): R ranks each run attention, dense layers,
+// shared experts, gate and head for their own sequences and the routed experts [r*E/R, (r+1)*E/R) for
+// every rank's tokens. An ExpertExchange moves each MoE layer's routed tokens to the experts' ranks and
+// the weighted expert outputs back. tessera_ep implements it over ElasticBuffer (tessera/model_ep.h);
+// the Model only sees this interface, so libtessera needs no MPI.
+
+// This rank's tokens of one MoE layer. FP8 weights: the rows as the runner quantises them (e4m3 codes
+// and one f32 scale per 128 values); bf16 weights: the rows rounded to bf16.
+struct RoutedTokens {
+  int64_t rows = 0, dim = 0, topk = 0, num_experts = 0;
+  const uint8_t* codes = nullptr;    // fp8: [rows, dim]
+  const float* scales = nullptr;     // fp8: [rows, dim / 128]
+  const uint16_t* bf16 = nullptr;    // bf16: [rows, dim]
+  const int32_t* experts = nullptr;  // [rows, topk] global expert index
+  const float* weights = nullptr;    // [rows, topk] routing weights
+};
+
+// The rows this rank's experts run, grouped by local expert: rows [begin[e], begin[e+1]) go to global
+// expert first_expert + e. The runner writes out[row] = bf16(weights[row] * expert(row)).
+struct ExpertRows {
+  int64_t rows = 0, dim = 0, first_expert = 0;
+  std::vector<int64_t> begin;      // [local experts + 1]
+  const uint8_t* codes = nullptr;  // fp8: [rows, dim]
+  const float* scales = nullptr;   // fp8: [rows, dim / 128]
+  const uint16_t* bf16 = nullptr;  // bf16: [rows, dim]
+  const float* weights = nullptr;  // [rows]
+  uint16_t* out = nullptr;         // [rows, dim] bf16
+};
+
+class ExpertExchange {
+ public:
+  using LocalExperts = std::function<void(ExpertRows&)>;
+  virtual ~ExpertExchange() = default;
+  virtual int rank() const = 0;
+  virtual int ranks() const = 0;
+  // The most tokens one exchange() of this rank may carry.
+  virtual int64_t max_tokens() const = 0;
+  // Collective (every rank, in the same order, any rows >= 0): sends every (token, top-k lane) to its
+  // expert's rank, runs run_local on the rows this rank received and writes out[t] (bf16 [rows, dim]) =
+  // the f32 sum of token t's lane outputs in top-k lane order, rounded once to bf16. A failed peer is
+  // Error(kRuntime) naming its rank.
+  virtual void exchange(const RoutedTokens& tokens, const LocalExperts& run_local, uint16_t* out) = 0;
+};
+
 struct ModelOptions {
   int64_t max_batch_size = 0;  // sequence slots; 0 = the config's max_batch_size
   int64_t max_seq_len = 0;     // cache capacity per slot; 0 = the config's max_seq_len (must not exceed it)
-  int ranks = 1;               // expert parallelism; > 1 is not implemented yet
+  int ranks = 1;               // expert-parallel ranks: 1, or exchange->ranks()
+  std::shared_ptr<ExpertExchange> exchange;  // required when ranks > 1
+  // Every GEMM row computed as in a batch of >= 9 rows (zero rows appended where fewer), so a sequence's
+  // bits do not depend on the rest of its batch: what makes 1 and R expert-parallel ranks, which batch
+  // the sequences differently, bitwise identical. Costs the decode GEMVs of small batches.
+  bool batch_invariant = false;
   // Map every page of the checkpoint into the process at load (reads it all when it is not in the page
   // cache): steps then take no page faults on weights they touch for the first time (routed experts).
   // For checkpoints that fit in memory; the load takes longer.
@@ -108,12 +158,15 @@ class Model {
   void fill_synthetic_context(int64_t slot, int64_t len, uint64_t seed = 0);
 
   // Appends tokens[i] to slot slots[i] (distinct slots, each token list non-empty) and runs them.
+  // With ranks > 1, prefill and decode are collective (every rank calls them in the same order) and
+  // slots may be empty: the rank then joins each MoE layer's exchange with no tokens.
   StepOutput prefill(const std::vector<int64_t>& slots, const std::vector<std::vector<int32_t>>& tokens,
                      bool all_tokens = false, bool return_hidden = false);
   // Appends one token to each slot and runs them as one batch over the paged caches.
   StepOutput decode(const std::vector<int64_t>& slots, const std::vector<int32_t>& tokens, bool return_hidden = false);
   // Greedy generation: empties slots 0..prompts.size()-1, prefills the prompts, then decodes
-  // max_new_tokens tokens per prompt (argmax, lowest index on ties). Returns the new tokens.
+  // max_new_tokens tokens per prompt (argmax, lowest index on ties). Returns the new tokens. With ranks
+  // > 1 every rank calls it with its own prompts (possibly none) and the same max_new_tokens.
   std::vector<std::vector<int32_t>> generate(const std::vector<std::vector<int32_t>>& prompts, int64_t max_new_tokens);
 
   // The component times of the last prefill or decode call.

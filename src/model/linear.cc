@@ -1,12 +1,22 @@
 // Linear layers (linear.h).
 #include "linear.h"
 
+#include <algorithm>
+
 #include "small_ops.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/thread_pool.h"
 #include "tessera/gemm.h"
 
 namespace tessera::model {
+
+namespace {
+thread_local bool batch_invariant = false;
+}
+
+BatchInvariantScope::BatchInvariantScope(bool on) : previous_(batch_invariant) { batch_invariant = on; }
+BatchInvariantScope::~BatchInvariantScope() { batch_invariant = previous_; }
+int64_t gemm_rows(int64_t rows) { return batch_invariant ? std::max(rows, kBatchInvariantRows) : rows; }
 
 QuantRows quantize_activations(const float* x, int64_t rows, int64_t k, bool ue8m0) {
   QuantRows q;
@@ -20,6 +30,15 @@ QuantRows quantize_activations(const float* x, int64_t rows, int64_t k, bool ue8
 
 void linear_forward_quantized(const Linear& l, const uint8_t* codes, const float* scales, int64_t rows, float* y) {
   if (rows == 0) return;
+  if (const int64_t padded = gemm_rows(rows); padded > rows) {
+    std::vector<uint8_t> c(size_t(padded * l.k), 0);
+    std::vector<float> s(size_t(padded * (l.k / 128)), 1.0f), out(size_t(padded * l.n));
+    std::copy_n(codes, rows * l.k, c.data());
+    std::copy_n(scales, rows * (l.k / 128), s.data());
+    linear_forward_quantized(l, c.data(), s.data(), padded, out.data());
+    std::copy_n(out.data(), rows * l.n, y);
+    return;
+  }
   gemm::ScaledTensor a{TensorView(const_cast<uint8_t*>(codes), DType::kF8E4M3, {rows, l.k}),
                        TensorView(const_cast<float*>(scales), DType::kF32, {rows, l.k / 128})};
   gemm::ScaledTensor b{TensorView(const_cast<uint8_t*>(l.weight), DType::kF8E4M3, {l.n, l.k}),
@@ -36,11 +55,14 @@ void linear_forward(const Linear& l, const float* x, int64_t rows, float* y, boo
     linear_forward_quantized(l, q.codes.data(), q.scales.data(), rows, y);
     return;
   }
-  std::vector<uint16_t> xb(size_t(rows * l.k));
-  for (size_t i = 0; i < xb.size(); ++i) xb[i] = f32_to_bf16(x[i]);
-  gemm::bf16_gemm_nt(TensorView(xb.data(), DType::kBF16, {rows, l.k}),
+  const int64_t padded = gemm_rows(rows);
+  std::vector<uint16_t> xb(size_t(padded * l.k), 0);
+  for (int64_t i = 0; i < rows * l.k; ++i) xb[size_t(i)] = f32_to_bf16(x[i]);
+  std::vector<float> out(padded > rows ? size_t(padded * l.n) : 0);
+  gemm::bf16_gemm_nt(TensorView(xb.data(), DType::kBF16, {padded, l.k}),
                      TensorView(const_cast<uint8_t*>(l.weight), DType::kBF16, {l.n, l.k}),
-                     TensorView(y, DType::kF32, {rows, l.n}));
+                     TensorView(padded > rows ? out.data() : y, DType::kF32, {padded, l.n}));
+  if (padded > rows) std::copy_n(out.data(), rows * l.n, y);
 }
 
 }  // namespace tessera::model

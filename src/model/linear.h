@@ -18,6 +18,25 @@ struct QuantRows {
 };
 QuantRows quantize_activations(const float* x, int64_t rows, int64_t k, bool ue8m0);
 
+// Batch invariance (ModelOptions::batch_invariant). tessera's GEMMs pick a kernel, and with it the
+// summation order of each row, by M: the decode GEMVs take M <= 8, the packed driver larger M, whose
+// rows do not depend on M. Inside a BatchInvariantScope every GEMM of the step gets at least
+// kBatchInvariantRows rows (zero rows appended), so a row's bits do not depend on which batch, or rank,
+// it runs in. Thread-local: a step runs on its caller's thread (the kernels parallelise inside).
+constexpr int64_t kBatchInvariantRows = 9;
+class BatchInvariantScope {
+ public:
+  explicit BatchInvariantScope(bool on);
+  ~BatchInvariantScope();
+  BatchInvariantScope(const BatchInvariantScope&) = delete;
+  BatchInvariantScope& operator=(const BatchInvariantScope&) = delete;
+
+ private:
+  bool previous_;
+};
+// The rows a GEMM over `rows` rows must run: rows, or kBatchInvariantRows inside the scope when fewer.
+int64_t gemm_rows(int64_t rows);
+
 // y [rows, l.n] = x [rows, l.k] W^T.
 void linear_forward(const Linear& l, const float* x, int64_t rows, float* y, bool ue8m0);
 // The same from pre-quantised rows (FP8 weights only): lets callers quantise once and gather rows.

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "linear.h"
 #include "safetensors.h"
 #include "step.h"
 #include "tessera/core/error.h"
@@ -18,6 +19,7 @@ struct Model::Impl {
   TensorStore store;
   ModelState state;
   int64_t max_batch = 0, max_seq = 0;
+  bool batch_invariant = false;
   StepTimes times;
 
   Impl(const std::string& dir, const Config& config, const ModelOptions& opt)
@@ -29,6 +31,8 @@ struct Model::Impl {
               {},
               0} {
     if (opt.prefault_weights) store.prefault();
+    state.exchange = opt.exchange;
+    batch_invariant = opt.batch_invariant;
     max_batch = state.cache.slots();
     max_seq = opt.max_seq_len > 0 ? opt.max_seq_len : config.max_seq_len;
     state.rope = make_rope_table(config, max_seq);
@@ -49,6 +53,11 @@ struct Model::Impl {
   // Runs one step; out rows: the last row of each sequence, or every row (all_rows).
   StepOutput run(const StepBatch& batch, const std::vector<int32_t>& tokens, bool all_rows, bool return_hidden) {
     const Config& c = state.config;
+    if (state.exchange)
+      TESSERA_CHECK(batch.rows() <= state.exchange->max_tokens(), "Model: a step of ", batch.rows(),
+                    " tokens exceeds the expert exchange's max_tokens = ", state.exchange->max_tokens(),
+                    " per rank (make_ep_exchange's max_tokens_per_rank)");
+    const BatchInvariantScope invariant(batch_invariant);
     times = StepTimes{};
     StepTimer timer(times);
     const int64_t rows = batch.rows(), dim = c.dim;
@@ -70,12 +79,13 @@ struct Model::Impl {
       const LayerWeights& w = state.weights.layers[size_t(l)];
       rms_norm(h.data(), w.attn_norm.data(), rows, dim, x.data());
       timer.lap(Component::kNorms);
-      mla_forward(state, l, batch, x.data(), y.data(), timer, return_hidden ? &positions : nullptr);
+      // An expert-parallel rank without tokens skips attention but joins every MoE exchange.
+      if (rows > 0) mla_forward(state, l, batch, x.data(), y.data(), timer, return_hidden ? &positions : nullptr);
       for (size_t i = 0; i < h.size(); ++i) h[i] += y[i];
       rms_norm(h.data(), w.ffn_norm.data(), rows, dim, x.data());
       timer.lap(Component::kNorms);
       if (w.moe) {
-        moe_forward(state, l, x.data(), rows, y.data(), timer, 0, c.n_routed_experts, batch.decode);
+        moe_forward(state, l, x.data(), rows, y.data(), timer, batch.decode);
       } else {
         mlp_forward(w.dense, x.data(), rows, y.data(), c.ue8m0());
         timer.lap(Component::kDenseMlp);
@@ -100,7 +110,7 @@ struct Model::Impl {
     }
     rms_norm(last.data(), state.weights.final_norm.data(), out.rows, dim, last.data());
     out.logits.resize(size_t(out.rows * c.vocab_size));
-    matmul_bf16_f32(last.data(), out.rows, state.weights.head, c.vocab_size, dim, out.logits.data());
+    if (out.rows > 0) matmul_bf16_f32(last.data(), out.rows, state.weights.head, c.vocab_size, dim, out.logits.data());
     timer.lap(Component::kHead);
     return out;
   }
@@ -109,14 +119,21 @@ struct Model::Impl {
 namespace {
 
 Config load_config(const std::string& dir, const ModelOptions& opt) {
-  if (opt.ranks > 1)
-    TESSERA_NOT_IMPLEMENTED("Model: expert parallelism over ranks (ranks = ", opt.ranks,
-                            "); run with one rank (no mpirun)");
   TESSERA_CHECK(opt.ranks >= 1, "Model: argument 'ranks' must be >= 1, got ", opt.ranks);
+  if (opt.ranks > 1 && !opt.exchange)
+    TESSERA_NOT_IMPLEMENTED("Model: expert parallelism (ranks = ", opt.ranks, ") without an expert exchange; ",
+                            "C++ passes ModelOptions::exchange (tessera::model::make_ep_exchange, library tessera_ep), ",
+                            "the CLI runs `mpirun -np R tessera run`; the Python API runs one rank only");
+  TESSERA_CHECK(!opt.exchange || opt.ranks == 1 || opt.ranks == opt.exchange->ranks(),
+                "Model: argument 'ranks' = ", opt.ranks, " differs from the exchange's ",
+                opt.exchange ? opt.exchange->ranks() : 0, " ranks");
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   if (!std::filesystem::exists(path))
     fail(ErrorCode::kInvalidArgument, "Model: checkpoint '", dir, "' has no config.json");
   Config c = Config::from_file(path);
+  if (opt.exchange)
+    TESSERA_CHECK(c.n_routed_experts % opt.exchange->ranks() == 0, "Model: n_routed_experts = ", c.n_routed_experts,
+                  " must be a multiple of the expert-parallel ranks (", opt.exchange->ranks(), ")");
   TESSERA_CHECK(opt.max_batch_size >= 0, "Model: argument 'max_batch_size' must be >= 0, got ", opt.max_batch_size);
   TESSERA_CHECK(opt.max_seq_len >= 0 && opt.max_seq_len <= c.max_seq_len,
                 "Model: argument 'max_seq_len' must be in [0, config max_seq_len = ", c.max_seq_len, "], got ",
@@ -171,7 +188,8 @@ StepOutput Model::prefill(const std::vector<int64_t>& slots, const std::vector<s
   TESSERA_CHECK(slots.size() == tokens.size(),
                 "Model.prefill: arguments 'seq_ids' and 'tokens' must have the same length, got ", slots.size(),
                 " and ", tokens.size());
-  TESSERA_CHECK(!slots.empty(), "Model.prefill: argument 'seq_ids' must not be empty");
+  TESSERA_CHECK(!slots.empty() || impl_->state.exchange,
+                "Model.prefill: argument 'seq_ids' must not be empty (only an expert-parallel rank may run none)");
   StepBatch batch;
   std::vector<int32_t> flat;
   std::set<int64_t> seen;
@@ -196,7 +214,8 @@ StepOutput Model::decode(const std::vector<int64_t>& slots, const std::vector<in
   TESSERA_CHECK(slots.size() == tokens.size(),
                 "Model.decode: arguments 'seq_ids' and 'tokens' must have the same length, got ", slots.size(), " and ",
                 tokens.size());
-  TESSERA_CHECK(!slots.empty(), "Model.decode: argument 'seq_ids' must not be empty");
+  TESSERA_CHECK(!slots.empty() || impl_->state.exchange,
+                "Model.decode: argument 'seq_ids' must not be empty (only an expert-parallel rank may run none)");
   StepBatch batch;
   batch.decode = true;
   std::set<int64_t> seen;
@@ -222,7 +241,8 @@ std::vector<std::vector<int32_t>> Model::generate(const std::vector<std::vector<
                 " prompts exceed max_batch_size = ", impl_->max_batch);
   TESSERA_CHECK(max_new_tokens >= 0, "Model.generate: argument 'max_new_tokens' must be >= 0, got ", max_new_tokens);
   std::vector<std::vector<int32_t>> out(prompts.size());
-  if (prompts.empty() || max_new_tokens == 0) return out;
+  // An expert-parallel rank without prompts still runs every step (they are collective).
+  if ((prompts.empty() && !impl_->state.exchange) || max_new_tokens == 0) return out;
   std::vector<int64_t> slots(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     slots[i] = int64_t(i);

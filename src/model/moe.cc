@@ -1,7 +1,8 @@
 // DeepSeekMoE (docs/model.md "MoE"): the f32 gate with group-limited routing, routed experts on the FP8
-// GEMM (one call per expert over the rows routed to it, quantised once), shared experts and the dense
-// layers' MLP. Routed outputs are summed per token in the order of its chosen experts, so the result
-// does not depend on how rows are split over threads.
+// grouped GEMMs (or one GEMM per expert), shared experts and the dense layers' MLP. Each (token, lane)
+// output is bf16(weight * expert(x)); a token's lanes are summed in lane order in f32 and rounded once
+// to bf16, exactly as ElasticBuffer's combine sums them, so one rank and R expert-parallel ranks
+// (src/model/ep_exchange.cc) compute the same bits, for any thread count.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -19,15 +20,16 @@ void round_to_bf16(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
 }
 
-// MLP on rows already quantised (FP8) or in f32 (bf16 weights). Routed experts round the outputs of
-// their three projections to bf16, as the M-grouped GEMMs write them, whichever path runs them.
-void mlp_rows(const Mlp& mlp, const float* x, const QuantRows* xq, int64_t rows, float* out, bool ue8m0,
-              bool bf16_outputs = false) {
+// MLP on rows already quantised (FP8: codes [rows, K], scales [rows, K/128]) or in f32 (bf16 weights).
+// Routed experts round the outputs of their three projections to bf16, as the M-grouped GEMMs write
+// them, whichever path runs them.
+void mlp_rows(const Mlp& mlp, const float* x, const uint8_t* codes, const float* scales, int64_t rows, float* out,
+              bool ue8m0, bool bf16_outputs = false) {
   const int64_t inter = mlp.gate.n;
   std::vector<float> g(size_t(rows * inter)), u(size_t(rows * inter));
-  if (xq) {
-    linear_forward_quantized(mlp.gate, xq->codes.data(), xq->scales.data(), rows, g.data());
-    linear_forward_quantized(mlp.up, xq->codes.data(), xq->scales.data(), rows, u.data());
+  if (codes) {
+    linear_forward_quantized(mlp.gate, codes, scales, rows, g.data());
+    linear_forward_quantized(mlp.up, codes, scales, rows, u.data());
   } else {
     linear_forward(mlp.gate, x, rows, g.data(), ue8m0);
     linear_forward(mlp.up, x, rows, u.data(), ue8m0);
@@ -51,56 +53,68 @@ gemm::ScaledTensor slice_experts(const gemm::ScaledTensor& t, int64_t e0, int64_
   return s;
 }
 
-// The experts [e0, e1) on the FP8 M-grouped GEMMs over in-place [G, N, K] views: the contiguous layout
-// (rows sorted by expert, psum ends) for prefill, the masked layout ([G, max_m, K]) for decode. Writes
-// each (token, choice) row of expert_out.
-void grouped_experts(const ExpertBank& bank, int64_t e0, int64_t e1, const std::vector<std::vector<int64_t>>& assigned,
-                     const QuantRows& xq, int64_t topk, bool masked, bool ue8m0, float* expert_out) {
-  const int64_t G = e1 - e0, dim = xq.k, inter = bank.gate.data.shape[1];
-  const gemm::ScaledTensor gate = slice_experts(bank.gate, e0, e1), up = slice_experts(bank.up, e0, e1),
-                           down = slice_experts(bank.down, e0, e1);
+// The experts of `r` on the FP8 M-grouped GEMMs over in-place [G, N, K] views: the contiguous layout
+// (r's rows as they are, psum ends) for prefill, the masked layout ([G, max_m, K]) for decode. Writes
+// each row's expert output, bf16, to y [r.rows, dim].
+void grouped_experts(const ExpertBank& bank, const ExpertRows& r, bool masked, bool ue8m0, uint16_t* y) {
+  const int64_t G = int64_t(r.begin.size()) - 1, dim = r.dim, inter = bank.gate.data.shape[1];
+  const int64_t e0 = r.first_expert;
+  const gemm::ScaledTensor gate = slice_experts(bank.gate, e0, e0 + G), up = slice_experts(bank.up, e0, e0 + G),
+                           down = slice_experts(bank.down, e0, e0 + G);
   gemm::Recipe recipe;
   recipe.recipe = std::array<int, 3>{1, 128, 128};
-  // Row r of group g sits at slot base[g] + r of the flat [slots, ...] buffers.
+  // Row i of group g sits at slot base[g] + i of the flat [slots, ...] buffers.
   std::vector<int64_t> base(static_cast<size_t>(G));
   std::vector<int32_t> counts(static_cast<size_t>(G)), ends(static_cast<size_t>(G));
   int64_t slots = 0, max_m = 0;
-  for (int64_t g = 0; g < G; ++g) max_m = std::max<int64_t>(max_m, int64_t(assigned[size_t(e0 + g)].size()));
+  for (int64_t g = 0; g < G; ++g) max_m = std::max(max_m, r.begin[size_t(g) + 1] - r.begin[size_t(g)]);
   if (max_m == 0) return;
   for (int64_t g = 0; g < G; ++g) {
-    counts[size_t(g)] = int32_t(assigned[size_t(e0 + g)].size());
+    counts[size_t(g)] = int32_t(r.begin[size_t(g) + 1] - r.begin[size_t(g)]);
     base[size_t(g)] = masked ? g * max_m : slots;
     slots = masked ? (g + 1) * max_m : slots + counts[size_t(g)];
     ends[size_t(g)] = int32_t(slots);
   }
   const int64_t sk = dim / 128, si = inter / 128;
-  std::vector<uint8_t> a(size_t(slots * dim));
-  std::vector<float> sa(size_t(slots * sk), 1.0f);
-  for (int64_t g = 0; g < G; ++g)
-    for (int64_t i = 0; i < counts[size_t(g)]; ++i) {
-      const int64_t t = assigned[size_t(e0 + g)][size_t(i)] / topk, slot = base[size_t(g)] + i;
-      std::copy_n(xq.codes.data() + t * dim, dim, a.data() + slot * dim);
-      std::copy_n(xq.scales.data() + t * sk, sk, sa.data() + slot * sk);
-    }
+  // The contiguous layout reads r's rows in place; the masked one needs them at base[g] + i.
+  std::vector<uint8_t> a_masked;
+  std::vector<float> sa_masked;
+  const uint8_t* a = r.codes;
+  const float* sa = r.scales;
+  if (masked) {
+    a_masked.assign(size_t(slots * dim), 0);
+    sa_masked.assign(size_t(slots * sk), 1.0f);
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t i = 0; i < counts[size_t(g)]; ++i) {
+        const int64_t row = r.begin[size_t(g)] + i, slot = base[size_t(g)] + i;
+        std::copy_n(r.codes + row * dim, dim, a_masked.data() + slot * dim);
+        std::copy_n(r.scales + row * sk, sk, sa_masked.data() + slot * sk);
+      }
+    a = a_masked.data();
+    sa = sa_masked.data();
+  }
   const TensorView masked_m(counts.data(), DType::kI32, {G});
   gemm::ContiguousLayout layout;
   layout.grouped_layout = TensorView(ends.data(), DType::kI32, {G});
   layout.use_psum_layout = true;
   layout.mk_alignment = 1;
-  auto run = [&](const gemm::ScaledTensor& w, uint8_t* codes, float* scales, int64_t k, int64_t n, uint16_t* d) {
+  auto run = [&](const gemm::ScaledTensor& w, const uint8_t* codes, const float* scales, int64_t k, int64_t n,
+                 uint16_t* d) {
+    uint8_t* c = const_cast<uint8_t*>(codes);  // the GEMMs only read their inputs
+    float* s = const_cast<float*>(scales);
     if (masked) {
       gemm::m_grouped_fp8_fp4_gemm_nt_masked(
-          {TensorView(codes, DType::kF8E4M3, {G, max_m, k}), TensorView(scales, DType::kF32, {G, max_m, k / 128})}, w,
+          {TensorView(c, DType::kF8E4M3, {G, max_m, k}), TensorView(s, DType::kF32, {G, max_m, k / 128})}, w,
           TensorView(d, DType::kBF16, {G, max_m, n}), masked_m, max_m, recipe);
     } else {
       gemm::m_grouped_fp8_fp4_gemm_nt_contiguous(
-          {TensorView(codes, DType::kF8E4M3, {slots, k}), TensorView(scales, DType::kF32, {slots, k / 128})}, w,
+          {TensorView(c, DType::kF8E4M3, {slots, k}), TensorView(s, DType::kF32, {slots, k / 128})}, w,
           TensorView(d, DType::kBF16, {slots, n}), layout, recipe);
     }
   };
   std::vector<uint16_t> g(size_t(slots * inter)), u(size_t(slots * inter));
-  run(gate, a.data(), sa.data(), dim, inter, g.data());
-  run(up, a.data(), sa.data(), dim, inter, u.data());
+  run(gate, a, sa, dim, inter, g.data());
+  run(up, a, sa, dim, inter, u.data());
   // silu(gate) * up on the rows in use, quantised again for down_proj.
   std::vector<float> h(static_cast<size_t>(inter));
   std::vector<uint8_t> a2(size_t(slots * inter));
@@ -114,13 +128,95 @@ void grouped_experts(const ExpertBank& bank, int64_t e0, int64_t e1, const std::
       }
       q8_row(h.data(), inter, ue8m0, a2.data() + slot * inter, sa2.data() + slot * si);
     }
-  std::vector<uint16_t> y(size_t(slots * dim));
-  run(down, a2.data(), sa2.data(), inter, dim, y.data());
+  std::vector<uint16_t> yd(size_t(slots * dim));
+  run(down, a2.data(), sa2.data(), inter, dim, yd.data());
   for (int64_t gi = 0; gi < G; ++gi)
-    for (int64_t i = 0; i < counts[size_t(gi)]; ++i) {
-      const int64_t slot = base[size_t(gi)] + i, item = assigned[size_t(e0 + gi)][size_t(i)];
-      for (int64_t j = 0; j < dim; ++j) expert_out[size_t(item * dim + j)] = bf16_to_f32(y[size_t(slot * dim + j)]);
+    for (int64_t i = 0; i < counts[size_t(gi)]; ++i)
+      std::copy_n(yd.data() + (base[size_t(gi)] + i) * dim, dim, y + (r.begin[size_t(gi)] + i) * dim);
+}
+
+// What every rank computes for the rows its experts received (and one rank for all rows):
+// r.out[row] = bf16(weight * expert(row)), the expert output being bf16 on every path.
+void run_local_experts(const LayerWeights& w, const Config& c, bool decode, ExpertRows& r, StepTimer& timer) {
+  const int64_t G = int64_t(r.begin.size()) - 1, dim = r.dim, sk = dim / 128;
+  const bool ue8m0 = c.ue8m0(), fp8 = c.fp8();
+  for (int64_t g = 0; g < G; ++g) timer.count_routed_experts(r.begin[size_t(g) + 1] > r.begin[size_t(g)] ? 1 : 0);
+  if (r.rows == 0) return;
+  std::vector<uint16_t> y(size_t(r.rows * dim));
+  if (fp8 && w.bank.grouped) {
+    grouped_experts(w.bank, r, decode, ue8m0, y.data());
+  } else {
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t row0 = r.begin[size_t(g)], n = r.begin[size_t(g) + 1] - row0;
+      if (n == 0) continue;
+      std::vector<float> yf(size_t(n * dim));
+      const Mlp& expert = w.experts[size_t(r.first_expert + g)];
+      if (fp8) {
+        mlp_rows(expert, nullptr, r.codes + row0 * dim, r.scales + row0 * sk, n, yf.data(), ue8m0, true);
+      } else {
+        std::vector<float> xf(size_t(n * dim));
+        for (size_t i = 0; i < xf.size(); ++i) xf[i] = bf16_to_f32(r.bf16[size_t(row0 * dim) + i]);
+        mlp_rows(expert, xf.data(), nullptr, nullptr, n, yf.data(), ue8m0, true);
+      }
+      for (size_t i = 0; i < yf.size(); ++i) y[size_t(row0 * dim) + i] = f32_to_bf16(yf[i]);
     }
+  }
+  for (int64_t i = 0; i < r.rows; ++i) {
+    const float wt = r.weights[i];
+    for (int64_t j = 0; j < dim; ++j)
+      r.out[i * dim + j] = f32_to_bf16(wt * bf16_to_f32(y[size_t(i * dim + j)]));
+  }
+}
+
+// One rank holding every expert: the rows grouped by expert (token order within an expert), the
+// experts run as on an expert-parallel rank, and each token's lanes summed as the combine sums them.
+void routed_on_one_rank(const LayerWeights& w, const Config& c, bool decode, const RoutedTokens& t, uint16_t* out,
+                        StepTimer& timer) {
+  const int64_t E = t.num_experts, dim = t.dim, lanes = t.rows * t.topk, sk = dim / 128;
+  ExpertRows r;
+  r.rows = lanes;
+  r.dim = dim;
+  r.begin.assign(size_t(E + 1), 0);
+  for (int64_t i = 0; i < lanes; ++i) ++r.begin[size_t(t.experts[i]) + 1];
+  for (int64_t e = 0; e < E; ++e) r.begin[size_t(e) + 1] += r.begin[size_t(e)];
+  std::vector<int64_t> row_of_lane(static_cast<size_t>(lanes)), next(r.begin.begin(), r.begin.end() - 1);
+  for (int64_t i = 0; i < lanes; ++i) row_of_lane[size_t(i)] = next[size_t(t.experts[i])]++;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales, weights(static_cast<size_t>(lanes));
+  std::vector<uint16_t> bf16;
+  if (t.codes) {
+    codes.resize(size_t(lanes * dim));
+    scales.resize(size_t(lanes * sk));
+  } else {
+    bf16.resize(size_t(lanes * dim));
+  }
+  for (int64_t i = 0; i < lanes; ++i) {
+    const int64_t tok = i / t.topk, row = row_of_lane[size_t(i)];
+    weights[size_t(row)] = t.weights[i];
+    if (t.codes) {
+      std::copy_n(t.codes + tok * dim, dim, codes.data() + row * dim);
+      std::copy_n(t.scales + tok * sk, sk, scales.data() + row * sk);
+    } else {
+      std::copy_n(t.bf16 + tok * dim, dim, bf16.data() + row * dim);
+    }
+  }
+  std::vector<uint16_t> lane_out(size_t(lanes * dim));
+  r.codes = codes.data();
+  r.scales = scales.data();
+  r.bf16 = bf16.data();
+  r.weights = weights.data();
+  r.out = lane_out.data();
+  run_local_experts(w, c, decode, r, timer);
+  // ElasticBuffer's combine without multiple reduction: acc = +0.0f, + each lane in lane order, one rounding.
+  std::vector<float> acc(static_cast<size_t>(dim));
+  for (int64_t tok = 0; tok < t.rows; ++tok) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t k = 0; k < t.topk; ++k) {
+      const uint16_t* y = lane_out.data() + row_of_lane[size_t(tok * t.topk + k)] * dim;
+      for (int64_t j = 0; j < dim; ++j) acc[size_t(j)] += bf16_to_f32(y[j]);
+    }
+    for (int64_t j = 0; j < dim; ++j) out[tok * dim + j] = f32_to_bf16(acc[size_t(j)]);
+  }
 }
 
 struct Routing {
@@ -189,74 +285,62 @@ Routing route(const Config& c, const LayerWeights& w, const float* logits, int64
 void mlp_forward(const Mlp& mlp, const float* x, int64_t rows, float* out, bool ue8m0) {
   if (mlp.gate.fp8) {
     const QuantRows xq = quantize_activations(x, rows, mlp.gate.k, ue8m0);
-    mlp_rows(mlp, x, &xq, rows, out, ue8m0);
+    mlp_rows(mlp, x, xq.codes.data(), xq.scales.data(), rows, out, ue8m0);
   } else {
-    mlp_rows(mlp, x, nullptr, rows, out, ue8m0);
+    mlp_rows(mlp, x, nullptr, nullptr, rows, out, ue8m0);
   }
 }
 
 void moe_forward(ModelState& m, int64_t layer, const float* x, int64_t rows, float* out, StepTimer& timer,
-                 int64_t expert_begin, int64_t expert_end, bool decode) {
+                 bool decode) {
   const Config& c = m.config;
   const LayerWeights& w = m.weights.layers[size_t(layer)];
   const int64_t E = c.n_routed_experts, topk = c.n_activated_experts, dim = c.dim;
   const bool ue8m0 = c.ue8m0(), fp8 = c.fp8();
 
-  std::vector<float> logits(size_t(rows * E));
-  matmul_bf16_f32(x, rows, w.gate, E, dim, logits.data());
-  const Routing routing = route(c, w, logits.data(), rows);
+  Routing routing;
+  if (rows > 0) {
+    std::vector<float> logits(size_t(rows * E));
+    matmul_bf16_f32(x, rows, w.gate, E, dim, logits.data());
+    routing = route(c, w, logits.data(), rows);
+  }
   timer.lap(Component::kGate);
 
-  // Rows routed to each expert, in row order; each expert runs once over its gathered rows.
-  std::vector<std::vector<int64_t>> assigned(static_cast<size_t>(E));  // entries t * topk + k
-  for (int64_t i = 0; i < rows * topk; ++i) assigned[size_t(routing.experts[size_t(i)])].push_back(i);
+  // What the experts read: the q8 rows (FP8 weights) or the rows rounded to bf16 (bf16 weights, whose
+  // GEMM rounds its input to bf16 anyway), on this rank or after the dispatch alike.
   QuantRows xq;
-  if (fp8) xq = quantize_activations(x, rows, dim, ue8m0);
-  std::vector<float> expert_out(size_t(rows * topk * dim), 0.0f);
-  const bool grouped = fp8 && w.bank.grouped && expert_end > expert_begin;
-  for (int64_t e = expert_begin; e < expert_end; ++e) timer.count_routed_experts(assigned[size_t(e)].empty() ? 0 : 1);
-  if (grouped) grouped_experts(w.bank, expert_begin, expert_end, assigned, xq, topk, decode, ue8m0, expert_out.data());
-  for (int64_t e = expert_begin; e < (grouped ? expert_begin : expert_end); ++e) {
-    const std::vector<int64_t>& items = assigned[size_t(e)];
-    const int64_t n = int64_t(items.size());
-    if (n == 0) continue;
-    std::vector<float> y(size_t(n * dim));
-    if (fp8) {
-      QuantRows g;
-      g.rows = n;
-      g.k = dim;
-      g.codes.resize(size_t(n * dim));
-      g.scales.resize(size_t(n * (dim / 128)));
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t t = items[size_t(i)] / topk;
-        std::copy_n(xq.codes.data() + t * dim, dim, g.codes.data() + i * dim);
-        std::copy_n(xq.scales.data() + t * (dim / 128), dim / 128, g.scales.data() + i * (dim / 128));
-      }
-      mlp_rows(w.experts[size_t(e)], nullptr, &g, n, y.data(), ue8m0, true);
-    } else {
-      std::vector<float> g(size_t(n * dim));
-      for (int64_t i = 0; i < n; ++i) std::copy_n(x + items[size_t(i)] / topk * dim, dim, g.data() + i * dim);
-      mlp_rows(w.experts[size_t(e)], g.data(), nullptr, n, y.data(), ue8m0, true);
-    }
-    for (int64_t i = 0; i < n; ++i) std::copy_n(y.data() + i * dim, dim, expert_out.data() + items[size_t(i)] * dim);
+  std::vector<uint16_t> xb;
+  RoutedTokens tokens;
+  tokens.rows = rows;
+  tokens.dim = dim;
+  tokens.topk = topk;
+  tokens.num_experts = E;
+  tokens.experts = routing.experts.data();
+  tokens.weights = routing.weights.data();
+  if (fp8) {
+    if (rows > 0) xq = quantize_activations(x, rows, dim, ue8m0);
+    tokens.codes = xq.codes.data();
+    tokens.scales = xq.scales.data();
+  } else {
+    xb.resize(size_t(rows * dim));
+    for (size_t i = 0; i < xb.size(); ++i) xb[i] = f32_to_bf16(x[i]);
+    tokens.bf16 = xb.data();
   }
-  for (int64_t t = 0; t < rows; ++t) {
-    float* o = out + t * dim;
-    std::fill(o, o + dim, 0.0f);
-    for (int64_t k = 0; k < topk; ++k) {
-      const float wt = routing.weights[size_t(t * topk + k)];
-      const float* y = expert_out.data() + (t * topk + k) * dim;
-      for (int64_t j = 0; j < dim; ++j) o[j] += wt * y[j];
-    }
+  std::vector<uint16_t> routed(size_t(rows * dim));
+  if (m.exchange) {
+    m.exchange->exchange(tokens, [&](ExpertRows& r) { run_local_experts(w, c, decode, r, timer); }, routed.data());
+  } else {
+    routed_on_one_rank(w, c, decode, tokens, routed.data(), timer);
   }
+  for (size_t i = 0; i < routed.size(); ++i) out[i] = bf16_to_f32(routed[i]);
   timer.lap(Component::kExperts);
 
-  if (w.has_shared) {
+  if (w.has_shared && rows > 0) {
     std::vector<float> z(size_t(rows * dim));
     if (fp8)
-      mlp_rows(w.shared, nullptr, &xq, rows, z.data(), ue8m0);
+      mlp_rows(w.shared, nullptr, xq.codes.data(), xq.scales.data(), rows, z.data(), ue8m0);
     else
-      mlp_rows(w.shared, x, nullptr, rows, z.data(), ue8m0);
+      mlp_rows(w.shared, x, nullptr, nullptr, rows, z.data(), ue8m0);
     for (size_t i = 0; i < z.size(); ++i) out[i] += z[i];
   }
   timer.lap(Component::kShared);

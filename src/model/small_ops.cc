@@ -7,6 +7,7 @@
 #include <functional>
 #include <numbers>
 
+#include "linear.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/error.h"
 #include "tessera/core/thread_pool.h"
@@ -151,11 +152,14 @@ void matmul_bf16_f32(const float* x, int64_t rows, const uint16_t* w, int64_t n,
   if (rows == 0 || n == 0) return;
   // x rounded to bf16, as DeepSeek's activations are; the product accumulates in f32 (the bf16 GEMM's
   // decode path reads w once at DRAM speed, its larger shapes use the matrix unit where there is one).
-  std::vector<uint16_t> xb(size_t(rows * k));
-  for (size_t i = 0; i < xb.size(); ++i) xb[i] = f32_to_bf16(x[i]);
-  gemm::bf16_gemm_nt(TensorView(xb.data(), DType::kBF16, {rows, k}),
+  const int64_t padded = gemm_rows(rows);  // batch invariance (linear.h)
+  std::vector<uint16_t> xb(size_t(padded * k), 0);
+  for (int64_t i = 0; i < rows * k; ++i) xb[size_t(i)] = f32_to_bf16(x[i]);
+  std::vector<float> y(padded > rows ? size_t(padded * n) : 0);
+  gemm::bf16_gemm_nt(TensorView(xb.data(), DType::kBF16, {padded, k}),
                      TensorView(const_cast<uint16_t*>(w), DType::kBF16, {n, k}),
-                     TensorView(out, DType::kF32, {rows, n}));
+                     TensorView(padded > rows ? y.data() : out, DType::kF32, {padded, n}));
+  if (padded > rows) std::copy_n(y.data(), rows * n, out);
 }
 
 void silu_mul(const float* g, const float* u, int64_t n, float* out) {

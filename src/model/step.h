@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kv_cache.h"
@@ -18,6 +19,7 @@ struct ModelState {
   KvCache cache;
   RopeTable rope;
   double softmax_scale = 0;  // MLA's, YaRN's mscale included
+  std::shared_ptr<ExpertExchange> exchange;  // expert parallelism; null: this rank runs every expert
 };
 
 // The tokens of one step, flattened: sequence i (cache slot slots[i]) owns rows
@@ -60,10 +62,10 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
 // Dense MLP down(silu(gate(x)) * up(x)) (moe.cc): out [rows, dim].
 void mlp_forward(const Mlp& mlp, const float* x, int64_t rows, float* out, bool ue8m0);
 
-// MoE (moe.cc): out [rows, dim] = routed experts + shared experts. Only routed experts in
-// [expert_begin, expert_end) are computed, so expert parallelism can later split the experts over
-// ranks and sum the partial outputs. decode picks the masked grouped GEMM, else the contiguous one.
+// MoE (moe.cc): out [rows, dim] = routed experts + shared experts; rows may be 0 (an expert-parallel
+// rank without tokens still joins the exchange). decode picks the masked grouped GEMM, else the
+// contiguous one.
 void moe_forward(ModelState& m, int64_t layer, const float* x_norm, int64_t rows, float* out, StepTimer& timer,
-                 int64_t expert_begin, int64_t expert_end, bool decode);
+                 bool decode);
 
 }  // namespace tessera::model

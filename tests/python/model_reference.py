@@ -282,11 +282,14 @@ class ReferenceModel:
         scores = sigmoid(logits) if c["score_func"] == "sigmoid" else softmax(logits)
         bias = self.tensor(prefix + ".gate.e_score_correction_bias") if has_score_correction_bias(c) else None
         out = self.mlp(x, prefix + ".shared_experts") if c["n_shared_experts"] else np.zeros_like(x)
+        # Each routed lane is bf16(weight * expert output); the lanes' sum is rounded to bf16 once (what
+        # the expert-parallel combine returns; one rank computes the same).
+        routed = np.zeros_like(x)
         for t in range(x.shape[0]):
             chosen, weights = route(scores[t], bias, c)
             for e, w in zip(chosen, weights):
-                out[t] += w * self.mlp(x[t:t + 1], f"{prefix}.experts.{e}", bf16_outputs=True)[0]
-        return out
+                routed[t] += round_bf16(w * self.mlp(x[t:t + 1], f"{prefix}.experts.{e}", bf16_outputs=True)[0])
+        return out + round_bf16(routed)
 
     def indexer_select(self, layer, x, qr, positions):
         """Per query token, the attended positions (ascending) chosen by the indexer."""
