@@ -34,7 +34,7 @@ from ._kernel import (FragmentBuffer, Kernel, LocalBuffer, ParamInfo, PrimFunc, 
 from ._bits import reinterpret
 from ._reducers import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from ._threads import get_thread_binding
-from ._views import im2col
+from ._views import im2col, reshape, view
 from ._loops import Parallel, Persistent, Pipelined, grid, serial, unroll, vectorized
 from ._math import (Cast, Select, abs, bitwise_and, bitwise_or, bitwise_xor, ceil, ceildiv, clamp, cos,  # noqa: A004
                     decode_e2m1, erf, exp, exp2, floor, floordiv, floormod, fma, isfinite, truncmod, if_then_else, infinity, isinf, isnan, log, log2, max, max_value, min, min_value, pow, round,

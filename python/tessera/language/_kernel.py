@@ -6,6 +6,7 @@ import numbers
 
 from .. import _C
 from . import _context as ctx
+from ._dim_formulas import formula_symbols
 from ._dtypes import DType, canonical
 from ._expr import Buffer, DynamicDim, Expr, as_node
 from ._rewrite import rewrite
@@ -80,13 +81,15 @@ class LocalBuffer(Tensor):
 
 class ParamInfo:
     """A parameter of a traced program: name, tensor or scalar, dtype and (for tensors) the shape with
-    ints for static dims and symbol names for dynamic ones. ``role`` is "input" (an annotated
+    ints for static dims and symbol names for dynamic ones (a dim given as an expression of symbols
+    gets a symbol of its own, with its formula in ``formulas``). ``role`` is "input" (an annotated
     parameter), "output" (an eager ``T.empty``) or "scratch" (``T.alloc_global``: allocated by the
     kernel object at every call, never seen by the caller)."""
 
     def __init__(self, name, is_tensor, dtype, shape=(), role="input"):
         self.name, self.is_tensor, self.dtype, self.shape = name, is_tensor, dtype, tuple(shape)
         self.role = role
+        self.formulas = {}  # symbol name in shape -> (dim, formula over other symbols): _dim_formulas.py
 
     def __repr__(self):
         return f"ParamInfo({self.name}, {'tensor' if self.is_tensor else 'scalar'}, {self.dtype}, {list(self.shape)})"
@@ -105,21 +108,42 @@ def declare_tensor(trace, name, shape, dtype, role="input", what=None, loc=None)
     what = what or f"parameter '{name}'"
     if isinstance(shape, (numbers.Integral, Expr)):
         shape = (shape,)
-    nodes, dims = [], []
-    for d in shape:
+    nodes, dims, formulas = [], [], {}
+    for k, d in enumerate(shape):
         if isinstance(d, DynamicDim):
             nodes.append(trace.symbol(d.name))
             dims.append(d.name)
         elif isinstance(d, numbers.Integral) or (isinstance(d, Expr) and d.node.const_int() is not None):
             nodes.append(as_node(int(d)))
             dims.append(int(d))
+        elif isinstance(d, Expr):
+            hidden, formula = _formula_dim(trace, name, k, d, what)
+            nodes.append(trace.symbol(hidden))
+            dims.append(hidden)
+            formulas[hidden] = (k, formula)
         else:
-            raise ctx.error(f"{what}: dimension {d} must be an int or a T.dynamic symbol")
+            raise ctx.error(f"{what}: dimension {d} must be an int, a T.dynamic symbol or an expression of them")
     dtype = canonical(dtype)
     _locate(trace, loc)
     buf = Buffer(trace.builder.tensor(name, nodes, dtype))
-    trace.params.append(ParamInfo(name, True, dtype, dims, role))
+    info = ParamInfo(name, True, dtype, dims, role)
+    info.formulas = formulas
+    trace.params.append(info)
     return buf
+
+
+def _formula_dim(trace, name, k, d, what):
+    """(symbol name, formula) for dimension k of tensor `name` given as an expression of symbols
+    (see _dim_formulas.py)."""
+    formula = str(d.node)
+    try:
+        formula_symbols(formula)
+    except (SyntaxError, ValueError) as e:
+        raise ctx.not_implemented(f"{what}: dimension {k} = {formula}: {e}") from None
+    hidden = f"{name}_dim{k}"
+    if hidden in trace.symbols:
+        raise ctx.error(f"{what}: the name '{hidden}' of its dimension {k} is already a T.dynamic symbol")
+    return hidden, formula
 
 
 def declare_scalar(trace, name, dtype, loc=None):

@@ -76,6 +76,10 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
 
 def fill(buffer, value):
     t = ctx.current("T.fill")
+    from ._views import BufferView, fill_view
+
+    if isinstance(buffer, BufferView):
+        return fill_view(buffer, value)
     r = region_of(buffer, "T.fill: buffer")
     v = as_node(value)
     ctx.set_loc()
@@ -88,6 +92,10 @@ def clear(buffer):
 
 def reduce(buffer, out, reduce_type, dim=-1, clear=True):
     t = ctx.current(f"T.reduce_{reduce_type}")
+    from ._views import BufferView, reduce_through_views
+
+    if isinstance(buffer, BufferView) or isinstance(out, BufferView):
+        return reduce_through_views(lambda s, d, dm, c: reduce(s, d, reduce_type, dm, c), buffer, out, dim, clear)
     s, d = region_of(buffer, "T.reduce: src"), region_of(out, "T.reduce: dst")
     ctx.set_loc()
     t.builder.reduce(reduce_type, s, d, int(dim), bool(clear))

@@ -1,9 +1,13 @@
-"""Reshaped views of global tensors and T.im2col, both written as element loops at trace time.
+"""Reshaped views of buffers and T.im2col, both written as element loops at trace time.
 
-``T.Tensor((rows, cols), dtype, A.data)`` (TileLang's way to see a tensor with another shape) gives a
-BufferView: its elements are the base tensor's elements in row-major order. Tile ops on a view
-(``T.copy``) become a ``T.Parallel`` nest that maps each view index to the base tensor's index, with
-a bounds check on the view's shape (outside it, loads read 0 and stores are skipped, as for tensors).
+``T.Tensor((rows, cols), dtype, A.data)``, ``T.reshape(buf, shape)`` and ``T.view(buf, shape)`` give a
+BufferView: its elements are the base buffer's elements in row-major order (the base may be a global
+tensor or an on-chip buffer, which on the CPU is a row-major array too). Element accesses map each
+view index to the base buffer's index, with a bounds check on the view's shape (outside it, loads
+read 0 and stores are skipped, as for tensors). Tile ops on a view become element loops: ``T.copy``
+and ``T.fill`` directly; ``T.reduce_*`` copies a source view into a fresh fragment where the call is
+(so it sees the base's contents at that point, like a GPU register view) and a destination view
+back from one.
 """
 import numbers
 
@@ -41,14 +45,12 @@ def _in_range(indices, shape):
 
 
 class BufferView:
-    """A global tensor seen with another shape (same dtype, same elements in row-major order)."""
+    """A buffer seen with another shape (same dtype, same elements in row-major order)."""
 
     def __init__(self, base, shape, dtype):
         if canonical(dtype) != base.dtype:
             raise ctx.not_implemented(f"T.Tensor(..., {base.name}.data): a view with dtype {canonical(dtype)} of "
                                       f"'{base.name}' ({base.dtype}) reinterprets bits; only same-dtype views are supported")
-        if base.scope != "global":
-            raise ctx.not_implemented(f"T.Tensor(..., {base.name}.data): views of on-chip buffers are not supported")
         self.base, self.shape, self.dtype = base, tuple(shape), base.dtype
         self.name = f"{base.name}_view"
         self.ndim = len(self.shape)
@@ -206,3 +208,61 @@ def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, **_ignored
         w = ow * stride + kw * dilation - pad
         inside = (h >= 0) & (h < H) & (w >= 0) & (w < W) & (m < N * oh_n * ow_n) & (k < kernel * kernel * C)
         col[i, j] = if_then_else(inside, img[n, h, w, c], _zero(img.dtype)).astype(col.dtype)
+
+
+def reshape(buffer, shape):
+    """T.reshape(buf, shape): buf's elements in row-major order seen with another shape (a BufferView;
+    the element count must match)."""
+    return view(buffer, shape, None, what="T.reshape")
+
+
+def view(buffer, shape=None, dtype=None, what="T.view"):
+    """T.view(buf, shape[, dtype]): like T.reshape. A dtype other than buf's (a reinterpretation of
+    the bits) is not supported."""
+    if isinstance(buffer, BufferView):
+        buffer = buffer.base
+    if not isinstance(buffer, Buffer):
+        raise ctx.error(f"{what}: expected a tensor or an on-chip buffer, got {type(buffer).__name__}")
+    if shape is None:
+        shape = buffer.shape
+    if isinstance(shape, (numbers.Integral, Expr)):
+        shape = (shape,)
+    if dtype is not None and canonical(dtype) != buffer.dtype:
+        raise ctx.not_implemented(f"{what}({buffer.name}, ..., {canonical(dtype)}): reinterpreting the {buffer.dtype} "
+                                  f"elements of '{buffer.name}' as {canonical(dtype)} is not supported (same-dtype "
+                                  f"views only)")
+    return BufferView(buffer, tuple(shape), buffer.dtype)
+
+
+def _fragment_like(v):
+    from ._ops import alloc_fragment
+
+    shape = []
+    for n in v.shape:
+        n = n.node.const_int() if isinstance(n, Expr) else n
+        if not isinstance(n, numbers.Integral):
+            raise ctx.not_implemented(f"a tile op on a view of '{v.base.name}' with the symbolic shape {list(v.shape)}: "
+                                      f"only views with constant shapes can be tile-op operands")
+        shape.append(int(n))
+    return alloc_fragment(tuple(shape), v.dtype)
+
+
+def reduce_through_views(reduce_fn, src, dst, dim, clear):
+    """T.reduce_* where src or dst is a view: reduce between plain fragments, copying the views."""
+    s = src
+    if isinstance(src, BufferView):
+        s = _fragment_like(src)
+        copy_elementwise(src, s)
+    if not isinstance(dst, BufferView):
+        return reduce_fn(s, dst, dim, clear)
+    d = _fragment_like(dst)
+    if not clear:
+        copy_elementwise(dst, d)
+    reduce_fn(s, d, dim, clear)
+    copy_elementwise(d, dst)
+
+
+def fill_view(v, value):
+    """T.fill / T.clear of a view: every element of the view's shape."""
+    for idx in Parallel(*v.shape):
+        v[idx if isinstance(idx, tuple) else (idx,)] = value

@@ -4,6 +4,7 @@ import numpy as np
 from .. import _C
 from .._arrays import is_torch_tensor, like, to_ref
 from .._errors import InvalidArgumentError
+from ..language._dim_formulas import bind_formulas, check_formulas
 from ._dtypes import numpy_dtype
 
 
@@ -39,6 +40,8 @@ class JITKernel:
         for i in self.out_idx:
             if not self.params[i].is_tensor:
                 raise InvalidArgumentError(f"tessera.jit: out_idx {i} names the scalar parameter '{self.params[i].name}'")
+        check_formulas(func.name, self._all_params)
+        self._has_formulas = any(p.formulas for p in self._all_params if p.is_tensor)
         self._kernel = _C.tl_compile(func.program, list(compile_flags or []), cache_dir or "", True)
         self.config = None
         self.latency = None
@@ -82,7 +85,7 @@ class JITKernel:
             for d, dim in enumerate(p.shape):
                 if isinstance(dim, str) and d < len(shape):
                     symbols.setdefault(dim, int(shape[d]))
-        return symbols
+        return bind_formulas(self.name, self._all_params, symbols)
 
     def output_shape(self, param, symbols):
         shape = []
@@ -137,6 +140,8 @@ class JITKernel:
         """Runs with every parameter given (outputs included), in parameter order."""
         if len(args) != len(self.params):
             raise InvalidArgumentError(f"kernel '{self.name}': expected {len(self.params)} arguments, got {len(args)}")
+        if self._has_formulas:  # sizes declared as expressions: the library cannot check them itself
+            self._bind_symbols(args)
         refs = []
         for p, a in self._with_scratch(args):
             if p.is_tensor:
