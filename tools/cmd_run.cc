@@ -162,6 +162,13 @@ int run_run(int argc, char** argv) {
       prompts.push_back(std::move(p));
     }
   }
+  // Checked here, on every rank alike: a rank failing alone inside a step would leave its peers waiting
+  // in the expert exchange until --ep-timeout.
+  for (size_t i = 0; i < prompts.size(); ++i)
+    for (int32_t t : prompts[i])
+      if (t >= config.vocab_size)
+        return usage_error("--prompt " + std::to_string(i) + " holds token " + std::to_string(t) +
+                           ", outside [0, vocab_size = " + std::to_string(config.vocab_size) + ")");
   // Expert parallelism: rank r runs prompts r, r + R, ... (maybe none) and joins every step; the
   // exchange is sized for the most prompt tokens any rank prefills.
   std::vector<size_t> batch_index;
