@@ -208,13 +208,17 @@ def test_error_unsupported_constructs():
 
     expect_error(symbolic_range, InvalidArgumentError, "marker: symbolic range", "symbolic value", "T.serial")
 
-    def per_thread_index():
+    def barrier_in_per_thread_if():
         @T.prim_func
         def bad(A: T.Tensor((128,), "int32")):
             with T.Kernel(1, threads=128) as _:
-                A[T.get_thread_binding()] = 0  # marker: thread index
+                tid = T.get_thread_binding()
+                if tid < 64:
+                    T.sync_threads()  # marker: per-thread barrier
+                A[tid] = 0
 
-    expect_error(per_thread_index, NotImplementedInTessera, "marker: thread index", "T.get_thread_binding")
+    expect_error(barrier_in_per_thread_if, NotImplementedInTessera, "marker: per-thread barrier", "T.sync_threads()",
+                 "inside a loop or an if")
 
 
 def test_error_symbolic_shape_for_on_chip_buffer():

@@ -29,6 +29,9 @@ class Trace:
         self.pending_name = None  # the assignment target of the value being built (alloc names)
         self.params = []  # ParamInfo of every parameter, in the order the builder declared them
         self.eager = None  # an _eager.EagerTrace while tracing an eager-style @jit function
+        self.if_depth = 0  # open symbolic ifs
+        self.simt_mode = False  # per-thread kernel: thread loops split at barriers (_simt.py)
+        self.simt = None  # the _simt.SimtState of the T.Kernel being traced, in SIMT mode
 
     def symbol(self, name):
         node = self.symbols.get(name)

@@ -39,8 +39,13 @@ def wrap(node):
 
 def deferred_outside_trace(a, *rest):
     """True when no program is being traced and an operand is a T.dynamic symbol (or built from one):
-    the operation is then recorded as a Deferred and built inside the kernel that uses it."""
-    return ctx.active() is None and any(isinstance(x, (DynamicDim, Deferred)) for x in (a,) + rest)
+    the operation is then recorded as a Deferred and built inside the kernel that uses it. Also true
+    when an operand is an expression of a per-thread kernel's thread index (_simt.py): it is rebuilt
+    wherever it is used, with the thread loop open there."""
+    operands = (a,) + rest
+    if not _building and any(getattr(x, "thread_lazy", False) for x in operands):
+        return True
+    return ctx.active() is None and any(isinstance(x, (DynamicDim, Deferred)) for x in operands)
 
 
 def _binary(op, a, b):
@@ -205,6 +210,9 @@ class DynamicDim(Expr):
         return f"T.dynamic({self.name!r})"
 
 
+_building = 0  # Deferred expressions being rebuilt
+
+
 class Deferred(Expr):
     """Arithmetic on T.dynamic symbols outside a kernel (``blocks = T.ceildiv(num_tokens, 128)`` in a
     factory, before its @T.prim_func): rebuilt in the program that uses it."""
@@ -212,11 +220,17 @@ class Deferred(Expr):
     def __init__(self, build):
         super().__init__(None)
         self._build = build
+        self.thread_lazy = ctx.active() is not None  # inside a trace only thread-index expressions defer
 
     @property
     def node(self):
+        global _building
         ctx.current("an expression of T.dynamic symbols")
-        return self._build().node
+        _building += 1  # the operations of the rebuild build nodes instead of deferring again
+        try:
+            return self._build().node
+        finally:
+            _building -= 1
 
     @property
     def dtype(self):
@@ -239,9 +253,11 @@ class Buffer:
         self.ndim = len(self.shape)
 
     def __getitem__(self, idx):
+        self._check_simt()
         return BufferRef(self, self._indices(idx))
 
     def __setitem__(self, idx, value):
+        self._check_simt()
         indices = self._indices(idx)
         if any(isinstance(i, slice) for i in indices):
             raise ctx.error(f"assigning to a slice of '{self.name}' is not supported; use T.fill or a T.Parallel loop")
@@ -261,7 +277,14 @@ class Buffer:
         return list(idx)
 
     def region(self):
+        self._check_simt()
         return _C.tl_whole(self.handle)
+
+    def _check_simt(self):
+        if self.scope == "local":
+            t = ctx.active()
+            if t is not None and t.simt is not None:
+                t.simt.check_local(self)
 
     @property
     def data(self):

@@ -10,6 +10,8 @@ from ._dim_formulas import formula_symbols
 from ._dtypes import DType, canonical
 from ._expr import Buffer, DynamicDim, Expr, as_node
 from ._rewrite import rewrite
+from ._simt import MARKER as SIMT_MARKER
+from .._errors import NotImplementedInTessera
 
 
 class Tensor:
@@ -193,11 +195,23 @@ def _annotations(fn):
 
 
 def _trace(fn, name):
+    """Traces fn; a kernel that uses the thread index as a value is traced again as a per-thread
+    (SIMT) kernel (_simt.py)."""
+    try:
+        return _trace_once(fn, name, simt=False)
+    except NotImplementedInTessera as e:
+        if SIMT_MARKER not in str(e):
+            raise
+    return _trace_once(fn, name, simt=True)
+
+
+def _trace_once(fn, name, simt):
     file, line = fn.__code__.co_filename, fn.__code__.co_firstlineno
     anns = _annotations(fn)
     body = rewrite(fn)
     builder = _C.TlBuilder(name or fn.__name__, file, line)
     trace = ctx.Trace(builder)
+    trace.simt_mode = simt
     ctx.push(trace)
     try:
         args = []
@@ -280,6 +294,9 @@ class Kernel:
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
             t = ctx.current()
+            if t.simt is not None:
+                t.simt.close(t)
+                t.simt = None
             t.kernel_depth -= 1
             t.builder.end_kernel()
         return False

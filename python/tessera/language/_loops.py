@@ -68,14 +68,17 @@ class Parallel:  # noqa: N801 - TileLang's spelling
             self.names = names
 
     def __iter__(self):
+        from ._simt import tile_op
+
         t = ctx.current("T.Parallel")
-        nodes = [as_node(e) for e in self.extents]
-        ctx.set_loc()
-        vars_ = [Expr(v) for v in t.builder.begin_parallel(nodes, list(self.names))]
-        t.loop_depth += 1
-        yield vars_[0] if len(vars_) == 1 else tuple(vars_)
-        t.loop_depth -= 1
-        t.builder.end_for()
+        with tile_op(*self.extents):  # a block-level loop: once for the block in a per-thread kernel
+            nodes = [as_node(e) for e in self.extents]
+            ctx.set_loc()
+            vars_ = [Expr(v) for v in t.builder.begin_parallel(nodes, list(self.names))]
+            t.loop_depth += 1
+            yield vars_[0] if len(vars_) == 1 else tuple(vars_)
+            t.loop_depth -= 1
+            t.builder.end_for()
 
 
 class grid:  # noqa: N801

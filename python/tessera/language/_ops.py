@@ -7,6 +7,7 @@ import numbers
 from . import _context as ctx
 from ._dtypes import canonical
 from ._expr import Buffer, BufferRef, Expr, VarBuffer, as_node, region_of
+from ._simt import tile_op
 
 
 def _alloc(shape, dtype, scope, default_name):
@@ -57,11 +58,12 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     t = ctx.current("T.copy")
     from ._views import copy_elementwise, is_view
 
-    if is_view(src) or is_view(dst):
-        return copy_elementwise(src, dst)
-    s, d = region_of(src, "T.copy: src"), region_of(dst, "T.copy: dst")
-    ctx.set_loc()
-    t.builder.copy(s, d)
+    with tile_op(src, dst):
+        if is_view(src) or is_view(dst):
+            return copy_elementwise(src, dst)
+        s, d = region_of(src, "T.copy: src"), region_of(dst, "T.copy: dst")
+        ctx.set_loc()
+        t.builder.copy(s, d)
 
 
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, k_pack=1, wg_wait=0,
@@ -69,21 +71,23 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
     """C += op(A) @ op(B) (C = ... with clear_accum); C is a float32 fragment. Runs on tessera's packed
     GEMM micro-kernels. policy / k_pack / wg_wait are GPU scheduling hints and are ignored."""
     t = ctx.current("T.gemm")
-    a, b, c = region_of(A, "T.gemm: A"), region_of(B, "T.gemm: B"), region_of(C, "T.gemm: C")
-    ctx.set_loc()
-    t.builder.gemm(a, b, c, bool(transpose_A), bool(transpose_B), bool(clear_accum))
+    with tile_op(A, B, C):
+        a, b, c = region_of(A, "T.gemm: A"), region_of(B, "T.gemm: B"), region_of(C, "T.gemm: C")
+        ctx.set_loc()
+        t.builder.gemm(a, b, c, bool(transpose_A), bool(transpose_B), bool(clear_accum))
 
 
 def fill(buffer, value):
     t = ctx.current("T.fill")
     from ._views import BufferView, fill_view
 
-    if isinstance(buffer, BufferView):
-        return fill_view(buffer, value)
-    r = region_of(buffer, "T.fill: buffer")
-    v = as_node(value)
-    ctx.set_loc()
-    t.builder.fill(r, v)
+    with tile_op(buffer, value):
+        if isinstance(buffer, BufferView):
+            return fill_view(buffer, value)
+        r = region_of(buffer, "T.fill: buffer")
+        v = as_node(value)
+        ctx.set_loc()
+        t.builder.fill(r, v)
 
 
 def clear(buffer):
@@ -94,11 +98,12 @@ def reduce(buffer, out, reduce_type, dim=-1, clear=True):
     t = ctx.current(f"T.reduce_{reduce_type}")
     from ._views import BufferView, reduce_through_views
 
-    if isinstance(buffer, BufferView) or isinstance(out, BufferView):
-        return reduce_through_views(lambda s, d, dm, c: reduce(s, d, reduce_type, dm, c), buffer, out, dim, clear)
-    s, d = region_of(buffer, "T.reduce: src"), region_of(out, "T.reduce: dst")
-    ctx.set_loc()
-    t.builder.reduce(reduce_type, s, d, int(dim), bool(clear))
+    with tile_op(buffer, out):
+        if isinstance(buffer, BufferView) or isinstance(out, BufferView):
+            return reduce_through_views(lambda s, d, dm, c: reduce(s, d, reduce_type, dm, c), buffer, out, dim, clear)
+        s, d = region_of(buffer, "T.reduce: src"), region_of(out, "T.reduce: dst")
+        ctx.set_loc()
+        t.builder.reduce(reduce_type, s, d, int(dim), bool(clear))
 
 
 def reduce_max(buffer, out, dim=-1, clear=True):
@@ -124,10 +129,11 @@ def reduce_absmax(buffer, out, dim=-1, clear=True):
 def cumsum(src, dst=None, dim=0, reverse=False):
     """Inclusive prefix sum along dim (in place when dst is None)."""
     t = ctx.current("T.cumsum")
-    s = region_of(src, "T.cumsum: src")
-    d = region_of(src if dst is None else dst, "T.cumsum: dst")
-    ctx.set_loc()
-    t.builder.cumsum(s, d, int(dim), bool(reverse))
+    with tile_op(src, dst):
+        s = region_of(src, "T.cumsum: src")
+        d = region_of(src if dst is None else dst, "T.cumsum: dst")
+        ctx.set_loc()
+        t.builder.cumsum(s, d, int(dim), bool(reverse))
 
 
 def _is_tile(x):
@@ -136,15 +142,16 @@ def _is_tile(x):
 
 def _atomic(op, dst, value):
     t = ctx.current(f"T.atomic_{op}")
-    d = region_of(dst, f"T.atomic_{op}: dst")
     if _is_tile(value):
-        s = region_of(value, f"T.atomic_{op}: value")
-        ctx.set_loc()
-        t.builder.atomic_region(op, d, s)
-    else:
-        v = as_node(value)
-        ctx.set_loc()
-        t.builder.atomic_value(op, d, v)
+        with tile_op(dst, value):
+            d, s = region_of(dst, f"T.atomic_{op}: dst"), region_of(value, f"T.atomic_{op}: value")
+            ctx.set_loc()
+            t.builder.atomic_region(op, d, s)
+        return
+    d = region_of(dst, f"T.atomic_{op}: dst")
+    v = as_node(value)
+    ctx.set_loc()
+    t.builder.atomic_value(op, d, v)
 
 
 def atomic_add(dst, value, memory_order=None, return_prev=False, **_ignored):
@@ -173,8 +180,12 @@ def annotate_layout(layout_map):
     """Shared-memory layout hint; CPU buffers keep their row-major layout."""
 
 
-def sync_threads():
-    """No-op: a CPU block is one thread."""
+def sync_threads(barrier_id=None, arrive_count=None):
+    """A barrier of the block's threads: in a per-thread kernel it splits the thread loop (_simt.py);
+    elsewhere a no-op (a CPU block is one thread)."""
+    t = ctx.active()
+    if t is not None and t.simt is not None:
+        t.simt.barrier(t)
 
 
 def sync_warp(mask=None):

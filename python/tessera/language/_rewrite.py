@@ -83,12 +83,18 @@ class _Helpers:
             return value
         if getattr(value, "per_thread", False):
             return value  # T.get_thread_binding(): only its uses say whether the kernel can run (_threads)
+        if getattr(value, "thread_lazy", False):
+            return value  # an expression of the thread index: rebuilt where it is used (_simt)
         if isinstance(value, BufferRef) and any(isinstance(i, slice) for i in value.indices):
             return value  # a tile operand, not a value
         node = value.node
         if node.const_value() is not None or node.var_name() is not None:
             return value
         ctx.set_loc()
+        if t.simt is not None and t.simt.var is not None:
+            from ._simt import SegmentValue
+
+            return SegmentValue(t.builder.let(name, node), t.simt, name)
         return Expr(t.builder.let(name, node))
 
     @staticmethod
@@ -142,12 +148,18 @@ class _IfScope:
     def __enter__(self):
         node = self.cond.node
         ctx.set_loc()
-        ctx.current("an if on a symbolic condition").builder.begin_if(node)
+        t = ctx.current("an if on a symbolic condition")
+        t.builder.begin_if(node)
+        t.if_depth += 1
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
-            b = ctx.current().builder
-            b.begin_else() if self.has_else else b.end_if()
+            t = ctx.current()
+            if self.has_else:
+                t.builder.begin_else()
+            else:
+                t.builder.end_if()
+                t.if_depth -= 1
         return False
 
 
@@ -157,7 +169,9 @@ class _ElseScope:
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
-            ctx.current().builder.end_if()
+            t = ctx.current()
+            t.builder.end_if()
+            t.if_depth -= 1
         return False
 
 

@@ -5,8 +5,9 @@ thread index that splits the threads into roles (warp specialisation: some threa
 B) therefore becomes "the block does A, then B": each side is traced once if at least one thread of
 the block takes it (decided now, from the T.Kernel's ``threads=``). This is exact when each side is
 block-level code (tile ops, T.Parallel loops, stores that do not depend on the thread). Any other use
-of the thread index (arithmetic, indexing, T.if_then_else) needs per-thread execution and raises
-NotImplementedInTessera naming T.get_thread_binding.
+of the thread index (arithmetic, indexing, T.if_then_else) needs per-thread execution: it raises
+NotImplementedInTessera naming T.get_thread_binding, and @T.prim_func then traces the kernel again
+as a per-thread kernel (_simt.py).
 """
 from . import _context as ctx
 from ._expr import Expr
@@ -91,6 +92,12 @@ def get_thread_binding(dim=0):
     extents = getattr(t, "kernel_threads", None)
     if not extents or t.kernel_depth == 0:
         raise ctx.error("T.get_thread_binding() must be used inside a T.Kernel")
+    if t.simt_mode:
+        from ._simt import SimtState
+
+        if t.simt is None:
+            t.simt = SimtState(extents)
+        return t.simt.thread_index(t, dim)
     return ThreadIndex(int(dim), extents)
 
 

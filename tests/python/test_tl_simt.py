@@ -1,0 +1,163 @@
+"""Per-thread (SIMT) kernels: T.get_thread_binding() as a value, the block's threads run as a loop split
+at T.sync_threads() and at block-level tile ops, checked against numpy references; the per-thread
+values that cannot cross a barrier raise NotImplementedInTessera naming them."""
+import numpy as np
+import pytest
+
+import test_tl_common  # noqa: F401 - kernel cache
+
+import tessera
+import tessera.language as T
+from tessera import NotImplementedInTessera
+
+RNG = np.random.default_rng(11)
+
+
+@tessera.jit
+def normalize_rows(num_topk, threads):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(w: T.Tensor((n, num_topk), "float32"), total: T.Tensor((n,), "float32"),
+             out: T.Tensor((n, num_topk), "float32")):
+        with T.Kernel(T.ceildiv(n, threads), threads=threads) as (pid,):
+            tid = T.get_thread_binding()
+            row = pid * threads + tid  # one row per thread
+            kept = T.alloc_local((num_topk,), "float32")
+            if row < n:
+                s = T.alloc_var("float32", init=0.0)
+                for i in T.vectorized(num_topk):
+                    kept[i] = w[row, i]
+                for i in T.unroll(num_topk):
+                    s += kept[i]
+                total[row] = s
+                for i in T.vectorized(num_topk):
+                    out[row, i] = kept[i] / s
+    return main
+
+
+@pytest.mark.parametrize("n,threads", [(1, 4), (13, 4), (37, 16)])
+def test_one_row_per_thread(n, threads):
+    w = RNG.random((n, 5)).astype(np.float32) + 0.1
+    total, out = np.zeros(n, np.float32), np.zeros((n, 5), np.float32)
+    normalize_rows(5, threads).call_all([w, total, out])
+    w64 = w.astype(np.float64)
+    np.testing.assert_allclose(total, w64.sum(1), rtol=1e-6)
+    np.testing.assert_allclose(out, w64 / w64.sum(1, keepdims=True), rtol=1e-6)
+
+
+@tessera.jit
+def histogram(bins, threads, blocks):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(idx: T.Tensor((n,), "int32"), counts: T.Tensor((bins,), "int32")):
+        with T.Kernel(blocks, threads=threads) as (pid,):
+            tid = T.get_thread_binding()
+            global_tid = pid * threads + tid  # used after both barriers: rebuilt there
+            shared = T.alloc_shared((bins,), "int32")
+            T.clear(shared)  # block-level: once, before any thread's code
+            T.sync_threads()
+            for i in T.serial(global_tid, n, blocks * threads):
+                if idx[i] >= 0:
+                    T.atomic_add(shared[idx[i]], 1)
+            T.sync_threads()
+            for b in T.serial(tid, bins, threads):
+                T.atomic_add(counts[b], shared[b])
+    return main
+
+
+@pytest.mark.parametrize("n", [0, 7, 101])
+def test_grid_stride_histogram_with_barriers(n):
+    idx = RNG.integers(-1, 9, size=n).astype(np.int32)
+    counts = np.zeros(9, np.int32)
+    histogram(9, 8, 3).call_all([idx, counts])
+    np.testing.assert_array_equal(counts, np.bincount(idx[idx >= 0], minlength=9))
+
+
+@tessera.jit(out_idx=[-1])
+def reverse_in_block(threads):
+    @T.prim_func
+    def main(x: T.Tensor((threads,), "float32"), y: T.Tensor((threads,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            tid = T.get_thread_binding()
+            shared = T.alloc_shared((threads,), "float32")
+            shared[tid] = x[tid] * 2.0
+            T.sync_threads()  # every thread's write lands before any thread reads another's
+            y[tid] = shared[threads - 1 - tid]
+    return main
+
+
+def test_barrier_orders_writes_before_reads_of_other_threads():
+    x = RNG.standard_normal(32).astype(np.float32)
+    np.testing.assert_array_equal(reverse_in_block(32)(x), (2.0 * x)[::-1])
+
+
+@tessera.jit(out_idx=[-1])
+def two_dim_threads():
+    @T.prim_func
+    def main(x: T.Tensor((4, 8), "int32"), y: T.Tensor((4, 8), "int32")):
+        with T.Kernel(1, threads=(8, 4)) as _:
+            tx = T.get_thread_binding(0)
+            ty = T.get_thread_binding(1)
+            y[ty, tx] = x[ty, tx] * 10 + tx - ty
+    return main
+
+
+def test_thread_binding_per_dimension():
+    x = RNG.integers(-5, 5, size=(4, 8)).astype(np.int32)
+    ty, tx = np.mgrid[0:4, 0:8]
+    np.testing.assert_array_equal(two_dim_threads()(x), x * 10 + tx - ty)
+
+
+def test_value_loaded_before_a_barrier_and_used_after_raises():
+    with pytest.raises(NotImplementedInTessera, match=r"'v' is a per-thread value computed before a T.sync_threads"):
+        @T.prim_func
+        def main(x: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=16) as _:
+                tid = T.get_thread_binding()
+                v = x[tid] + 1.0
+                T.sync_threads()
+                x[tid] = v
+
+
+def test_local_storage_across_a_barrier_raises():
+    with pytest.raises(NotImplementedInTessera, match=r"'acc' \(per-thread storage\) is used before and after"):
+        @T.prim_func
+        def main(x: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=16) as _:
+                tid = T.get_thread_binding()
+                acc = T.alloc_local((1,), "float32")
+                acc[0] = x[tid]
+                T.sync_threads()
+                x[tid] = acc[0]
+
+
+def test_block_level_op_inside_per_thread_if_raises():
+    with pytest.raises(NotImplementedInTessera, match=r"block-level tile op \(or T.Parallel\) inside a loop or an if"):
+        @T.prim_func
+        def main(x: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=16) as _:
+                tid = T.get_thread_binding()
+                frag = T.alloc_fragment((16,), "float32")
+                x[tid] = 0.0  # the thread index as a value: a per-thread kernel
+                if tid == 0:
+                    T.copy(x, frag)
+
+
+def test_thread_role_branches_still_run_each_side_once():
+    @tessera.jit(out_idx=[-1])
+    def roles():
+        @T.prim_func
+        def main(x: T.Tensor((8,), "float32"), y: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=128) as _:
+                if T.get_thread_binding() < 64:
+                    for i in T.Parallel(8):
+                        y[i] = x[i] + 1.0
+                else:
+                    for i in T.Parallel(8):
+                        y[i] = y[i] * 2.0
+        return main
+
+    x = RNG.standard_normal(8).astype(np.float32)
+    np.testing.assert_array_equal(roles()(x), (x + 1.0) * 2.0)
