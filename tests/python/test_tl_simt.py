@@ -161,3 +161,62 @@ def test_thread_role_branches_still_run_each_side_once():
 
     x = RNG.standard_normal(8).astype(np.float32)
     np.testing.assert_array_equal(roles()(x), (x + 1.0) * 2.0)
+
+
+@tessera.jit
+def hash_tokens(block, threads):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(x: T.Tensor((n,), "int32"), y: T.Tensor((n,), "int32")):
+        with T.Kernel(T.ceildiv(n, block), threads=threads) as (pid,):
+            tid = T.get_thread_binding()
+            token = pid * block + tid
+            if token >= n or tid >= block:
+                T.thread_return()  # the rest of the kernel becomes this if's else
+            y[token] = x[token] * 3 + T.get_warp_idx() * 100 + T.get_lane_idx(4)
+    return main
+
+
+def test_thread_return_in_an_if_of_the_kernel_body_and_warp_indices():
+    x = RNG.integers(-9, 9, size=95).astype(np.int32)
+    y = np.full(95, 7, np.int32)
+    hash_tokens(40, 64).call_all([x, y])  # threads 40..63 return at once; 32..39 are warp 1
+    tid = np.arange(95) % 40
+    np.testing.assert_array_equal(y, x * 3 + (tid // 32) * 100 + tid % 4)
+
+
+@tessera.jit(out_idx=[-1])
+def maybe_scale(only_copy):
+    @T.macro
+    def stop_if(flag):
+        if flag:  # a Python condition: the rest of the kernel is not traced
+            T.thread_return()
+
+    @T.prim_func
+    def main(x: T.Tensor((6,), "float32"), y: T.Tensor((6,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(6):
+                y[i] = x[i]
+            stop_if(only_copy)
+            for i in T.Parallel(6):
+                y[i] = y[i] * 4.0
+    return main
+
+
+@pytest.mark.parametrize("only_copy", [True, False])
+def test_thread_return_at_trace_time_ends_the_kernel(only_copy):
+    x = RNG.standard_normal(6).astype(np.float32)
+    np.testing.assert_array_equal(maybe_scale(only_copy)(x), x if only_copy else x * 4.0)
+
+
+def test_thread_return_inside_a_loop_raises():
+    with pytest.raises(NotImplementedInTessera, match=r"T.thread_return\(\) inside a loop or an if"):
+        @T.prim_func
+        def main(x: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=16) as _:
+                tid = T.get_thread_binding()
+                for i in T.serial(4):
+                    if x[i] > 0:
+                        T.thread_return()
+                x[tid] = 1.0

@@ -33,7 +33,8 @@ from ._kernel import (FragmentBuffer, Kernel, LocalBuffer, ParamInfo, PrimFunc, 
                       alloc_global, dynamic, macro, prim_func, symbolic)
 from ._bits import reinterpret
 from ._reducers import alloc_reducer, finalize_reducer, reducer_init, reducer_update
-from ._threads import get_thread_binding
+from ._threads import (get_lane_idx, get_thread_binding, get_warp_group_idx, get_warp_idx, get_warp_idx_sync,
+                       thread_return)
 from ._views import im2col, reshape, view
 from ._loops import Parallel, Persistent, Pipelined, grid, serial, unroll, vectorized
 from ._math import (Cast, Select, abs, bitwise_and, bitwise_or, bitwise_xor, ceil, ceildiv, clamp, cos,  # noqa: A004

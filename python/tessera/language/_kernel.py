@@ -292,14 +292,17 @@ class Kernel:
         return BlockIndex(block_vars[0].node) if len(block_vars) == 1 else tuple(block_vars)
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
+        from ._threads import KernelReturn
+
+        ended = exc_type is not None and issubclass(exc_type, KernelReturn)  # T.thread_return(): the rest is dead
+        if exc_type is None or ended:
             t = ctx.current()
             if t.simt is not None:
                 t.simt.close(t)
                 t.simt = None
             t.kernel_depth -= 1
             t.builder.end_kernel()
-        return False
+        return ended
 
 
 def dynamic(name, dtype="int32"):

@@ -238,10 +238,40 @@ class _Escapes(ast.NodeVisitor):
     visit_Lambda = visit_FunctionDef
 
 
+def _is_kernel_item(item):
+    call = item.context_expr
+    return isinstance(call, ast.Call) and (
+        isinstance(call.func, ast.Attribute) and call.func.attr == "Kernel" or
+        isinstance(call.func, ast.Name) and call.func.id == "Kernel")
+
+
+def _is_thread_return(stmt):
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and
+            isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "thread_return")
+
+
+def _thread_return_as_else(body):
+    """``if c: A; T.thread_return()`` followed by B in a T.Kernel body becomes ``if c: A else: B``:
+    the threads that take the branch do nothing more, the others run the rest."""
+    for k, stmt in enumerate(body):
+        if isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and _is_thread_return(stmt.body[-1]):
+            rest = _thread_return_as_else(body[k + 1:])  # empty when nothing follows: the return changes nothing
+            then = stmt.body[:-1] or [_located(ast.Pass(), stmt)]
+            new_if = ast.If(test=stmt.test, body=then, orelse=rest)
+            return body[:k] + [ast.copy_location(new_if, stmt)]
+    return body
+
+
 class _Rewriter(ast.NodeTransformer):
     def __init__(self, params=()):
         self.counter = 0
         self.params = set(params)
+
+    def visit_With(self, node):
+        if any(_is_kernel_item(item) for item in node.items):
+            node.body = _thread_return_as_else(node.body)
+        self.generic_visit(node)
+        return node
 
     def visit_AnnAssign(self, node):
         self.generic_visit(node)

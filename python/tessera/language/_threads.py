@@ -101,5 +101,61 @@ def get_thread_binding(dim=0):
     return ThreadIndex(int(dim), extents)
 
 
+def get_warp_idx(warp_size=32, block_dim=None):
+    """The warp of the calling thread (thread index // 32): a per-thread value, so the kernel is a
+    per-thread kernel (_simt.py)."""
+    return _per_thread_index("T.get_warp_idx") // int(warp_size)
+
+
+def get_lane_idx(warp_size=32, block_dim=None):
+    """The lane of the calling thread in its warp (thread index % 32); see get_warp_idx."""
+    return _per_thread_index("T.get_lane_idx") % int(warp_size)
+
+
+def get_warp_group_idx(warp_size=32, warps_per_group=4, block_dim=None):
+    """The warp group of the calling thread (thread index // 128); see get_warp_idx."""
+    return _per_thread_index("T.get_warp_group_idx") // (int(warp_size) * int(warps_per_group))
+
+
+get_warp_idx_sync = get_warp_idx
+
+
+def _per_thread_index(what):
+    t = ctx.current(what)
+    if not t.simt_mode:
+        raise ctx.not_implemented(f"{_PER_THREAD} ({what})")
+    return get_thread_binding(0) if len(getattr(t, "kernel_threads", ())) <= 1 else _linear_thread_index(t)
+
+
+def _linear_thread_index(t):
+    index, stride = 0, 1
+    for d, e in enumerate(t.kernel_threads):
+        index = index + get_thread_binding(d) * stride
+        stride *= e
+    return index
+
+
+class KernelReturn(Exception):
+    """Raised by T.thread_return() where it ends the rest of the block's code; T.Kernel stops there."""
+
+
+def thread_return():
+    """Ends the kernel for the calling threads. Supported where that is the rest of the block's code
+    for every thread it applies to: at the T.Kernel body's top level (or the per-thread loop's level),
+    including inside Python-level ifs and @T.macro bodies, and as the last statement of an `if` placed
+    directly in the T.Kernel body (the rewriter turns the statements after that `if` into its else)."""
+    t = ctx.current("T.thread_return")
+    level = (t.loop_depth, t.if_depth)
+    if t.simt is not None and t.simt.depth is not None:
+        ok = t.simt.at_loop_level(t)
+    else:
+        ok = level == (0, 0)
+    if not ok:
+        raise ctx.not_implemented("T.thread_return() inside a loop or an if (other than the last statement of an if "
+                                  "directly in the T.Kernel body) is not supported: tessera has no early exit from "
+                                  "the middle of a block's code")
+    raise KernelReturn()
+
+
 def is_thread_role(cond):
     return isinstance(cond, ThreadCondition)

@@ -4,13 +4,12 @@ construct and why, at the line of the kernel that uses it."""
 from tessera._errors import NotImplementedInTessera
 from tessera.language import _context as ctx
 
-_SIMT = ("a CPU block runs on one thread, so there are no thread indices, warps or lanes to address "
-         "(write the block's work as tile ops / T.Parallel)")
+_SIMT = ("a CPU block runs its threads one after another (per-thread kernels are thread loops), so values "
+         "cannot pass between the threads of a warp (write the block's work as tile ops / T.Parallel)")
 _REASONS = {
-    **{n: _SIMT for n in ("get_thread_bindings", "thread_binding", "get_warp_idx", "get_lane_idx",
-                          "get_warp_idx_sync", "get_warp_group_idx", "shfl_xor", "shfl_sync", "shfl_down", "shfl_up",
+    **{n: _SIMT for n in ("get_thread_bindings", "thread_binding", "shfl_xor", "shfl_sync", "shfl_down", "shfl_up",
                           "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
-                          "tvm_thread_allreduce", "thread_return", "sync_grid", "alloc_barrier", "barrier_wait",
+                          "tvm_thread_allreduce", "sync_grid", "alloc_barrier", "barrier_wait",
                           "barrier_arrive", "mbarrier_wait_parity", "mbarrier_arrive", "tma_copy", "tma_load",
                           "set_max_nreg", "dec_max_nreg", "inc_max_nreg")},
     **{n: "pointers into a buffer (and views of one with another element type) need new IR"
