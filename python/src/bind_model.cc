@@ -1,6 +1,7 @@
 // The DeepSeek-V3.2 runner of tessera/model.h as _C.Model. tessera.model wraps it (argument checks,
 // docstrings); steps run without the GIL and return new numpy float32 arrays.
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -8,6 +9,7 @@
 
 #include "bindings.h"
 #include "tessera/model.h"
+#include "tessera/model_ep.h"
 
 namespace nb = nanobind;
 
@@ -77,11 +79,23 @@ void bind_model(nb::module_& m) {
   nb::class_<model::Model>(m, "Model")
       .def(
           "__init__",
-          [](model::Model* self, const std::string& path, int64_t max_batch_size, int64_t max_seq_len, int ranks) {
+          [](model::Model* self, const std::string& path, int64_t max_batch_size, int64_t max_seq_len, int ranks,
+             std::shared_ptr<ep::Group> ep_group, int64_t ep_max_tokens, double ep_timeout, bool batch_invariant) {
             nb::gil_scoped_release unlocked;
-            new (self) model::Model(path, model::ModelOptions{max_batch_size, max_seq_len, ranks});
+            model::ModelOptions opt;
+            opt.max_batch_size = max_batch_size;
+            opt.max_seq_len = max_seq_len;
+            opt.ranks = ranks;
+            opt.batch_invariant = batch_invariant;
+            // The exchange is collective over the group; the config comes from the checkpoint.
+            if (ep_group)
+              opt.exchange = model::make_ep_exchange(ep_group, model::Config::from_file(path + "/config.json"),
+                                                     ep_max_tokens, ep_timeout);
+            new (self) model::Model(path, opt);
           },
-          nb::arg("path"), nb::arg("max_batch_size"), nb::arg("max_seq_len"), nb::arg("ranks"))
+          nb::arg("path"), nb::arg("max_batch_size"), nb::arg("max_seq_len"), nb::arg("ranks"),
+          nb::arg("ep_group").none() = nullptr, nb::arg("ep_max_tokens") = 0, nb::arg("ep_timeout") = 300.0,
+          nb::arg("batch_invariant") = false)
       .def("config", [](const model::Model& self) { return config_dict(self.config()); })
       .def_prop_ro("max_batch_size", &model::Model::max_batch_size)
       .def_prop_ro("max_seq_len", &model::Model::max_seq_len)

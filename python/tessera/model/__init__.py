@@ -66,19 +66,37 @@ class Model:
         max_batch_size: number of sequence slots (default: the config's ``max_batch_size``).
         max_seq_len: cache capacity per slot in tokens (default: the config's ``max_seq_len``; it may
             not exceed it). The model's numerics (YaRN, the softmax scale) always follow the config.
-        ranks: expert-parallel ranks; Python runs one rank only (more raises ``NotImplementedInTessera``;
-            expert parallelism runs in C++ and under ``mpirun -np R tessera run``, docs/model.md).
+        ranks: expert-parallel ranks: 1, or ``ep_group``'s size (more without ``ep_group`` raises
+            ``NotImplementedInTessera``).
+        ep_group: expert parallelism (docs/model.md "Expert parallelism"): a ``tessera.deep_ep.Group``,
+            mpi4py communicator or torch.distributed group of the ranks started by mpirun. Rank r holds
+            the routed experts ``[r*E/R, (r+1)*E/R)`` and runs its own sequences; prefill and decode are
+            collective (every rank calls them in the same order, a rank may pass no sequences).
+        ep_max_tokens: with ``ep_group``, the most tokens one step of any rank carries (sizes the buffer).
+        ep_timeout: with ``ep_group``, seconds a rank waits for a peer before it raises an error naming it.
+        batch_invariant: compute every GEMM row as in a batch of >= 9 rows, so a sequence's bits do not
+            depend on its batch (1 and R ranks then agree bitwise); costs small-batch decode speed.
 
     Raises ``InvalidArgumentError`` naming the file, tensor or config key for a bad checkpoint.
     """
 
-    def __init__(self, path, max_batch_size: int | None = None, max_seq_len: int | None = None, ranks: int = 1):
+    def __init__(self, path, max_batch_size: int | None = None, max_seq_len: int | None = None, ranks: int = 1, *,
+                 ep_group=None, ep_max_tokens: int | None = None, ep_timeout: float = 300.0,
+                 batch_invariant: bool = False):
         fn = "tessera.model.Model"
         if not isinstance(path, (str, os.PathLike)):
             raise ArgumentTypeError(f"{fn}: argument 'path' must be a path, got {type(path).__name__}")
         mb = 0 if max_batch_size is None else _int(fn, "max_batch_size", max_batch_size, 1)
         ms = 0 if max_seq_len is None else _int(fn, "max_seq_len", max_seq_len, 1)
-        self._m = _C.Model(os.fspath(path), mb, ms, _int(fn, "ranks", ranks, 1))
+        native_group, max_tokens = None, 0
+        if ep_group is not None:
+            if ep_max_tokens is None:
+                raise invalid_argument(fn, "ep_max_tokens", "is required with 'ep_group'")
+            max_tokens = _int(fn, "ep_max_tokens", ep_max_tokens, 1)
+            from tessera.deep_ep import _group
+            native_group = _group.resolve(ep_group, fn=fn)._native
+        self._m = _C.Model(os.fspath(path), mb, ms, _int(fn, "ranks", ranks, 1), native_group, max_tokens,
+                           float(ep_timeout), bool(batch_invariant))
         self._config = self._m.config()
 
     @property
@@ -132,7 +150,7 @@ class Model:
         extras = bool(return_hidden) or bool(return_topk)
         logits, hidden, topk = self._m.prefill(ids, toks, bool(all_tokens) or extras, extras)
         if extras and not all_tokens:
-            last = np.cumsum([len(t) for t in toks]) - 1
+            last = np.cumsum([len(t) for t in toks], dtype=np.int64) - 1  # int even for no sequences
             logits = np.ascontiguousarray(logits[last])
         return self._result(logits, hidden, topk, return_hidden, return_topk)
 
