@@ -55,10 +55,11 @@ def histogram(bins, threads, blocks):
         with T.Kernel(blocks, threads=threads) as (pid,):
             tid = T.get_thread_binding()
             global_tid = pid * threads + tid  # used after both barriers: rebuilt there
+            limit = T.min(n, 1 << 30)  # no loads, not per-thread: usable after the barriers too
             shared = T.alloc_shared((bins,), "int32")
             T.clear(shared)  # block-level: once, before any thread's code
             T.sync_threads()
-            for i in T.serial(global_tid, n, blocks * threads):
+            for i in T.serial(global_tid, limit, blocks * threads):
                 if idx[i] >= 0:
                     T.atomic_add(shared[idx[i]], 1)
             T.sync_threads()

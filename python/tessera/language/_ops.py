@@ -189,7 +189,9 @@ def sync_threads(barrier_id=None, arrive_count=None):
 
 
 def sync_warp(mask=None):
-    """No-op: a CPU block is one thread."""
+    """A barrier of a warp: in a per-thread kernel the same split as T.sync_threads() (all threads,
+    which orders at least as much); elsewhere a no-op."""
+    sync_threads()
 
 
 def no_set_max_nreg():

@@ -94,6 +94,9 @@ class _Helpers:
         if t.simt is not None and t.simt.var is not None:
             from ._simt import SegmentValue
 
+            if t.simt.is_block_uniform(node):
+                return value  # no loads, no per-thread values: the same expression is valid after a barrier
+            t.simt.let_names.add(name)
             return SegmentValue(t.builder.let(name, node), t.simt, name)
         return Expr(t.builder.let(name, node))
 

@@ -13,7 +13,8 @@ time in SIMT mode (the first trace, which only allows thread-role branches, rais
   is closed, the op runs once for the block, the loop is reopened. The same op on a local buffer, or
   with thread-dependent indices, is one thread's op and runs inside the loop;
 - expressions of the thread index are rebuilt where they are used (``row = pid * 128 + tid`` before a
-  barrier means the same after it); other values bound before a barrier, and ``T.alloc_local`` /
+  barrier means the same after it), and values without loads or per-thread parts stay expressions
+  (``numel = n * k``); other values bound before a barrier, and ``T.alloc_local`` /
   ``T.alloc_var`` storage used on both sides of one, are per-thread registers that a single loop
   variable cannot carry: they raise NotImplementedInTessera naming the value.
 
@@ -22,6 +23,8 @@ an atomic) gives the last thread's value here rather than an arbitrary one. Warp
 (shuffles, warp reductions) exchange values between threads of one loop iteration and are not
 provided.
 """
+import re
+
 from . import _context as ctx
 
 MARKER = "T.get_thread_binding: the thread index is only supported"
@@ -38,6 +41,7 @@ class SimtState:
         self.var = None  # the loop variable of the open thread loop (a _C.TlExpr), or None
         self.segment = 0  # barriers passed so far
         self.depth = None  # (loop_depth, if_depth) where the thread loop was opened
+        self.let_names = {"tid"}  # names of values bound inside thread loops (and the loop variable)
 
     # ---- the loop ----
     def _open(self, t):
@@ -89,6 +93,14 @@ class SimtState:
         return _BlockOp(self, t, per_thread)
 
     # ---- per-thread storage and values ----
+    def is_block_uniform(self, node):
+        """True when an expression has no loads and names no value bound in a thread loop: it can be
+        used as it is on both sides of a barrier (``numel = num_tokens * num_topk``)."""
+        text = str(node)
+        if "[" in text:
+            return False
+        return not any(re.search(rf"\b{re.escape(n)}\b", text) for n in self.let_names)
+
     def check_local(self, buffer):
         """Raises when a local buffer is used by per-thread code on both sides of a barrier."""
         if self.var is None:
