@@ -173,3 +173,11 @@ def test_reshape_with_another_element_count_is_an_error():
             with T.Kernel(1) as bx:
                 frag = T.alloc_fragment((4, 4), "float32")
                 T.reshape(frag, (3, 4))
+
+
+def test_dtype_spellings_of_one_element_type_compare_equal():
+    torch = pytest.importorskip("torch")
+    assert T.dtype(torch.float8_e4m3fn) == T.float8_e4m3fn  # TileKernels' config check
+    assert T.dtype(torch.bfloat16) == "bfloat16" and T.float == "float32"
+    assert T.float16 != T.bfloat16 and not (T.float32 != "float32")
+    assert {T.float: "x"}[T.dtype("float32")] == "x"

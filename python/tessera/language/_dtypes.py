@@ -19,6 +19,21 @@ class DType(str):
             name = getattr(name, "name", None) or str(name).replace("torch.", "")
         return super().__new__(cls, _SHORT_NAMES.get(name, name))
 
+    def __eq__(self, other):
+        """Equal when both name the same element type (``T.dtype(torch.float8_e4m3fn) ==
+        T.float8_e4m3fn``, ``T.float == "float32"``)."""
+        mine, theirs = _canonical_or_none(self), _canonical_or_none(other)
+        if mine is None or theirs is None:
+            return str.__eq__(self, other) if isinstance(other, str) else NotImplemented
+        return mine == theirs
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self):
+        return hash(_canonical_or_none(self) or str.__str__(self))
+
     def __call__(self, value=0):
         from ._expr import cast
 
@@ -47,6 +62,17 @@ class DType(str):
         if not hasattr(torch, attr):
             raise TypeError(f"T.dtype({name!r}).as_torch(): torch has no dtype {attr}")
         return getattr(torch, attr)
+
+
+def _canonical_or_none(dtype):
+    """The canonical name of a dtype spelling (a name, a DType, a torch / numpy dtype), or None when
+    it names no element type of the tile language."""
+    if not isinstance(dtype, str) and not hasattr(dtype, "is_floating_point") and not hasattr(dtype, "kind"):
+        return None
+    try:
+        return canonical(dtype)
+    except Exception:  # noqa: BLE001 - an unknown name compares by its spelling
+        return None
 
 
 def canonical(dtype) -> str:
