@@ -1,10 +1,12 @@
 """``T.reinterpret``: an integer's bits read as a float16 / bfloat16 / float32, computed from the
 sign, exponent and mantissa fields with exact arithmetic (the IR has no bit cast). Other directions
-(float bits as an integer) raise NotImplementedInTessera."""
+of float bits as an integer: float32 as int32 / uint32, computed from the value (exponent by log2,
+corrected against exact powers of two; mantissa by exact scaling). -0.0 gives the bits of +0.0 and
+every NaN the canonical quiet NaN 0x7fc00000; other directions raise NotImplementedInTessera."""
 from . import _context as ctx
 from ._dtypes import DType, canonical
 from ._expr import Expr, as_node, cast
-from ._math import if_then_else, infinity, max as tl_max
+from ._math import floor, if_then_else, infinity, isinf, isnan, log2, max as tl_max
 
 _FORMATS = {"float16": (5, 10, 16), "bfloat16": (8, 7, 16), "float32": (8, 23, 32)}  # exponent, mantissa, width
 _INT_WIDTH = {"int16": 16, "uint16": 16, "int32": 32, "uint32": 32}
@@ -40,6 +42,8 @@ def reinterpret(a, b):
     if not isinstance(value, Expr):
         raise ctx.error(f"T.reinterpret: value must be a symbolic integer, got {value!r}")
     source = value.dtype
+    if source == "float32" and target in ("int32", "uint32"):
+        return cast(target, _float32_bits(value))
     if target not in _FORMATS or _INT_WIDTH.get(source) != _FORMATS[target][2]:
         raise ctx.not_implemented(f"T.reinterpret({source} -> {target}): only the bits of a 16-bit integer as float16 / "
                                   f"bfloat16 and of a 32-bit integer as float32 are supported")
@@ -56,3 +60,22 @@ def reinterpret(a, b):
     inf = infinity("float32")
     magnitude = if_then_else(exponent == top, if_then_else(mantissa == 0, inf, inf - inf), magnitude)
     return cast(target, if_then_else(sign == 1, magnitude * -1.0, magnitude))  # -1.0 * 0 is -0.0
+
+
+def _float32_bits(value):
+    """The IEEE-754 bits of a float32 value, as an int64 in [0, 2^32)."""
+    x = _let("fb_x", cast("float64", value))
+    a = _let("fb_a", if_then_else(x < 0.0, 0.0 - x, x))
+    guess = cast("int32", floor(log2(if_then_else(a > 0.0, a, 1.0))))
+    guess = _let("fb_guess", if_then_else(guess < -149, -149, if_then_else(guess > 127, 127, guess)))
+    low = cast("float64", _pow2(guess))  # log2 may round across a power of two: correct by one step
+    e = _let("fb_e", if_then_else(low > a, guess - 1, if_then_else(low * 2.0 <= a, guess + 1, guess)))
+    normal = e >= -126
+    # a / 2^e in [1, 2) for normals; subnormals are a * 2^149 = a * 2^126 * 2^23 (exact scalings)
+    scaled = if_then_else(normal, a * cast("float64", _pow2(0 - tl_max(e, -126))), a * 2.0 ** 126)
+    mantissa = cast("int64", if_then_else(normal, (scaled - 1.0) * 2.0 ** 23, scaled * 2.0 ** 23))
+    exponent = if_then_else(normal, cast("int64", e) + 127, cast("int64", 0))
+    magnitude = if_then_else(a == 0.0, cast("int64", 0), (exponent << 23) | mantissa)
+    magnitude = if_then_else(isinf(x), cast("int64", 0x7F800000), magnitude)
+    sign = if_then_else(x < 0.0, cast("int64", 1 << 31), cast("int64", 0))
+    return if_then_else(isnan(x), cast("int64", 0x7FC00000), sign | magnitude)
