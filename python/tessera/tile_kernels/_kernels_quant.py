@@ -167,7 +167,8 @@ def _make_prim(body, x_ann, x_sf_ann, out_ann, sf_ann):
 
 
 @functools.lru_cache(maxsize=None)
-def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: bool, sf_layout: str, mode: str):
+def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: bool, sf_layout: str, mode: str,
+                   clamp_min=None):
     """Cast with one factor per bt x bc block; one grid block per factor. Parameters: x, [x_sf], [out], sf."""
     spec = InputSpec(*spec_key)
     tokens = T.dynamic("num_tokens")
@@ -197,7 +198,7 @@ def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: 
                 amax = T.alloc_var("float32", init=0.0)
                 for i in T.serial(bt):
                     amax = T.max(amax, row_max[i])
-                s, s_inv, byte = N.sf_and_inv(amax, fmt, round_sf)
+                s, s_inv, byte = N.sf_and_inv(amax, fmt, round_sf, clamp_min)
                 L.store_sf(sf, sf_layout, bm, bk, s, byte)
                 inv = s_inv
             if mode != "sf_only":

@@ -347,11 +347,13 @@ def per_block_cast_lossless(x, fmt, x_block_size, out_block_size, use_tma_aligne
     sf_storage, sf_view = L.alloc_sf(data, L.ceil_div(tokens, bt), L.ceil_div(hidden, bc), layout)
     out = A.alloc(data, (tokens, hidden), "float8_e4m3fn")
     if tokens:
-        # power-of-two factors keep every decoded value exact (see the docstring)
+        # power-of-two factors keep every decoded value exact (see the docstring); the floor is the
+        # smallest normal factor instead of 1e-4, so tiny input factors stay exact too
+        floor = 448.0 * 2.0 ** -126
         if bt == 1:
-            kernel = K.per_token_cast(hidden, bc, spec.key(), "e4m3", True, layout, "cast")
+            kernel = K.per_token_cast(hidden, bc, spec.key(), "e4m3", True, layout, "cast", floor)
         else:
-            kernel = K.per_block_cast(hidden, bt, bc, spec.key(), "e4m3", True, layout, "cast")
+            kernel = K.per_block_cast(hidden, bt, bc, spec.key(), "e4m3", True, layout, "cast", floor)
         kernel.call_all([data, x_sf, _u8(out), sf_storage])
     return out, sf_view
 
