@@ -133,7 +133,10 @@ TEST_P(ModelStep, GenerateIsGreedyDecode) {
 }
 
 TEST_P(ModelStep, BadCallsNameTheRule) {
-  Model m(dir_, ModelOptions{2, 64, 1});
+  ModelOptions opt;
+  opt.max_batch_size = 2;
+  opt.max_seq_len = 64;
+  Model m(dir_, opt);
   auto expect_error = [](auto&& fn, const char* needle) {
     try {
       fn();
@@ -148,7 +151,9 @@ TEST_P(ModelStep, BadCallsNameTheRule) {
   expect_error([&] { m.prefill({0}, {{int32_t(config_.vocab_size)}}); }, "outside [0, vocab_size");
   expect_error([&] { m.decode({1}, {3}); }, "is empty; prefill it first");
   expect_error([&] { m.prefill({0}, {std::vector<int32_t>(65, 1)}); }, "more than max_seq_len = 64");
-  expect_error([&] { Model(dir_, ModelOptions{0, 0, 2}); }, "expert parallelism");
+  ModelOptions two_ranks;
+  two_ranks.ranks = 2;
+  expect_error([&] { Model(dir_, two_ranks); }, "expert parallelism");
 }
 
 INSTANTIATE_TEST_SUITE_P(Weights, ModelStep, ::testing::Values(true, false),
