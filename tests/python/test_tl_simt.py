@@ -221,3 +221,31 @@ def test_thread_return_inside_a_loop_raises():
                     if x[i] > 0:
                         T.thread_return()
                 x[tid] = 1.0
+
+
+@tessera.jit(out_idx=[-1])
+def staged_copy(threads, stages):
+    s = T.dynamic("s")
+
+    @T.prim_func
+    def main(x: T.StridedTensor((2, 8), (s, 1), "float32"), y: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            tid = T.get_thread_binding()
+            shared = T.alloc_shared((16,), "float32")
+            frag = T.alloc_fragment((8,), "float32")
+            T.assume(s % 4 == 0)  # a hint on a stride symbol no shape declares: never built
+            for j in T.unroll(2):
+                k = tid * 2 + j
+                shared[k] = x[k // 8, k % 8] * 2.0
+            T.sync_threads()
+            for stage in T.unroll(stages):  # unrolled while tracing: its tile ops are block-level
+                T.copy(shared[stage * 8:(stage + 1) * 8], frag)
+                for i in T.Parallel(8):
+                    y[stage * 8 + i] = frag[i] + stage
+    return main
+
+
+def test_unroll_of_block_level_tile_ops_in_a_per_thread_kernel():
+    x = RNG.standard_normal((2, 8)).astype(np.float32)
+    want = 2.0 * x.reshape(-1) + np.arange(16) // 8
+    np.testing.assert_array_equal(staged_copy(8, 2)(x), want.astype(np.float32))

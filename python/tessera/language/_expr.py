@@ -43,9 +43,18 @@ def deferred_outside_trace(a, *rest):
     when an operand is an expression of a per-thread kernel's thread index (_simt.py): it is rebuilt
     wherever it is used, with the thread loop open there."""
     operands = (a,) + rest
-    if not _building and any(getattr(x, "thread_lazy", False) for x in operands):
+    if not _building and any(getattr(x, "thread_lazy", False) or _undeclared_in_kernel(x) for x in operands):
         return True
     return ctx.active() is None and any(isinstance(x, (DynamicDim, Deferred)) for x in operands)
+
+
+def _undeclared_in_kernel(x):
+    """A T.dynamic symbol no tensor declares, used inside a T.Kernel (``T.assume(stride % 8 == 0)`` on a
+    stride symbol): deferred, so hints that never build it work; building it raises the builder's error."""
+    if not isinstance(x, DynamicDim):
+        return False
+    t = ctx.active()
+    return t is not None and t.kernel_depth > 0 and x.name not in t.symbols
 
 
 def _binary(op, a, b):

@@ -26,6 +26,9 @@ class _Loop:
 
     def __iter__(self):
         t = ctx.current(f"T.{self.kind}")
+        if self._unroll_at_trace_time(t):
+            yield from range(self.start, self.stop, self.step)
+            return
         extent = self.stop - self.start if self.step == 1 else (self.stop - self.start + self.step - 1) // self.step
         n_min, n_ext = as_node(0 if self.step != 1 else self.start), as_node(extent)
         ctx.set_loc()
@@ -34,6 +37,18 @@ class _Loop:
         yield var if self.step == 1 else self.start + var * self.step
         t.loop_depth -= 1
         t.builder.end_for()
+
+
+    _TRACE_UNROLL_LIMIT = 64
+
+    def _unroll_at_trace_time(self, t):
+        """T.unroll with constant bounds in per-thread code is unrolled while tracing, so block-level
+        tile ops in its body stand at the thread loop's level (_simt.py) as they do after unrolling."""
+        if self.kind != "unrolled" or t.simt is None or t.simt.var is None:
+            return False
+        if not all(isinstance(v, int) for v in (self.start, self.stop)):
+            return False
+        return len(range(self.start, self.stop, self.step)) <= self._TRACE_UNROLL_LIMIT
 
 
 def serial(start, stop=None, step=None, **_ignored):
