@@ -26,6 +26,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# The ARM64 check (scripts/test_arm64.sh, run by scripts/test.sh): the cross compiler, and GoogleTest and
+# Highway for arm64 as multiarch packages (their headers are the host's; the arm64 libgtest is linked).
+# qemu-user (above) runs the result.
+ARM64_PACKAGES=(g++-aarch64-linux-gnu libgtest-dev:arm64 libhwy-dev:arm64)
+missing=()
+for p in "${ARM64_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  step "apt-get install ${missing[*]} (ARM64 cross build and tests)"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
 if [ ! -x .venv/bin/python ]; then
   step "python3 -m venv .venv"
   python3 -m venv .venv

@@ -16,4 +16,6 @@ printf '\n==> dispatch smoke suite under QEMU CPU models (scripts/smoke_qemu.sh)
 scripts/smoke_qemu.sh
 printf '\n==> Python tests (pytest)\n'
 .venv/bin/python -m pytest tests/python -q
+printf '\n==> ARM64: cross build, C++ tests under qemu-aarch64 -cpu max and cortex-a57 (scripts/test_arm64.sh)\n'
+scripts/test_arm64.sh
 printf '\n==> all tests passed in %ss\n' "$(( $(date +%s) - start ))"

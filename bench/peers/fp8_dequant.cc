@@ -3,13 +3,20 @@
 #include <algorithm>
 #include <cstring>
 
+// The clones give the peer AVX2 / AVX-512 code on x86 CPUs that have it; elsewhere the baseline vector
+// code (NEON on AArch64) is what -O3 gives.
+#if defined(__x86_64__)
+#define TESSERA_PEER_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TESSERA_PEER_CLONES
+#endif
+
 namespace tessera::bench {
 namespace {
 
-// One block of `count` values sharing `scale`. Branch-free so the compiler vectorises it; the clones
-// give the peer AVX2 / AVX-512 code on CPUs that have it (this file is also built with -O3).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void dequantize_block(const uint8_t* q, float scale,
-                                                                                   int64_t count, uint16_t* out) {
+// One block of `count` values sharing `scale`. Branch-free so the compiler vectorises it (this file is
+// also built with -O3).
+TESSERA_PEER_CLONES void dequantize_block(const uint8_t* q, float scale, int64_t count, uint16_t* out) {
   for (int64_t i = 0; i < count; ++i) {
     const uint32_t b = q[i];
     // Exponent and mantissa bits placed in an f32, times 2^120, give the e4m3 magnitude exactly

@@ -46,9 +46,10 @@ void bind_core(nb::module_& m) {
         "The kernel registry as text: per kernel slot, the implementation each ISA level runs.");
   m.def(
       "set_isa",
-      [](std::optional<std::string> name) { set_isa_cap(name ? isa_from_name(*name) : Isa::kAmx); },
+      [](std::optional<std::string> name) { set_isa_cap(name ? isa_from_name(*name) : host_isa_top()); },
       nb::arg("name").none(),
-      "Caps the instruction set kernels may use (scalar, avx2, avx512, avx512bf16); None lifts the cap.");
+      "Caps the instruction set kernels may use (x86: scalar, avx2, avx512, avx512bf16, amx; ARM: scalar, neon, "
+      "neon_bf16, sve); None lifts the cap.");
 }
 
 }  // namespace tessera::python

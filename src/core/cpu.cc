@@ -9,39 +9,10 @@
 #include <unistd.h>
 
 #include "tessera/core/error.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#define TESSERA_X86 1
-#ifdef __linux__
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-#endif
+#include "core/cpu_detect.h"
 
 namespace tessera {
 namespace {
-
-#ifdef TESSERA_X86
-void cpuid(unsigned leaf, unsigned sub, unsigned r[4]) { __cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]); }
-uint64_t xgetbv0() {
-  unsigned lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (uint64_t(hi) << 32) | lo;
-}
-
-// Linux (5.16+) keeps the AMX tile data state off until a process asks for it; without the permission
-// the first tile instruction faults. Granted for the whole process, so asking once here is enough.
-bool request_amx_permission() {
-#ifdef __linux__
-  constexpr long kArchReqXcompPerm = 0x1023;
-  constexpr long kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-#else
-  return false;
-#endif
-}
-#endif
 
 // Size in bytes of the level-`level` data (or unified) cache of cpu0 as sysfs reports it, else 0.
 int64_t sysfs_cache_bytes(int level) {
@@ -73,69 +44,29 @@ CpuFeatures detect() {
   f.logical_cpus = int(std::thread::hardware_concurrency());
   if (f.logical_cpus <= 0) f.logical_cpus = 1;
   detect_caches(&f);
-#ifdef TESSERA_X86
-  unsigned r[4];
-  cpuid(0, 0, r);
-  const unsigned max_leaf = r[0];
-  char vendor[13] = {};
-  std::memcpy(vendor, &r[1], 4);
-  std::memcpy(vendor + 4, &r[3], 4);
-  std::memcpy(vendor + 8, &r[2], 4);
-  f.vendor = vendor;
-  cpuid(0x80000000u, 0, r);
-  if (r[0] >= 0x80000004u) {
-    char brand[49] = {};
-    for (unsigned i = 0; i < 3; ++i) {
-      cpuid(0x80000002u + i, 0, r);
-      std::memcpy(brand + 16 * i, r, 16);
-    }
-    std::string s = brand;
-    while (!s.empty() && s.back() == ' ') s.pop_back();
-    while (!s.empty() && s.front() == ' ') s.erase(s.begin());
-    f.model_name = s;
-  }
-  cpuid(1, 0, r);
-  const bool osxsave = r[2] & (1u << 27);
-  f.fma = r[2] & (1u << 12);
-  f.f16c = r[2] & (1u << 29);
-  const uint64_t xcr0 = osxsave ? xgetbv0() : 0;
-  const bool os_avx = (xcr0 & 0x6) == 0x6;            // XMM and YMM state
-  const bool os_avx512 = os_avx && (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM_Hi256, Hi16_ZMM
-  const bool os_amx = (xcr0 & 0x60000) == 0x60000;
-  if (max_leaf >= 7) {
-    cpuid(7, 0, r);
-    f.avx2 = os_avx && (r[1] & (1u << 5));
-    f.avx512f = os_avx512 && (r[1] & (1u << 16));
-    f.avx512dq = os_avx512 && (r[1] & (1u << 17));
-    f.avx512bw = os_avx512 && (r[1] & (1u << 30));
-    f.avx512vl = os_avx512 && (r[1] & (1u << 31));
-    f.avx512_vbmi = os_avx512 && (r[2] & (1u << 1));
-    f.avx512_vnni = os_avx512 && (r[2] & (1u << 11));
-    f.avx512_fp16 = os_avx512 && (r[3] & (1u << 23));
-    // AMX-BF16 (bit 22) and AMX-TILE (bit 24); Linux also wants the process to ask for the tile state.
-    f.amx_bf16 = os_amx && (r[3] & (1u << 22)) && (r[3] & (1u << 24)) && request_amx_permission();
-    const unsigned sub_leaves = r[0];
-    if (sub_leaves >= 1) {
-      cpuid(7, 1, r);
-      f.avx512_bf16 = os_avx512 && (r[0] & (1u << 5));
-    }
-  }
-  f.fma = f.fma && os_avx;
-  f.f16c = f.f16c && os_avx;
-#endif
-  if (f.avx2 && f.fma && f.f16c) f.best = Isa::kAvx2;
-  if (f.best == Isa::kAvx2 && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl) f.best = Isa::kAvx512;
-  if (f.best == Isa::kAvx512 && f.avx512_bf16 && f.avx512_vbmi) f.best = Isa::kAvx512Bf16;
-  if (f.best == Isa::kAvx512Bf16 && f.amx_bf16) f.best = Isa::kAmx;
+  detail::detect_isa_features(&f);
   return f;
+}
+
+// "an ARM CPU: scalar, neon, neon_bf16, sve" for errors.
+std::string host_family_levels_text() {
+  int n = 0;
+  const Isa* levels = detail::build_isa_levels(&n);
+  std::string s = detail::build_isa_family() == IsaFamily::kArm ? "on ARM CPUs, levels " : "on x86 CPUs, levels ";
+  for (int i = 0; i < n; ++i) s += std::string(i ? ", " : "") + isa_name(levels[i]);
+  return s;
 }
 
 Isa cap_from_env() {
   const char* force = std::getenv("TESSERA_FORCE_REFERENCE");
   if (force && *force && std::strcmp(force, "0") != 0) return Isa::kScalar;
   const char* isa = std::getenv("TESSERA_ISA");
-  if (isa && *isa) return isa_from_name(isa);
-  return Isa::kAmx;
+  if (!isa || !*isa) return host_isa_top();
+  const Isa cap = isa_from_name(isa);
+  if (!isa_includes(host_isa_top(), cap))
+    fail(ErrorCode::kInvalidArgument, "TESSERA_ISA='", isa, "' is a level of the other CPU family; this build runs ",
+         host_family_levels_text());
+  return cap;
 }
 
 std::atomic<int>& isa_cap() {
@@ -157,14 +88,35 @@ const char* isa_name(Isa isa) {
     case Isa::kAvx512: return "avx512";
     case Isa::kAvx512Bf16: return "avx512bf16";
     case Isa::kAmx: return "amx";
+    case Isa::kNeon: return "neon";
+    case Isa::kNeonBf16: return "neon_bf16";
+    case Isa::kSve: return "sve";
   }
   return "?";
 }
 
 Isa isa_from_name(const std::string& name) {
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx})
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx, Isa::kNeon, Isa::kNeonBf16,
+                Isa::kSve})
     if (name == isa_name(i)) return i;
-  fail(ErrorCode::kInvalidArgument, "unknown ISA '", name, "' (TESSERA_ISA must be one of scalar, avx2, avx512, avx512bf16, amx)");
+  fail(ErrorCode::kInvalidArgument, "unknown ISA '", name,
+       "' (TESSERA_ISA must be one of scalar, avx2, avx512, avx512bf16, amx on x86; scalar, neon, neon_bf16, sve on ARM)");
+}
+
+IsaFamily host_isa_family() { return detail::build_isa_family(); }
+
+bool isa_includes(Isa level, Isa need) {
+  if (need == Isa::kScalar) return true;
+  const bool level_arm = int(level) >= int(Isa::kNeon), need_arm = int(need) >= int(Isa::kNeon);
+  return level != Isa::kScalar && level_arm == need_arm && int(level) >= int(need);
+}
+
+const Isa* host_isa_levels(int* count) { return detail::build_isa_levels(count); }
+
+Isa host_isa_top() {
+  int n = 0;
+  const Isa* levels = detail::build_isa_levels(&n);
+  return levels[n - 1];
 }
 
 Isa active_isa() {
@@ -173,7 +125,12 @@ Isa active_isa() {
   return Isa(best < cap ? best : cap);
 }
 
-void set_isa_cap(Isa cap) { isa_cap().store(int(cap)); }
+void set_isa_cap(Isa cap) {
+  if (!isa_includes(host_isa_top(), cap))
+    fail(ErrorCode::kInvalidArgument, "set_isa_cap: cap '", isa_name(cap), "' is a level of the other CPU family; this build runs ",
+         host_family_levels_text());
+  isa_cap().store(int(cap));
+}
 
 std::string cpu_feature_string() {
   const CpuFeatures& f = cpu_features();
@@ -185,6 +142,9 @@ std::string cpu_feature_string() {
   add(f.avx512f, "avx512f"); add(f.avx512bw, "avx512bw"); add(f.avx512dq, "avx512dq");
   add(f.avx512vl, "avx512vl"); add(f.avx512_vbmi, "avx512_vbmi"); add(f.avx512_vnni, "avx512_vnni");
   add(f.avx512_bf16, "avx512_bf16"); add(f.avx512_fp16, "avx512_fp16"); add(f.amx_bf16, "amx_bf16");
+  add(f.asimd, "asimd"); add(f.asimddp, "asimddp"); add(f.arm_bf16, "bf16"); add(f.i8mm, "i8mm");
+  add(f.sve, "sve"); add(f.sve2, "sve2");
+  add(f.sve_vector_bytes > 0, ("sve_vl=" + std::to_string(8 * f.sve_vector_bytes)).c_str());
   return s.empty() ? "none" : s;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/env.h"
+#include "core/spin_hints.h"
 #include "tessera/core/error.h"
 #include "tessera/core/timer.h"
 
@@ -21,12 +22,6 @@ namespace {
 
 thread_local bool t_in_region = false;
 std::atomic<uint64_t> g_region_epoch{0};
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 int default_threads() {
   if (const int64_t n = env::integer("TESSERA_NUM_THREADS", 0, 0, 1 << 16); n > 0) return int(n);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/spin_hints.h"
 #include "ep/group_state.h"
 #include "ep/node_segments.h"
 #include "ep/output_arena.h"
@@ -232,7 +233,7 @@ void Comm::progress_transfers() {
 
 int64_t Comm::start_wait() { return now_ns(); }
 
-void Comm::relax() { __builtin_ia32_pause(); }
+void Comm::relax() { cpu_relax(); }
 
 Comm::WaitFailure Comm::poll_slow(int64_t start, int peer, const char* what) {
   WaitFailure f;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/spin_hints.h"
 #include "ep/group_state.h"
 #include "ep/kernels.h"
 #include "ep/parallel.h"
@@ -34,7 +35,7 @@ struct alignas(64) Sync {
 
 void arrive_and_wait(std::atomic<int>& counter, int parties) {
   counter.fetch_add(1);
-  while (counter.load(std::memory_order_acquire) < parties) __builtin_ia32_pause();
+  while (counter.load(std::memory_order_acquire) < parties) cpu_relax();
 }
 
 // Copies src into dst with the ep copy loop (streaming stores) on `threads` threads.

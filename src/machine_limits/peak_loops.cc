@@ -55,21 +55,21 @@ constexpr cpu::StreamKernels kPortableStream{"portable", portable_read_sum, port
 PeakLoops select_peak_loops() {
   const Isa level = active_isa();
   PeakLoops loops{portable_f32_loop, "portable", nullptr, "none", nullptr, "none", &kPortableStream};
-  if (int(level) >= int(Isa::kAvx2)) {
+  if (isa_includes(level, Isa::kAvx2)) {
     loops.f32_fma = cpu::peak_f32_fma_avx2();
     loops.f32_name = "avx2 vfmadd231ps ymm";
     loops.stream = cpu::stream_kernels_avx2();
   }
-  if (int(level) >= int(Isa::kAvx512)) {
+  if (isa_includes(level, Isa::kAvx512)) {
     loops.f32_fma = cpu::peak_f32_fma_avx512();
     loops.f32_name = "avx512 vfmadd231ps zmm";
     loops.stream = cpu::stream_kernels_avx512();
   }
-  if (int(level) >= int(Isa::kAvx512Bf16)) {
+  if (isa_includes(level, Isa::kAvx512Bf16)) {
     loops.bf16_dot = cpu::peak_bf16_dot_avx512bf16();
     loops.bf16_name = "avx512bf16 vdpbf16ps zmm";
   }
-  if (int(level) >= int(Isa::kAmx)) {
+  if (isa_includes(level, Isa::kAmx)) {
     loops.bf16_amx = cpu::peak_bf16_amx();
     loops.bf16_amx_name = "amx tdpbf16ps 2x2 tiles";
   }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/registry.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/error.h"
@@ -206,11 +207,54 @@ class EnvScope {
   bool had_old_ = false;
 };
 
+// The levels of this build's CPU family (x86 or ARM), scalar first.
 inline std::vector<Isa> all_isas() {
-  return {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx};
+  int n = 0;
+  const Isa* levels = host_isa_levels(&n);
+  return std::vector<Isa>(levels, levels + n);
 }
+// True when this CPU runs `isa` (a level of the other family never is).
 inline bool isa_supported(Isa isa) {
-  return int(isa) <= int(cpu_features().best);
+  return isa_includes(cpu_features().best, isa);
+}
+
+// TESSERA_TEST_EMULATED=1 (scripts/test_arm64.sh): the tests run under an instruction-set emulator,
+// tens of times slower than a CPU; suites whose full sizes take minutes there run smaller cases.
+inline bool emulated() {
+  const char* e = std::getenv("TESSERA_TEST_EMULATED");
+  return e && std::strcmp(e, "1") == 0;
+}
+
+// The next lower level of this family that gets the same kernel tables as `level` for every slot in
+// `slots` (so the same code runs), or nullptr. Emulated runs skip such a level: it proves nothing the
+// lower one does not.
+inline const char* same_kernels_as_lower_level(Isa level, const std::vector<cpu::Slot>& slots) {
+  const std::vector<Isa> levels = all_isas();
+  for (size_t i = 1; i < levels.size(); ++i) {
+    if (levels[i] != level) continue;
+    for (cpu::Slot s : slots) {
+      const cpu::KernelChoice hi = cpu::choose_kernel_at(s, level, "tests"),
+                              lo = cpu::choose_kernel_at(s, levels[i - 1], "tests");
+      if (hi.impl == nullptr || lo.impl == nullptr || hi.table != lo.table) return nullptr;
+      if (hi.table == nullptr && std::strcmp(hi.impl->name, lo.impl->name) != 0) return nullptr;  // portable code
+    }
+    return isa_name(levels[i - 1]);
+  }
+  return nullptr;
+}
+
+// Every slot of the library's kernels (the tile language's generated code aside).
+inline std::vector<cpu::Slot> library_slots() {
+  std::vector<cpu::Slot> slots;
+  for (int s = 0; s < int(cpu::Slot::kCount); ++s)
+    if (cpu::Slot(s) != cpu::Slot::kTlVector) slots.push_back(cpu::Slot(s));
+  return slots;
+}
+
+// The GEMM slots the gemm suites exercise.
+inline std::vector<cpu::Slot> gemm_slots() {
+  return {cpu::Slot::kGemmPacked, cpu::Slot::kGemmFinalize, cpu::Slot::kGemvBf16, cpu::Slot::kGemvFp8,
+          cpu::Slot::kGemvFp4};
 }
 
 // Formats a number as hex for messages.

@@ -1,11 +1,16 @@
 // The kernel registry's tables: one list per slot, most specialised level first (see registry.h).
-// An implementation whose `get` is null is the component's own portable code (the table is null).
+// An implementation whose `get` is null is the component's own portable code (the table is null). ARM
+// entries come first (their levels number above x86's, keeping each list's `need` non-increasing);
+// isa_includes() keeps every level to its own family's entries. Highway's ARM entries start at kNeon:
+// the accessor maps each ARM level to its target (hwy/levels.h).
 #include "backends/cpu/registry.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/ep_kernels.h"
 #include "backends/cpu/gemm_kernel_set.h"
@@ -35,6 +40,7 @@ const KernelImpl kGemmPacked[] = {
 };
 
 const KernelImpl kGemmFinalize[] = {
+    {"finalize_hwy", Isa::kNeon, [](Isa l) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_hwy(l)); }},
     {"finalize_avx512", Isa::kAvx512, [](Isa) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_avx512()); }},
     {"finalize_hwy", Isa::kAvx2, [](Isa l) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_hwy(l)); }},
     {"finalize_scalar", Isa::kScalar, nullptr},
@@ -47,18 +53,21 @@ const void* fn_table(Fn fn) {
 }
 
 const KernelImpl kGemvBf16[] = {
+    {"gemv_hwy", Isa::kNeon, [](Isa l) { return fn_table(gemv_kernel_hwy(l)); }},
     {"gemv_amx", Isa::kAmx, [](Isa) { return fn_table(gemv_kernel_amx()); }},
     {"gemv_avx512bf16", Isa::kAvx512Bf16, [](Isa) { return fn_table(gemv_kernel_avx512bf16()); }},
     {"gemv_hwy", Isa::kAvx2, [](Isa l) { return fn_table(gemv_kernel_hwy(l)); }},
     {"packed_gemm", Isa::kScalar, nullptr},
 };
 const KernelImpl kGemvFp8[] = {
+    {"gemv_hwy", Isa::kNeon, [](Isa l) { return fn_table(gemv_kernel_hwy(l)); }},
     {"gemv_amx_e4m3", Isa::kAmx, [](Isa) { return fn_table(gemv_kernel_amx()); }},
     {"gemv_avx512bf16", Isa::kAvx512Bf16, [](Isa) { return fn_table(gemv_kernel_avx512bf16()); }},
     {"gemv_hwy", Isa::kAvx2, [](Isa l) { return fn_table(gemv_kernel_hwy(l)); }},
     {"packed_gemm", Isa::kScalar, nullptr},
 };
 const KernelImpl kGemvFp4[] = {
+    {"gemv_fp4_hwy", Isa::kNeon, [](Isa l) { return fn_table(gemv_fp4_kernel_hwy(l)); }},
     {"gemv_fp4_amx", Isa::kAmx, [](Isa) { return fn_table(gemv_fp4_kernel_amx()); }},
     {"gemv_fp4_avx512bf16", Isa::kAvx512Bf16, [](Isa) { return fn_table(gemv_fp4_kernel_avx512bf16()); }},
     {"gemv_fp4_hwy", Isa::kAvx2, [](Isa l) { return fn_table(gemv_fp4_kernel_hwy(l)); }},
@@ -66,6 +75,7 @@ const KernelImpl kGemvFp4[] = {
 };
 
 const KernelImpl kMla[] = {
+    {"mla_hwy", Isa::kNeon, [](Isa l) -> const void* { return mla_kernels_hwy(l); }},
     {"mla_amx", Isa::kAmx, [](Isa) -> const void* { return mla_kernels_amx(); }},
     {"mla_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return mla_kernels_avx512bf16(); }},
     {"mla_hwy", Isa::kAvx2, [](Isa l) -> const void* { return mla_kernels_hwy(l); }},
@@ -107,6 +117,7 @@ const KernelImpl kMlaBwd[] = {
 };
 
 const KernelImpl kMqaLogits[] = {
+    {"mqa_hwy", Isa::kNeon, [](Isa l) -> const void* { return mqa_kernels_hwy(l); }},
     {"mqa_amx", Isa::kAmx, [](Isa) -> const void* { return mqa_kernels_amx(); }},
     {"mqa_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return mqa_kernels_avx512bf16(); }},
     {"mqa_hwy", Isa::kAvx2, [](Isa l) -> const void* { return mqa_kernels_hwy(l); }},
@@ -114,17 +125,20 @@ const KernelImpl kMqaLogits[] = {
 };
 
 const KernelImpl kSelect[] = {
+    {"select_hwy", Isa::kNeon, [](Isa l) -> const void* { return select_kernels_hwy(l); }},
     {"select_avx512", Isa::kAvx512, [](Isa) -> const void* { return select_kernels_avx512(); }},
     {"select_hwy", Isa::kAvx2, [](Isa l) -> const void* { return select_kernels_hwy(l); }},
     {"select_scalar", Isa::kScalar, [](Isa) -> const void* { return select_kernels_scalar(); }},
 };
 
 const KernelImpl kEp[] = {
+    {"ep_hwy", Isa::kNeon, [](Isa l) -> const void* { return ep_kernels_hwy(l); }},
     {"ep_hwy", Isa::kAvx2, [](Isa l) -> const void* { return ep_kernels_hwy(l); }},
     {"ep_scalar", Isa::kScalar, [](Isa) -> const void* { return ep_kernels_scalar(); }},
 };
 
 const KernelImpl kTlGemv[] = {
+    {"tl_gemv_hwy", Isa::kNeon, [](Isa l) -> const void* { return reinterpret_cast<const void*>(tl_gemv_hwy(l)); }},
     {"tl_gemv_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return reinterpret_cast<const void*>(tl_gemv_avx512bf16()); }},
     {"tl_gemv_hwy", Isa::kAvx2, [](Isa l) -> const void* { return reinterpret_cast<const void*>(tl_gemv_hwy(l)); }},
     {"tile_loops", Isa::kScalar, nullptr},
@@ -136,6 +150,9 @@ const void* tl_flags(Isa) {
 }
 
 const KernelImpl kTlVector[] = {
+    {"sve_flags", Isa::kSve, tl_flags<Isa::kSve>},
+    {"neon_bf16_flags", Isa::kNeonBf16, tl_flags<Isa::kNeonBf16>},
+    {"neon_flags", Isa::kNeon, tl_flags<Isa::kNeon>},
     {"avx512bf16_flags", Isa::kAvx512Bf16, tl_flags<Isa::kAvx512Bf16>},
     {"avx512_flags", Isa::kAvx512, tl_flags<Isa::kAvx512>},
     {"avx2_flags", Isa::kAvx2, tl_flags<Isa::kAvx2>},
@@ -172,7 +189,7 @@ KernelChoice choose_kernel_at(Slot slot, Isa level, const char* caller, const Re
   const SlotInfo& s = slot_info(slot);
   for (int i = 0; i < s.count; ++i) {
     const KernelImpl& k = s.impls[i];
-    if (int(level) < int(k.need)) {
+    if (!isa_includes(level, k.need)) {
       if (verbose_dispatch()) note_dispatch(caller, k.name, "refused: ISA not available (or capped by TESSERA_ISA)");
       continue;
     }
@@ -196,7 +213,7 @@ namespace {
 const KernelImpl* planned_impl(Slot slot, Isa level) {
   const SlotInfo& s = slot_info(slot);
   for (int i = 0; i < s.count; ++i)
-    if (int(level) >= int(s.impls[i].need)) return &s.impls[i];
+    if (isa_includes(level, s.impls[i].need)) return &s.impls[i];
   return nullptr;
 }
 }  // namespace
@@ -206,7 +223,7 @@ const void* cached_kernel(Slot slot, const char* caller) {
     std::atomic<const KernelImpl*> impl{nullptr};  // set last: the table below is valid once it is
     std::atomic<const void*> table{nullptr};       // may stay null (the component's portable code)
   };
-  static Cached cache[int(Slot::kCount)][int(Isa::kAmx) + 1];
+  static Cached cache[int(Slot::kCount)][kIsaCount];
   const Isa level = active_isa();
   Cached& c = cache[int(slot)][int(level)];
   if (c.impl.load(std::memory_order_acquire)) return c.table.load(std::memory_order_relaxed);
@@ -222,7 +239,10 @@ const char* planned_kernel(Slot slot, Isa level) {
 }
 
 std::string kernel_matrix_text() {
-  const Isa levels[] = {Isa::kAmx, Isa::kAvx512Bf16, Isa::kAvx512, Isa::kAvx2, Isa::kScalar};
+  int count = 0;
+  const Isa* host_levels = host_isa_levels(&count);
+  std::vector<Isa> levels(host_levels, host_levels + count);  // this build's family, most specialised first
+  std::reverse(levels.begin(), levels.end());
   std::string out;
   char line[256];
   std::snprintf(line, sizeof line, "%-14s", "slot");

@@ -31,7 +31,7 @@ enum class Slot : int {
 // One implementation of a slot.
 struct KernelImpl {
   const char* name;  // e.g. "mla_avx512bf16", "mla_hwy"
-  Isa need;          // the lowest level it runs at
+  Isa need;          // the lowest level it runs at (levels of its family, or any when kScalar: isa_includes)
   // The kernel table for `level` (>= need), or nullptr when it was not built. Called only when `level`
   // is available on this CPU (an accessor in an ISA file may execute that level's instructions).
   const void* (*get)(Isa level);

@@ -14,7 +14,8 @@ struct TlVectorFlags {
 };
 
 // The flags of `level` (scalar, avx2, avx512, avx512bf16; amx gets avx512bf16's: tl emits no tile
-// instructions). Safe to call for levels this CPU lacks (it only returns text).
+// instructions; neon, neon_bf16, sve: -march with the level's extensions). Safe to call for levels this CPU lacks (it
+// only returns text).
 const TlVectorFlags* tl_vector_flags(Isa level);
 
 }  // namespace tessera::cpu

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/env.h"
+#include "core/spin_hints.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/memory.h"
 #include "tessera/core/thread_pool.h"
@@ -41,7 +42,7 @@ void launch(int64_t num_blocks, int64_t arena_bytes, TlBlockFn fn, void* ctx) {
         [&](int, int) {
           void* a = arena(arena_bytes);
           for (int64_t b = 0; b < num_blocks; ++b) fn(ctx, b, a);
-          __builtin_ia32_sfence();  // kernels may have written with non-temporal stores
+          store_fence();  // kernels may have written with non-temporal stores
         },
         1);
     return;
@@ -55,7 +56,7 @@ void launch(int64_t num_blocks, int64_t arena_bytes, TlBlockFn fn, void* ctx) {
         void* a = arena(arena_bytes);
         for (int64_t b0; (b0 = next.fetch_add(chunk, std::memory_order_relaxed)) < num_blocks;)
           for (int64_t b = b0; b < b0 + chunk && b < num_blocks; ++b) fn(ctx, b, a);
-        __builtin_ia32_sfence();
+        store_fence();
       },
       threads);
 }

@@ -31,7 +31,7 @@ bool to_src_type(int32_t t, cpu::GemmSrcType* out) {
 
 // A T.gemm runs per tile, thousands of times per kernel: each choice is asked of the registry once per
 // level (and operand types), then kept.
-constexpr int kLevels = int(Isa::kAmx) + 1;
+constexpr int kLevels = kIsaCount;
 
 const char* refuse_packed(const cpu::KernelImpl& impl, const void* table, const void* problem) {
   const auto* types = static_cast<const cpu::GemmSrcType*>(problem);

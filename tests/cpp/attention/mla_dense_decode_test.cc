@@ -35,6 +35,8 @@ class DenseDecode : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(DenseDecode, MatchesFloat64Reference) {
   if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam());
+  if (const char* lower = emulated() ? same_kernels_as_lower_level(GetParam(), library_slots()) : nullptr)
+    GTEST_SKIP() << "emulated run: " << isa_name(GetParam()) << " runs the kernels of " << lower;
   IsaCapScope cap(GetParam());
   Rng rng = Rng::for_current_test();
   for (const DenseCase& c : kCases) {
@@ -59,6 +61,8 @@ TEST_P(DenseDecode, MatchesFloat64Reference) {
 
 TEST_P(DenseDecode, LongSequenceIsSplitAndCombinedExactly) {
   if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam());
+  if (const char* lower = emulated() ? same_kernels_as_lower_level(GetParam(), library_slots()) : nullptr)
+    GTEST_SKIP() << "emulated run: " << isa_name(GetParam()) << " runs the kernels of " << lower;
   IsaCapScope cap(GetParam());
   Rng rng = Rng::for_current_test();
   DenseProblem p;

@@ -89,6 +89,8 @@ class MlaDeterminism : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(MlaDeterminism, SameBitsForAnyThreadCount) {
   if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam());
+  if (const char* lower = emulated() ? same_kernels_as_lower_level(GetParam(), library_slots()) : nullptr)
+    GTEST_SKIP() << "emulated run: " << isa_name(GetParam()) << " runs the kernels of " << lower;
   IsaCapScope cap(GetParam());
   Rng rng = Rng::for_current_test();
   DenseProblem dense;

@@ -38,6 +38,8 @@ class SparseDecode : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(SparseDecode, MatchesFloat64Reference) {
   if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam());
+  if (const char* lower = emulated() ? same_kernels_as_lower_level(GetParam(), library_slots()) : nullptr)
+    GTEST_SKIP() << "emulated run: " << isa_name(GetParam()) << " runs the kernels of " << lower;
   IsaCapScope cap(GetParam());
   Rng rng = Rng::for_current_test();
   for (const SparseCase& c : kCases) {
@@ -63,6 +65,8 @@ TEST_P(SparseDecode, MatchesFloat64Reference) {
 
 TEST_P(SparseDecode, SplitTopk2048SingleQuery) {
   if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam());
+  if (const char* lower = emulated() ? same_kernels_as_lower_level(GetParam(), library_slots()) : nullptr)
+    GTEST_SKIP() << "emulated run: " << isa_name(GetParam()) << " runs the kernels of " << lower;
   IsaCapScope cap(GetParam());
   Rng rng = Rng::for_current_test();
   SparseProblem p;

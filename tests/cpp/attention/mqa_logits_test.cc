@@ -14,6 +14,8 @@ class MqaPrefill : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(MqaPrefill, MatchesReference) {
   if (!isa_supported(GetParam())) GTEST_SKIP() << "ISA not supported here";
+  if (const char* lower = emulated() ? same_kernels_as_lower_level(GetParam(), library_slots()) : nullptr)
+    GTEST_SKIP() << "emulated run: " << isa_name(GetParam()) << " runs the kernels of " << lower;
   IsaCapScope cap(GetParam());
   Rng rng = Rng::for_current_test();
   std::vector<PrefillCase> cases;
@@ -64,6 +66,8 @@ class MqaPaged : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(MqaPaged, MatchesReferenceAndNeverReadsUnreferencedSlots) {
   if (!isa_supported(GetParam())) GTEST_SKIP() << "ISA not supported here";
+  if (const char* lower = emulated() ? same_kernels_as_lower_level(GetParam(), library_slots()) : nullptr)
+    GTEST_SKIP() << "emulated run: " << isa_name(GetParam()) << " runs the kernels of " << lower;
   IsaCapScope cap(GetParam());
   Rng rng = Rng::for_current_test();
   std::vector<PagedCase> cases(7);
@@ -108,6 +112,8 @@ class MqaDeterminism : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(MqaDeterminism, RunsAndThreadCounts) {
   if (!isa_supported(GetParam())) GTEST_SKIP() << "ISA not supported here";
+  if (const char* lower = emulated() ? same_kernels_as_lower_level(GetParam(), library_slots()) : nullptr)
+    GTEST_SKIP() << "emulated run: " << isa_name(GetParam()) << " runs the kernels of " << lower;
   IsaCapScope cap(GetParam());
   Rng rng = Rng::for_current_test();
   PrefillCase c;

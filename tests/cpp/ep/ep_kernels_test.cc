@@ -26,7 +26,7 @@ struct KernelSet {
 // The vector sets of every level this CPU has (each accessor only for a level the CPU reports).
 std::vector<KernelSet> vector_sets() {
   std::vector<KernelSet> sets;
-  for (Isa level : {Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa level : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kSve}) {
     if (!isa_supported(level)) continue;
     if (const cpu::EpKernels* k = cpu::ep_kernels_hwy(level))
       sets.push_back({std::string(k->name) + " at " + isa_name(level), k});

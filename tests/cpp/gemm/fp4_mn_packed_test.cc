@@ -7,6 +7,7 @@
 
 #include "tessera/core/cpu.h"
 #include "tessera/gemm.h"
+#include "test_util.h"
 
 namespace tessera::test {
 namespace {
@@ -33,8 +34,8 @@ Fp4Operand pack(const std::vector<uint8_t>& codes, int64_t rows, int64_t k) {
 class Fp4MnPacked : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(Fp4MnPacked, MatchesPackedAlongK) {
-  if (int(GetParam()) > int(cpu_features().best)) GTEST_SKIP() << "ISA not available on this CPU";
-  set_isa_cap(GetParam());
+  if (!test::isa_supported(GetParam())) GTEST_SKIP() << "ISA not available on this CPU";
+  IsaCapScope cap(GetParam());
   std::mt19937 rng(11);
   for (int64_t m : {6, 38}) {
     for (int64_t n : {34, 96}) {
@@ -66,7 +67,6 @@ TEST_P(Fp4MnPacked, MatchesPackedAlongK) {
       }
     }
   }
-  set_isa_cap(Isa::kAvx512Bf16);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, Fp4MnPacked,

@@ -17,10 +17,17 @@ constexpr Major kMNm = Major::kMN;
 constexpr DType kBf16 = DType::kBF16;
 constexpr DType kF32 = DType::kF32;
 
+// Emulated runs (emulated(), test_util.h) keep the shapes of at most 2^22 multiply-adds; the larger ones
+// exercise the streamed paths (over 2 MiB of weights), which every native run covers.
+inline std::vector<GemmShape> sized_for_this_run(std::vector<GemmShape> shapes) {
+  if (emulated()) std::erase_if(shapes, [](const GemmShape& s) { return s.m * s.n * s.k > (int64_t(1) << 22); });
+  return shapes;
+}
+
 // clang-format off
 // For bf16 / cuBLASLt GEMMs (any K).
 inline const std::vector<GemmShape>& dense_shapes() {
-  static const std::vector<GemmShape> shapes = {
+  static const std::vector<GemmShape> shapes = sized_for_this_run({
       //  m     n     k  a     b     pad d      c
       {   1,  200,  576, kKm,  kKm,  0, kBf16, CMode::kNone},      // GEMV, K % 128 != 0
       {   2,   49,  129, kMNm, kKm,  5, kF32,  CMode::kSeparate},  // GEMV with an MN-major activation
@@ -45,13 +52,13 @@ inline const std::vector<GemmShape>& dense_shapes() {
       {   2,  150, 7200, kKm,  kKm,  1, kBf16, CMode::kInPlace},   // GEMV, streamed: one row at a time, K tail
       {   1,  160, 7000, kKm,  kKm,  2, kBf16, CMode::kSeparate},  // ... padded rows, K tail
       {   3,  151, 7168, kKm,  kKm,  0, kF32,  CMode::kNone},      // ... three activation rows
-  };
+  });
   return shapes;
 }
 
 // For FP8/FP4 GEMMs: even K (packed FP4 holds two values per byte).
 inline const std::vector<GemmShape>& scaled_shapes() {
-  static const std::vector<GemmShape> shapes = {
+  static const std::vector<GemmShape> shapes = sized_for_this_run({
       //  m     n     k  a     b     pad d      c
       {   1,  200,  576, kKm,  kKm,  0, kBf16, CMode::kNone},
       {   2,   49,  128, kMNm, kKm,  3, kF32,  CMode::kSeparate},
@@ -69,7 +76,7 @@ inline const std::vector<GemmShape>& scaled_shapes() {
       // tail (no quads) take rows in 2 K blocks (128 groups of combined scales per call).
       {   6,  260, 8320, kKm,  kKm,  1, kF32,  CMode::kSeparate},
       {   8,  131, 16400, kKm, kKm,  0, kF32,  CMode::kNone},
-  };
+  });
   return shapes;
 }
 
@@ -77,17 +84,17 @@ inline const std::vector<GemmShape>& scaled_shapes() {
 // (a K tail; padded rows), with M = 4 in blocks of 4 rows (299 = 74 blocks + 3 single rows). Large, so
 // only the NT layout (the others do not take the GEMV).
 inline const std::vector<GemmShape>& fp8_streamed_decode_shapes() {
-  static const std::vector<GemmShape> shapes = {
+  static const std::vector<GemmShape> shapes = sized_for_this_run({
       {   1,  301, 7000, kKm,  kKm,  0, kBf16, CMode::kSeparate},
       {   3,  300, 7168, kKm,  kKm,  2, kF32,  CMode::kInPlace},
       {   4,  299, 7168, kKm,  kKm,  1, kBf16, CMode::kSeparate},
-  };
+  });
   return shapes;
 }
 
 // Extra FP8-only shapes with odd K (scale groups with a ragged tail).
 inline const std::vector<GemmShape>& fp8_odd_k_shapes() {
-  static const std::vector<GemmShape> shapes = {
+  static const std::vector<GemmShape> shapes = sized_for_this_run({
       {   1,    7,    1, kKm,  kKm,  0, kF32,  CMode::kSeparate},
       {   3,   48,  129, kKm,  kKm,  1, kBf16, CMode::kNone},
       {  64,   49,   31, kMNm, kKm,  0, kBf16, CMode::kInPlace},
@@ -96,7 +103,7 @@ inline const std::vector<GemmShape>& fp8_odd_k_shapes() {
       // chunk straight into tile order, reading the codes past K as zero).
       {  64,   40, 1000, kKm,  kKm,  0, kBf16, CMode::kSeparate},
       {  66,   33, 1100, kKm,  kKm,  1, kF32,  CMode::kInPlace},
-  };
+  });
   return shapes;
 }
 

@@ -82,6 +82,8 @@ class GemmDeterminism : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(GemmDeterminism, SameBitsForAnyThreadCountAndRepeatedCalls) {
   if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam());
+  if (const char* lower = emulated() ? same_kernels_as_lower_level(GetParam(), gemm_slots()) : nullptr)
+    GTEST_SKIP() << "emulated run: " << isa_name(GetParam()) << " runs the GEMM kernels of " << lower;
   IsaCapScope cap(GetParam());
   Rng rng = Rng::for_current_test();
   for (const DeterminismCase& dc : kCases) {

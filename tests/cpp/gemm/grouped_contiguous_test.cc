@@ -41,6 +41,8 @@ class GroupedContiguous : public ::testing::TestWithParam<std::tuple<Isa, Kind, 
  protected:
   void SetUp() override {
     if (!isa_supported(isa())) GTEST_SKIP() << "this CPU lacks " << isa_name(isa());
+    if (const char* lower = emulated() ? same_kernels_as_lower_level(isa(), gemm_slots()) : nullptr)
+      GTEST_SKIP() << "emulated run: " << isa_name(isa()) << " runs the GEMM kernels of " << lower;
     cap_.emplace(isa());
   }
   void TearDown() override { cap_.reset(); }

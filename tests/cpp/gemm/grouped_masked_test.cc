@@ -23,6 +23,8 @@ class GroupedMasked : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
     if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam());
+    if (const char* lower = emulated() ? same_kernels_as_lower_level(GetParam(), gemm_slots()) : nullptr)
+      GTEST_SKIP() << "emulated run: " << isa_name(GetParam()) << " runs the GEMM kernels of " << lower;
     cap_.emplace(GetParam());
   }
   void TearDown() override { cap_.reset(); }

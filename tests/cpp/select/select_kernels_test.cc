@@ -32,7 +32,7 @@ std::vector<NamedSet> vector_sets() {
   for (int i = 0; i < info.count; ++i) {
     const cpu::KernelImpl& impl = info.impls[i];
     for (Isa level : all_isas()) {
-      if (!isa_supported(level) || int(level) < int(impl.need) || !impl.get) continue;
+      if (!isa_supported(level) || !isa_includes(level, impl.need) || !impl.get) continue;
       const auto* table = static_cast<const SelectKernelTable*>(impl.get(level));
       if (!table || table == scalar) continue;
       if (std::any_of(out.begin(), out.end(), [&](const NamedSet& s) { return s.table == table; })) continue;

@@ -17,9 +17,9 @@
 
 #include "backends/cpu/ep_kernels.h"
 
-// Only the x86 vector targets (levels.h); the baseline target foreach_target.h also compiles has
+// Only the targets of tessera levels (levels.h); the baseline target foreach_target.h also compiles has
 // 1-lane vectors this layout cannot use, and nothing selects it.
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_NEON
 HWY_BEFORE_NAMESPACE();
 namespace tessera::cpu::HWY_NAMESPACE {
 namespace {
@@ -320,7 +320,7 @@ void cast_e4m3(uint8_t* out, float* scales, uint8_t* exponents, const uint16_t* 
 }  // namespace
 
 const EpKernels* ep_kernel_table() {
-  static constexpr EpKernels kKernels{HWY_TARGET == HWY_AVX2 ? "hwy_avx2" : "hwy_avx3", copy, store_fence, reduce_bf16, weighted_reduce_bf16, cast_e4m3};
+  static constexpr EpKernels kKernels{HWY_TARGET == HWY_AVX2 ? "hwy_avx2" : HWY_TARGET == HWY_NEON ? "hwy_neon" : "hwy_avx3", copy, store_fence, reduce_bf16, weighted_reduce_bf16, cast_e4m3};
   return &kKernels;
 }
 

@@ -42,11 +42,20 @@ HWY_INLINE hn::Vec<DF> LoadE4m3AsF32(DF df, const uint8_t* src) {
 template <class DF, class VI>
 HWY_INLINE hn::Vec<DF> E2m1CodesToF32(DF df, VI code) {
   const hn::RebindToSigned<DF> di;
+#if HWY_TARGET == HWY_NEON
+  // Four lanes cannot hold the eight magnitudes: codes 2..7 are 2^(e-1) * (1 + m/2), whose fp32 bits
+  // are the code shifted into place plus an exponent bias of 126; codes 0 and 1 are 0 and 0.5.
+  const VI mag_code = hn::And(code, hn::Set(di, 7));
+  const hn::Vec<DF> big = hn::BitCast(df, hn::Add(hn::ShiftLeft<22>(mag_code), hn::Set(di, 126 << 23)));
+  const hn::Vec<DF> small = hn::Mul(hn::ConvertTo(df, mag_code), hn::Set(df, 0.5f));
+  const hn::Vec<DF> mag = hn::IfThenElse(hn::RebindMask(df, hn::Lt(mag_code, hn::Set(di, 2))), small, big);
+#else
   // Magnitudes of codes 0..7, repeated to fill a 512-bit vector (lookups only use indices < 8).
   alignas(64) static constexpr float kMagnitude[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                                        0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
   const hn::Vec<DF> mag =
       hn::TableLookupLanes(hn::Load(df, kMagnitude), hn::IndicesFromVec(df, hn::And(code, hn::Set(di, 7))));
+#endif
   return hn::Or(mag, hn::BitCast(df, hn::ShiftLeft<28>(hn::And(code, hn::Set(di, 8)))));
 }
 

@@ -15,7 +15,7 @@
 
 #include "backends/cpu/gemm_kernel_set.h"
 
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_NEON
 HWY_BEFORE_NAMESPACE();
 namespace tessera::cpu::HWY_NAMESPACE {
 namespace {

@@ -21,10 +21,11 @@
 #include <string.h>
 
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/hwy/f16_halves-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera::cpu::HWY_NAMESPACE {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_NEON
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
@@ -53,7 +54,6 @@ HWY_INLINE void widen_piece(const uint8_t* HWY_RESTRICT src, V* w, VU8& magnitud
     const hn::Repartition<uint16_t, DF> du16;
     const hn::Repartition<int16_t, DF> di16;
     const hn::Repartition<hwy::float16_t, DF> df16;
-    const hn::Half<decltype(df16)> dh16;
     const VU8 x = hn::LoadU(du8, src);
     magnitudes = hn::Max(magnitudes, hn::And(x, hn::Set(du8, 0x7F)));
     // The code in the upper byte of a 16-bit lane; an arithmetic shift by one puts the exponent and
@@ -61,10 +61,10 @@ HWY_INLINE void widen_piece(const uint8_t* HWY_RESTRICT src, V* w, VU8& magnitud
     const auto clear = hn::Set(di16, int16_t(~0x4000));
     const auto lo = hn::BitCast(df16, hn::And(hn::ShiftRight<1>(hn::BitCast(di16, hn::ZipLower(du16, hn::Zero(du8), x))), clear));
     const auto hi = hn::BitCast(df16, hn::And(hn::ShiftRight<1>(hn::BitCast(di16, hn::ZipUpper(du16, hn::Zero(du8), x))), clear));
-    w[0] = hn::PromoteTo(df, hn::LowerHalf(dh16, lo));
-    w[1] = hn::PromoteTo(df, hn::UpperHalf(dh16, lo));
-    w[2] = hn::PromoteTo(df, hn::LowerHalf(dh16, hi));
-    w[3] = hn::PromoteTo(df, hn::UpperHalf(dh16, hi));
+    w[0] = promote_f16_half<false>(df16, lo);
+    w[1] = promote_f16_half<true>(df16, lo);
+    w[2] = promote_f16_half<false>(df16, hi);
+    w[3] = promote_f16_half<true>(df16, hi);
   } else {
     const hn::Repartition<uint16_t, DF> du16;
     const hn::Repartition<uint32_t, DF> du32;

@@ -20,11 +20,12 @@
 #include <string.h>
 
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/hwy/f16_halves-inl.h"
 #include "backends/cpu/scalar_convert.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera::cpu::HWY_NAMESPACE {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_NEON
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
@@ -64,8 +65,7 @@ HWY_INLINE void widen_halves(const uint8_t* HWY_RESTRICT src, VF16* halves) {
 
 template <int kHalf>
 HWY_INLINE V widen(VF16 halves) {
-  const hn::Half<DF16> dh;
-  return hn::PromoteTo(DF(), kHalf ? hn::UpperHalf(dh, halves) : hn::LowerHalf(dh, halves));
+  return promote_f16_half<kHalf != 0>(DF16(), halves);
 }
 
 // The value (0 .. kPiece-1 within the piece) lane l of fp32 vector 4 h + 2 t + z holds: the zips take

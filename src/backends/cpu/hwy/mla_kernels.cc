@@ -101,7 +101,7 @@ void attend_tile(const MlaTileArgs& a) {
 
 HWY_MAYBE_UNUSED const MlaKernelSet* mla_kernel_table() {
   static const MlaKernelSet set = {
-      HWY_TARGET == HWY_AVX3 ? "hwy_avx512" : HWY_TARGET == HWY_AVX2 ? "hwy_avx2" : "hwy_other",
+      HWY_TARGET == HWY_AVX3 ? "hwy_avx512" : HWY_TARGET == HWY_AVX2 ? "hwy_avx2" : HWY_TARGET == HWY_NEON ? "hwy_neon" : "hwy_other",
       MlaElem::kF32, kTileTokens, 1, vector_lanes(), q_packed_bytes, pack_q, scratch_bytes, attend_tile, nullptr,
       mla_dequant_v32, mla_dequant_model1, mla_widen_row,
   };

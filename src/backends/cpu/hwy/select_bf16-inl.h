@@ -17,7 +17,7 @@
 #include "backends/cpu/select_kernels.h"
 
 // Built for the AVX2 and AVX3 targets only (levels.h); the baseline target of foreach_target gets none.
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_NEON
 HWY_BEFORE_NAMESPACE();
 namespace tessera::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;

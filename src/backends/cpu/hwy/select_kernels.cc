@@ -11,7 +11,7 @@
 #include "backends/cpu/hwy/select_bf16-inl.h"
 #include "backends/cpu/hwy/select_filter-inl.h"
 
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3  // the levels' targets (levels.h)
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_NEON  // the levels' targets (levels.h)
 HWY_BEFORE_NAMESPACE();
 namespace tessera::cpu::HWY_NAMESPACE {
 namespace {

@@ -18,10 +18,11 @@
 #include <hwy/highway.h>
 #include <stdint.h>
 
+#include "backends/cpu/hwy/f16_halves-inl.h"
 #include "backends/cpu/tl_gemv.h"
 
 // Only the targets levels.h maps to (the compiler's baseline, HWY_SCALAR, is compiled too but unused).
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_NEON
 HWY_BEFORE_NAMESPACE();
 namespace tessera::cpu::HWY_NAMESPACE {
 namespace {
@@ -33,7 +34,7 @@ using DU8 = hn::Repartition<uint8_t, DF>;
 using DU16 = hn::Repartition<uint16_t, DF>;
 using DI16 = hn::Repartition<int16_t, DF>;
 using DF16 = hn::Repartition<hwy::float16_t, DF>;
-using DF8 = hn::CappedTag<float, 8>;  // eight fp32 lanes on every target
+using DF8 = hn::CappedTag<float, 8>;  // eight fp32 lanes (four on 128-bit targets)
 using VF = hn::Vec<DF>;
 using VU8 = hn::Vec<DU8>;
 
@@ -45,7 +46,15 @@ constexpr int kMaxRows = 4;
 // Position in the chunk of the first of eight consecutive weights that land in fp32 lanes
 // [8 * group, 8 * group + 8) of converted vector q (see e4m3_to_f32): ZipLower / ZipUpper take bytes
 // 0-7 / 8-15 of each 16-byte block, LowerHalf / UpperHalf the first / second half of the blocks.
-constexpr int fp8_group_start(int q, int group) { return 16 * ((q & 1) * (kLanes / 8) + group) + 8 * (q >> 1); }
+// On 128-bit targets (NEON) the groups are four lanes and the widening keeps the weights in natural order.
+constexpr int kGroup = int(hn::MaxLanes(DF8()));  // fp32 lanes of a group: 8, or 4 on 128-bit targets
+constexpr int fp8_group_start(int q, int group) {
+#if HWY_TARGET == HWY_NEON
+  return q * kLanes + kGroup * group;
+#else
+  return 16 * ((q & 1) * (kLanes / 8) + group) + 8 * (q >> 1);
+#endif
+}
 
 // The activation segment [k0, k0 + len) of each row as fp32 in the weights' lane order, zero-padded to
 // whole chunks, rows a_stride floats apart; scaled by 2^8 for fp8 weights.
@@ -65,10 +74,10 @@ void arrange_activations(const TlGemvArgs& g, int64_t k0, int len, bool fp8, flo
         src = tail;
       }
       for (int q = 0; q < 4; ++q)
-        for (int group = 0; group < kLanes / 8; ++group) {
-          const int from = fp8 ? fp8_group_start(q, group) : q * kLanes + 8 * group;
+        for (int group = 0; group < kLanes / kGroup; ++group) {
+          const int from = fp8 ? fp8_group_start(q, group) : q * kLanes + kGroup * group;
           const hn::Vec<DF8> v = hn::BitCast(d8, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, src + from))));
-          hn::Store(hn::Mul(v, scale), d8, out + c * kChunk + q * kLanes + 8 * group);
+          hn::Store(hn::Mul(v, scale), d8, out + c * kChunk + q * kLanes + kGroup * group);
         }
     }
   }
@@ -80,8 +89,6 @@ HWY_INLINE void e4m3_to_f32(const uint8_t* p, VF* f, VU8* nan_max) {
   const DU16 du16;
   const DI16 di16;
   const DF16 df16;
-  const hn::Half<DF16> dh;
-  const DF df;
   const VU8 codes = hn::LoadU(du8, p);
   *nan_max = hn::Max(*nan_max, hn::Or(codes, hn::Set(du8, 0x80)));
   const hn::Vec<DI16> keep = hn::Set(di16, int16_t(~0x4000));
@@ -89,10 +96,10 @@ HWY_INLINE void e4m3_to_f32(const uint8_t* p, VF* f, VU8* nan_max) {
   const hn::Vec<DI16> hi = hn::BitCast(di16, hn::ZipUpper(du16, hn::Zero(du8), codes));
   const hn::Vec<DF16> h_lo = hn::BitCast(df16, hn::And(hn::ShiftRight<1>(lo), keep));
   const hn::Vec<DF16> h_hi = hn::BitCast(df16, hn::And(hn::ShiftRight<1>(hi), keep));
-  f[0] = hn::PromoteTo(df, hn::LowerHalf(dh, h_lo));
-  f[1] = hn::PromoteTo(df, hn::UpperHalf(dh, h_lo));
-  f[2] = hn::PromoteTo(df, hn::LowerHalf(dh, h_hi));
-  f[3] = hn::PromoteTo(df, hn::UpperHalf(dh, h_hi));
+  f[0] = promote_f16_half<false>(df16, h_lo);
+  f[1] = promote_f16_half<true>(df16, h_lo);
+  f[2] = promote_f16_half<false>(df16, h_hi);
+  f[3] = promote_f16_half<true>(df16, h_hi);
 }
 
 // One chunk of bf16 weights -> four fp32 vectors in natural order.
@@ -115,6 +122,8 @@ HWY_INLINE hn::Vec128<float> sum4(const VF* x) {
 #if HWY_TARGET == HWY_AVX3
   const hn::Vec256<float> half = hn::Add(hn::LowerHalf(s), hn::UpperHalf(hn::Full256<float>(), s));
   return hn::Add(hn::LowerHalf(half), hn::UpperHalf(hn::Full128<float>(), half));
+#elif HWY_TARGET == HWY_NEON
+  return s;  // one 128-bit register already holds the four sums
 #else
   return hn::Add(hn::LowerHalf(s), hn::UpperHalf(hn::Full128<float>(), s));
 #endif

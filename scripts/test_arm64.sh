@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# ARM64 (AArch64) check from an x86-64 host: cross-builds tessera with Debian's g++-aarch64-linux-gnu
+# (CMake preset arm64-cross, folder build/arm64) and runs every C++ suite under qemu-aarch64 with two
+# CPU models:
+#   max         SVE, BF16, I8MM, ... : tessera must pick the level sve
+#   cortex-a57  NEON only            : tessera must pick the level neon
+# A missing instruction (SIGILL) or a wrong result under either model fails. Emulation proves
+# correctness, not speed (docs/cpu.md, section ARM64). Called by scripts/test.sh; needs what
+# scripts/setup.sh installs (cross compiler, qemu-user, libgtest-dev:arm64, libhwy-dev:arm64).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fail() { printf '\ntest_arm64: FAILED: %s\n' "$*" >&2; exit 1; }
+for tool in aarch64-linux-gnu-g++ qemu-aarch64 cmake ninja; do
+  command -v "$tool" >/dev/null || fail "$tool not found: run scripts/setup.sh (apt-get install g++-aarch64-linux-gnu qemu-user)"
+done
+[ -f /usr/lib/aarch64-linux-gnu/libgtest.a ] ||
+  fail "GoogleTest for arm64 is missing: run scripts/setup.sh (dpkg --add-architecture arm64; apt-get install libgtest-dev:arm64)"
+
+start=$(date +%s)
+printf -- '--> cross build (cmake --preset arm64-cross, build/arm64)\n'
+cmake --preset arm64-cross >/dev/null
+nice -n 10 cmake --build build/arm64 -j2
+
+# The emulator (toolchain file) is qemu-aarch64 without -cpu; QEMU_CPU picks the model for a whole ctest
+# run, test discovery included. The tile language compiles kernels at run time: with the cross compiler,
+# so the emulated process loads AArch64 code. TESSERA_TEST_EMULATED=1 shrinks the few suites whose full
+# sizes take minutes under emulation (tests/cpp/test_util.h, emulated()).
+for pair in max:sve cortex-a57:neon; do
+  model=${pair%:*} level=${pair#*:}
+  t0=$(date +%s)
+  printf -- '\n--> ctest under qemu-aarch64 -cpu %s (expect level %s)\n' "$model" "$level"
+  env -u TESSERA_ISA -u TESSERA_FORCE_REFERENCE QEMU_CPU="$model" TESSERA_TEST_EMULATED=1 \
+    TESSERA_TL_CXX=aarch64-linux-gnu-g++ TESSERA_SMOKE_EXPECT_ISA="$level" \
+    ctest --test-dir build/arm64 --output-on-failure -j2 --timeout 900 ||
+    fail "C++ tests under qemu-aarch64 -cpu $model"
+  printf -- '--> -cpu %s passed in %ss\n' "$model" "$(( $(date +%s) - t0 ))"
+done
+printf -- '\n--> arm64 checks passed in %ss\n' "$(( $(date +%s) - start ))"
