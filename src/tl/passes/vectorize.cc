@@ -4,9 +4,29 @@
 #include <set>
 
 #include "tl/ir/visitor.h"
+#include "tl/passes/linear.h"
 
 namespace tessera::tl {
 namespace {
+
+// True when some load in body reads buffer b.
+bool reads(const Stmt& body, const Buffer& b) {
+  bool found = false;
+  for_each_expr(body, [&](const Expr& e) {
+    if (const LoadNode* l = e.as<LoadNode>(); l && l->buffer.get() == b.get()) found = true;
+  });
+  return found;
+}
+
+// True when different values of var give different elements: some index is base + c * var, c != 0.
+bool injective(const std::vector<Expr>& indices, const Expr& var) {
+  for (const Expr& i : indices) {
+    Expr base;
+    int64_t coeff = 0;
+    if (linear_in(i, var, &base, &coeff) && coeff != 0) return true;
+  }
+  return false;
+}
 
 // True when the body of a loop over `var` can run its iterations as vector lanes.
 bool element_wise(const Stmt& body, const Expr& var) {
@@ -30,6 +50,9 @@ bool element_wise(const Stmt& body, const Expr& var) {
         bool moves = false;
         for (const Expr& i : st->indices) moves = moves || depends(i);
         if (!moves) ok = false;  // every lane would write the same element
+        // An update (the body reads the buffer it stores to) needs lanes on distinct elements:
+        // acc[min(2, j // 4)] += x[j] would have several lanes add to one element from one old value.
+        if (ok && reads(body, st->buffer) && !injective(st->indices, var)) ok = false;
         break;
       }
       default: ok = false;
