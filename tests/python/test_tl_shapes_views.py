@@ -181,3 +181,31 @@ def test_dtype_spellings_of_one_element_type_compare_equal():
     assert T.dtype(torch.bfloat16) == "bfloat16" and T.float == "float32"
     assert T.float16 != T.bfloat16 and not (T.float32 != "float32")
     assert {T.float: "x"}[T.dtype("float32")] == "x"
+
+
+@tessera.jit
+def scale_rows(with_scale):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(x: T.Tensor((n, 4), "float32"), scale: T.Tensor((T.ceildiv(n, 2),), "float32"),
+             y: T.Tensor((n, 4), "float32")):
+        with T.Kernel(n) as row:
+            for j in T.Parallel(4):
+                y[row, j] = x[row, j] * scale[row // 2] if with_scale else x[row, j]
+    return main
+
+
+def test_absent_optional_tensor_argument_gets_zeros_of_its_shape():
+    x = RNG.standard_normal((5, 4)).astype(np.float32)
+    y = np.zeros_like(x)
+    scale_rows(False).call_all([x, None, y])  # TileLang passes a null pointer for an unused tensor
+    np.testing.assert_array_equal(y, x)
+    scale = RNG.standard_normal(3).astype(np.float32)
+    scale_rows(True).call_all([x, scale, y])
+    np.testing.assert_allclose(y, x.astype(np.float64) * np.repeat(scale, 2)[:5, None], rtol=1e-6)
+
+
+def test_absent_tensor_whose_size_no_argument_gives_is_an_error():
+    with pytest.raises(InvalidArgumentError, match=r"cannot size the absent \(None\) argument 'x'"):
+        scale_rows(False).call_all([None, None, None])

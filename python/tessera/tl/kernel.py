@@ -87,12 +87,12 @@ class JITKernel:
                     symbols.setdefault(dim, int(shape[d]))
         return bind_formulas(self.name, self._all_params, symbols)
 
-    def output_shape(self, param, symbols):
+    def output_shape(self, param, symbols, what="output"):
         shape = []
         for dim in param.shape:
             if isinstance(dim, str):
                 if dim not in symbols:
-                    raise InvalidArgumentError(f"kernel '{self.name}': cannot size output '{param.name}': dynamic "
+                    raise InvalidArgumentError(f"kernel '{self.name}': cannot size {what} '{param.name}': dynamic "
                                                f"dimension {dim} is not a dimension of any input")
                 shape.append(symbols[dim])
             else:
@@ -120,6 +120,17 @@ class JITKernel:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
 
+    def _fill_absent(self, args):
+        """None for a tensor argument (TileLang passes a null pointer for an optional tensor the kernel
+        does not touch): a zero-filled tensor of the declared shape, sized from the other arguments."""
+        symbols = self._bind_symbols(args)
+        filled = list(args)
+        for i, (p, a) in enumerate(zip(self.params, args)):
+            if a is None and p.is_tensor:
+                filled[i] = np.zeros(self.output_shape(p, symbols, "the absent (None) argument"),
+                                     dtype=numpy_dtype(p.dtype))
+        return filled
+
     def _with_scratch(self, args):
         """(parameter, argument) for every program parameter. Scratch tensors are allocated here,
         zeroed once and reused by later calls with the same shapes (so one kernel object must not be
@@ -140,6 +151,8 @@ class JITKernel:
         """Runs with every parameter given (outputs included), in parameter order."""
         if len(args) != len(self.params):
             raise InvalidArgumentError(f"kernel '{self.name}': expected {len(self.params)} arguments, got {len(args)}")
+        if any(a is None for p, a in zip(self.params, args) if p.is_tensor):
+            args = self._fill_absent(args)
         if self._has_formulas:  # sizes declared as expressions: the library cannot check them itself
             self._bind_symbols(args)
         refs = []
