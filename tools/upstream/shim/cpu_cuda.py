@@ -33,7 +33,9 @@ class _CudaToCpu(TorchFunctionMode):
         kwargs = dict(kwargs or {})
         if "device" in kwargs:
             kwargs["device"] = _cpu(kwargs["device"])
-        if func is torch.Tensor.cuda:
+        if kwargs.get("pin_memory"):  # page-locked host memory needs the CUDA driver
+            kwargs["pin_memory"] = False
+        if func in (torch.Tensor.cuda, torch.Tensor.pin_memory):
             return args[0]
         if func is torch.Tensor.to and len(args) > 1 and (_is_cuda(args[1]) or
                                                          isinstance(args[1], int) and not isinstance(args[1], bool)):
