@@ -249,3 +249,14 @@ def test_unroll_of_block_level_tile_ops_in_a_per_thread_kernel():
     x = RNG.standard_normal((2, 8)).astype(np.float32)
     want = 2.0 * x.reshape(-1) + np.arange(16) // 8
     np.testing.assert_array_equal(staged_copy(8, 2)(x), want.astype(np.float32))
+
+
+def test_shared_store_and_load_without_a_barrier_raises():
+    with pytest.raises(NotImplementedInTessera, match=r"shared buffer 'shared' is both stored and loaded"):
+        @T.prim_func
+        def main(x: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=16) as _:
+                tid = T.get_thread_binding()
+                shared = T.alloc_shared((16,), "float32")
+                shared[tid] = x[tid]
+                x[tid] = shared[15 - tid]  # TileLang would insert the barrier here

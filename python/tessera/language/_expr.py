@@ -272,6 +272,7 @@ class Buffer:
             raise ctx.error(f"assigning to a slice of '{self.name}' is not supported; use T.fill or a T.Parallel loop")
         nodes = [as_node(i) for i in indices]
         v = as_node(value)
+        self._note_shared(write=True)
         ctx.set_loc()
         ctx.current("storing to a buffer").builder.store(self.handle, nodes, v)
 
@@ -288,6 +289,12 @@ class Buffer:
     def region(self):
         self._check_simt()
         return _C.tl_whole(self.handle)
+
+    def _note_shared(self, write):
+        if self.scope.startswith("shared"):
+            t = ctx.active()
+            if t is not None and t.simt is not None:
+                t.simt.note_shared(self, write)
 
     def _check_simt(self):
         if self.scope == "local":
@@ -325,6 +332,7 @@ class BufferRef(Expr):
             raise ctx.error(f"a slice of '{self.buffer.name}' is a tile, not a value; use it in T.copy / T.gemm / "
                             f"T.atomic_add, or index single elements")
         nodes = [as_node(i) for i in self.indices]
+        self.buffer._note_shared(write=False)
         ctx.set_loc()
         return _C.tl_load(self.buffer.handle, nodes)
 

@@ -42,6 +42,7 @@ class SimtState:
         self.segment = 0  # barriers passed so far
         self.depth = None  # (loop_depth, if_depth) where the thread loop was opened
         self.let_names = {"tid"}  # names of values bound inside thread loops (and the loop variable)
+        self.shared_read, self.shared_written = set(), set()  # shared buffers per-thread code touched since the barrier
 
     # ---- the loop ----
     def _open(self, t):
@@ -49,6 +50,7 @@ class SimtState:
 
         ctx.set_loc()
         self.var = t.builder.begin_for("tid", as_node(0), as_node(self.total), "serial", 0)
+        self.shared_read, self.shared_written = set(), set()
 
     def _close(self, t):
         t.builder.end_for()
@@ -100,6 +102,20 @@ class SimtState:
         if "[" in text:
             return False
         return not any(re.search(rf"\b{re.escape(n)}\b", text) for n in self.let_names)
+
+    def note_shared(self, buffer, write):
+        """Records a per-thread load / store of a shared buffer. TileLang inserts the barrier a shared
+        buffer needs between a store and a load of other threads' elements by itself; tessera only
+        splits the thread loop at explicit barriers, so a shared buffer both stored and loaded by
+        per-thread code between two barriers raises instead of giving another thread's stale value."""
+        if self.var is None:
+            return
+        seen, mine = (self.shared_read, self.shared_written) if write else (self.shared_written, self.shared_read)
+        if buffer.name in seen:
+            raise ctx.not_implemented(
+                f"shared buffer '{buffer.name}' is both stored and loaded by per-thread code with no T.sync_threads() "
+                f"between: TileLang inserts that barrier itself, tessera does not yet (write the barrier)")
+        mine.add(buffer.name)
 
     def check_local(self, buffer):
         """Raises when a local buffer is used by per-thread code on both sides of a barrier."""
