@@ -252,7 +252,7 @@ def test_unroll_of_block_level_tile_ops_in_a_per_thread_kernel():
 
 
 def test_shared_store_and_load_without_a_barrier_raises():
-    with pytest.raises(NotImplementedInTessera, match=r"shared buffer 'shared' is both stored and loaded"):
+    with pytest.raises(NotImplementedInTessera, match=r"shared buffer 'shared' is stored by one statement"):
         @T.prim_func
         def main(x: T.Tensor((16,), "float32")):
             with T.Kernel(1, threads=16) as _:
@@ -260,3 +260,25 @@ def test_shared_store_and_load_without_a_barrier_raises():
                 shared = T.alloc_shared((16,), "float32")
                 shared[tid] = x[tid]
                 x[tid] = shared[15 - tid]  # TileLang would insert the barrier here
+
+
+@tessera.jit(out_idx=[-1])
+def column_prefix(rows, threads):
+    @T.prim_func
+    def main(x: T.Tensor((rows, threads), "int32"), last: T.Tensor((threads,), "int32")):
+        with T.Kernel(1, threads=threads) as _:
+            tid = T.get_thread_binding()
+            shared = T.alloc_shared((rows, threads), "int32")
+            for r in T.serial(rows):
+                shared[r, tid] = x[r, tid]
+            T.sync_threads()
+            if tid < threads:  # each thread updates its own column: one statement, no barrier needed
+                for r in T.unroll(rows - 1):
+                    shared[r + 1, tid] += shared[r, tid]
+                last[tid] = shared[rows - 1, tid]
+    return main
+
+
+def test_shared_updates_of_own_elements_within_one_statement():
+    x = RNG.integers(-5, 5, size=(4, 8)).astype(np.int32)
+    np.testing.assert_array_equal(column_prefix(4, 8)(x), x.sum(0))

@@ -37,6 +37,7 @@ class _Loop:
         yield var if self.step == 1 else self.start + var * self.step
         t.loop_depth -= 1
         t.builder.end_for()
+        _end_of_frame(t)
 
 
     _TRACE_UNROLL_LIMIT = 64
@@ -49,6 +50,11 @@ class _Loop:
         if not all(isinstance(v, int) for v in (self.start, self.stop)):
             return False
         return len(range(self.start, self.stop, self.step)) <= self._TRACE_UNROLL_LIMIT
+
+
+def _end_of_frame(t):
+    if t.simt is not None:
+        t.simt.end_of_frame(t)
 
 
 def serial(start, stop=None, step=None, **_ignored):
@@ -119,6 +125,7 @@ class grid:  # noqa: N801
         t.loop_depth -= 1
         for _ in vars_:
             t.builder.end_for()
+        _end_of_frame(t)
 
 
 class Persistent:  # noqa: N801 - TileLang's spelling

@@ -163,6 +163,8 @@ class _IfScope:
             else:
                 t.builder.end_if()
                 t.if_depth -= 1
+                if t.simt is not None:
+                    t.simt.end_of_frame(t)
         return False
 
 
@@ -175,6 +177,8 @@ class _ElseScope:
             t = ctx.current()
             t.builder.end_if()
             t.if_depth -= 1
+            if t.simt is not None:
+                t.simt.end_of_frame(t)
         return False
 
 

@@ -42,7 +42,9 @@ class SimtState:
         self.segment = 0  # barriers passed so far
         self.depth = None  # (loop_depth, if_depth) where the thread loop was opened
         self.let_names = {"tid"}  # names of values bound inside thread loops (and the loop variable)
-        self.shared_read, self.shared_written = set(), set()  # shared buffers per-thread code touched since the barrier
+        # shared buffer name -> ids of the thread-loop-level statements that loaded / stored it since the barrier
+        self.shared_read, self.shared_written = {}, {}
+        self.statement = 0  # id of the current statement at the thread loop's level
 
     # ---- the loop ----
     def _open(self, t):
@@ -50,7 +52,7 @@ class SimtState:
 
         ctx.set_loc()
         self.var = t.builder.begin_for("tid", as_node(0), as_node(self.total), "serial", 0)
-        self.shared_read, self.shared_written = set(), set()
+        self.shared_read, self.shared_written = {}, {}
 
     def _close(self, t):
         t.builder.end_for()
@@ -111,11 +113,22 @@ class SimtState:
         if self.var is None:
             return
         seen, mine = (self.shared_read, self.shared_written) if write else (self.shared_written, self.shared_read)
-        if buffer.name in seen:
+        if seen.get(buffer.name, set()) - {self.statement}:
             raise ctx.not_implemented(
-                f"shared buffer '{buffer.name}' is both stored and loaded by per-thread code with no T.sync_threads() "
-                f"between: TileLang inserts that barrier itself, tessera does not yet (write the barrier)")
-        mine.add(buffer.name)
+                f"shared buffer '{buffer.name}' is stored by one statement of per-thread code and loaded by another "
+                f"(or the reverse) with no T.sync_threads() between: TileLang inserts that barrier itself, tessera "
+                f"does not yet (write the barrier)")
+        mine.setdefault(buffer.name, set()).add(self.statement)
+        t = ctx.active()
+        if write and t is not None and self.at_loop_level(t):
+            self.statement += 1  # a store at the loop's level ends its statement
+
+    def end_of_frame(self, t):
+        """A loop or if closed: back at the thread loop's level, the next statement begins. (Accesses
+        within one statement are allowed: a thread updating its own element, acc[tid] += acc[tid - 1]
+        style code within one if, is the common case there.)"""
+        if self.var is not None and self.at_loop_level(t):
+            self.statement += 1
 
     def check_local(self, buffer):
         """Raises when a local buffer is used by per-thread code on both sides of a barrier."""
