@@ -14,7 +14,11 @@ namespace {
 class EpExchange final : public ExpertExchange {
  public:
   EpExchange(std::shared_ptr<ep::Group> group, const Config& c, int64_t max_tokens, double timeout_s)
-      : group_(group), dim_(c.dim), topk_(c.n_activated_experts), experts_(c.n_routed_experts), fp8_(c.fp8()),
+      : group_(group),
+        dim_(c.dim),
+        topk_(c.n_activated_experts),
+        experts_(c.n_routed_experts),
+        fp8_(c.fp8()),
         max_tokens_(max_tokens) {
     ep::ElasticBufferConfig cfg;
     cfg.num_max_tokens_per_rank = int(max_tokens);
@@ -45,7 +49,8 @@ class EpExchange final : public ExpertExchange {
       a.x = TensorView(T > 0 ? const_cast<uint8_t*>(t.codes) : none, DType::kF8E4M3, {T, dim});
       a.sf = TensorView(T > 0 ? const_cast<float*>(t.scales) : reinterpret_cast<float*>(none), DType::kF32, {T, packs});
     } else {
-      a.x = TensorView(T > 0 ? const_cast<uint16_t*>(t.bf16) : reinterpret_cast<uint16_t*>(none), DType::kBF16, {T, dim});
+      a.x =
+          TensorView(T > 0 ? const_cast<uint16_t*>(t.bf16) : reinterpret_cast<uint16_t*>(none), DType::kBF16, {T, dim});
     }
     a.topk_idx = TensorView(idx.data(), DType::kI64, {T, K});
     a.topk_weights = TensorView(w.data(), DType::kF32, {T, K});
@@ -72,7 +77,8 @@ class EpExchange final : public ExpertExchange {
       const TensorView& sf = d.recv_sf.view;
       scales.resize(size_t(M * packs));
       for (int64_t i = 0; i < M; ++i)
-        for (int64_t p = 0; p < packs; ++p) scales[size_t(i * packs + p)] = sf.ptr<float>()[i * sf.strides[0] + p * sf.strides[1]];
+        for (int64_t p = 0; p < packs; ++p)
+          scales[size_t(i * packs + p)] = sf.ptr<float>()[i * sf.strides[0] + p * sf.strides[1]];
       r.scales = scales.data();
     } else {
       r.bf16 = d.recv_x.view.ptr<uint16_t>();
@@ -104,8 +110,9 @@ std::shared_ptr<ExpertExchange> make_ep_exchange(std::shared_ptr<ep::Group> grou
   TESSERA_CHECK(group != nullptr, "make_ep_exchange: argument 'group' must not be null");
   TESSERA_CHECK(max_tokens_per_rank >= 1, "make_ep_exchange: argument 'max_tokens_per_rank' must be >= 1, got ",
                 max_tokens_per_rank);
-  TESSERA_CHECK(config.n_routed_experts % group->size() == 0, "make_ep_exchange: n_routed_experts = ",
-                config.n_routed_experts, " must be a multiple of the group's ", group->size(), " ranks");
+  TESSERA_CHECK(config.n_routed_experts % group->size() == 0,
+                "make_ep_exchange: n_routed_experts = ", config.n_routed_experts, " must be a multiple of the group's ",
+                group->size(), " ranks");
   return std::make_shared<EpExchange>(std::move(group), config, max_tokens_per_rank, timeout_s);
 }
 

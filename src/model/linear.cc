@@ -14,9 +14,15 @@ namespace {
 thread_local bool batch_invariant = false;
 }
 
-BatchInvariantScope::BatchInvariantScope(bool on) : previous_(batch_invariant) { batch_invariant = on; }
-BatchInvariantScope::~BatchInvariantScope() { batch_invariant = previous_; }
-int64_t gemm_rows(int64_t rows) { return batch_invariant ? std::max(rows, kBatchInvariantRows) : rows; }
+BatchInvariantScope::BatchInvariantScope(bool on) : previous_(batch_invariant) {
+  batch_invariant = on;
+}
+BatchInvariantScope::~BatchInvariantScope() {
+  batch_invariant = previous_;
+}
+int64_t gemm_rows(int64_t rows) {
+  return batch_invariant ? std::max(rows, kBatchInvariantRows) : rows;
+}
 
 QuantRows quantize_activations(const float* x, int64_t rows, int64_t k, bool ue8m0) {
   QuantRows q;

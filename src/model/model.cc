@@ -121,9 +121,10 @@ namespace {
 Config load_config(const std::string& dir, const ModelOptions& opt) {
   TESSERA_CHECK(opt.ranks >= 1, "Model: argument 'ranks' must be >= 1, got ", opt.ranks);
   if (opt.ranks > 1 && !opt.exchange)
-    TESSERA_NOT_IMPLEMENTED("Model: expert parallelism (ranks = ", opt.ranks, ") without an expert exchange; ",
-                            "C++ passes ModelOptions::exchange (tessera::model::make_ep_exchange, library tessera_ep), ",
-                            "the CLI runs `mpirun -np R tessera run`; the Python API runs one rank only");
+    TESSERA_NOT_IMPLEMENTED(
+        "Model: expert parallelism (ranks = ", opt.ranks, ") without an expert exchange; ",
+        "C++ passes ModelOptions::exchange (tessera::model::make_ep_exchange, library tessera_ep), ",
+        "the CLI runs `mpirun -np R tessera run`; the Python API runs one rank only");
   TESSERA_CHECK(!opt.exchange || opt.ranks == 1 || opt.ranks == opt.exchange->ranks(),
                 "Model: argument 'ranks' = ", opt.ranks, " differs from the exchange's ",
                 opt.exchange ? opt.exchange->ranks() : 0, " ranks");

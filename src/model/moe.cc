@@ -163,8 +163,7 @@ void run_local_experts(const LayerWeights& w, const Config& c, bool decode, Expe
   }
   for (int64_t i = 0; i < r.rows; ++i) {
     const float wt = r.weights[i];
-    for (int64_t j = 0; j < dim; ++j)
-      r.out[i * dim + j] = f32_to_bf16(wt * bf16_to_f32(y[size_t(i * dim + j)]));
+    for (int64_t j = 0; j < dim; ++j) r.out[i * dim + j] = f32_to_bf16(wt * bf16_to_f32(y[size_t(i * dim + j)]));
   }
 }
 
@@ -328,7 +327,8 @@ void moe_forward(ModelState& m, int64_t layer, const float* x, int64_t rows, flo
   }
   std::vector<uint16_t> routed(size_t(rows * dim));
   if (m.exchange) {
-    m.exchange->exchange(tokens, [&](ExpertRows& r) { run_local_experts(w, c, decode, r, timer); }, routed.data());
+    m.exchange->exchange(
+        tokens, [&](ExpertRows& r) { run_local_experts(w, c, decode, r, timer); }, routed.data());
   } else {
     routed_on_one_rank(w, c, decode, tokens, routed.data(), timer);
   }

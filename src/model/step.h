@@ -18,7 +18,7 @@ struct ModelState {
   Weights weights;
   KvCache cache;
   RopeTable rope;
-  double softmax_scale = 0;  // MLA's, YaRN's mscale included
+  double softmax_scale = 0;                  // MLA's, YaRN's mscale included
   std::shared_ptr<ExpertExchange> exchange;  // expert parallelism; null: this rank runs every expert
 };
 

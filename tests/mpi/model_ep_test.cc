@@ -8,6 +8,8 @@
 //   kill           under `mpirun --enable-recovery` (ep_fault_test.sh, TESSERA_EP_TEST_KILL kills the
 //                  last rank in the first decode step's dispatch): every survivor must raise an error
 //                  naming that rank within the timeout and prints "FAULT-TEST PASS".
+#include "tessera/model_ep.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -22,16 +24,14 @@
 #include "tessera/core/error.h"
 #include "tessera/ep/group.h"
 #include "tessera/model.h"
-#include "tessera/model_ep.h"
 
 using namespace tessera;
 using namespace tessera::model;
 
 namespace {
 
-const std::vector<std::vector<int32_t>> kPrompts = {{5, 17, 3, 99, 42, 7, 61, 2, 88, 14, 30, 9, 71, 23, 50, 11, 64, 8, 36},
-                                                    {12, 4, 77},
-                                                    {90, 31, 6, 45, 19, 83, 27}};
+const std::vector<std::vector<int32_t>> kPrompts = {
+    {5, 17, 3, 99, 42, 7, 61, 2, 88, 14, 30, 9, 71, 23, 50, 11, 64, 8, 36}, {12, 4, 77}, {90, 31, 6, 45, 19, 83, 27}};
 constexpr int kDecodeSteps = 3;
 
 void write_hex(std::ofstream& f, const char* what, const float* v, int64_t n) {
@@ -87,7 +87,8 @@ std::unique_ptr<Model> open_model(const std::string& dir, const Job& j, double t
     int64_t most = 1;
     for (int r = 0; r < j.group->size(); ++r) {
       int64_t tokens = 0;
-      for (size_t i = size_t(r); i < kPrompts.size(); i += size_t(j.group->size())) tokens += int64_t(kPrompts[i].size());
+      for (size_t i = size_t(r); i < kPrompts.size(); i += size_t(j.group->size()))
+        tokens += int64_t(kPrompts[i].size());
       most = std::max(most, tokens);
     }
     opt.ranks = j.group->size();

@@ -4,8 +4,8 @@
 // The multi-rank runs are tests/mpi/model_ep_test.sh.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "checkpoint_writer.h"
@@ -65,7 +65,8 @@ class LoopbackExchange final : public ExpertExchange {
     for (int64_t tok = 0; tok < t.rows; ++tok)
       for (int64_t j = 0; j < dim; ++j) {
         float acc = 0.0f;
-        for (int64_t k = 0; k < t.topk; ++k) acc += bf16_to_f32(y[size_t(row_of_lane[size_t(tok * t.topk + k)] * dim + j)]);
+        for (int64_t k = 0; k < t.topk; ++k)
+          acc += bf16_to_f32(y[size_t(row_of_lane[size_t(tok * t.topk + k)] * dim + j)]);
         out[tok * dim + j] = f32_to_bf16(acc);
       }
   }
@@ -114,8 +115,8 @@ class ModelExchange : public ::testing::TestWithParam<bool> {
 // Prefill of 3 prompts (one longer than index_topk) and 2 decode steps: logits and hidden states equal
 // bit for bit with and without the loopback exchange, which runs once per MoE layer and step.
 TEST_P(ModelExchange, LoopbackMatchesOneRank) {
-  const std::vector<std::vector<int32_t>> prompts = {tokens(21, config_.vocab_size, 1), tokens(4, config_.vocab_size, 2),
-                                                     tokens(9, config_.vocab_size, 3)};
+  const std::vector<std::vector<int32_t>> prompts = {
+      tokens(21, config_.vocab_size, 1), tokens(4, config_.vocab_size, 2), tokens(9, config_.vocab_size, 3)};
   std::vector<std::vector<float>> runs[2];
   auto loopback = std::make_shared<LoopbackExchange>(64);
   for (int with : {0, 1}) {
@@ -159,8 +160,8 @@ TEST_P(ModelExchange, BadOptionsAndStepsNameTheRule) {
   ModelOptions opt;
   opt.exchange = std::make_shared<LoopbackExchange>(4);
   Model m(dir_, opt);
-  expect_error([&] { m.prefill({0}, {tokens(5, config_.vocab_size, 4)}); }, "exceeds the expert exchange's max_tokens = 4",
-               ErrorCode::kInvalidArgument);
+  expect_error([&] { m.prefill({0}, {tokens(5, config_.vocab_size, 4)}); },
+               "exceeds the expert exchange's max_tokens = 4", ErrorCode::kInvalidArgument);
   opt.ranks = 2;
   expect_error([&] { Model(dir_, opt); }, "differs from the exchange's 1 ranks", ErrorCode::kInvalidArgument);
   opt.ranks = 1;
