@@ -85,7 +85,7 @@ def test_expression_of_an_unbound_symbol_is_not_implemented():
 
             @T.prim_func
             def main(x: T.Tensor((n * 2,), "float32")):
-                with T.Kernel(1) as bx:
+                with T.Kernel(1):
                     x[0] = 1.0
             return main
 
@@ -96,7 +96,7 @@ def test_expression_of_an_unbound_symbol_is_not_implemented():
 def group_absmax(rows, cols, group):
     @T.prim_func
     def main(x: T.Tensor((rows, cols), "float32"), amax: T.Tensor((rows, cols // group), "float32")):
-        with T.Kernel(1) as bx:
+        with T.Kernel(1):
             x_frag = T.alloc_fragment((rows, cols), "float32")
             amax_frag = T.alloc_fragment((rows, cols // group), "float32")
             grouped = T.reshape(x_frag, (rows, cols // group, group))  # declared before x_frag is filled
@@ -119,7 +119,7 @@ def test_reshape_of_fragment_reads_its_contents_at_the_reduce():
 def rows_to_view(rows, cols):
     @T.prim_func
     def main(x: T.Tensor((rows, cols), "float32"), y: T.Tensor((rows * cols,), "float32")):
-        with T.Kernel(1) as bx:
+        with T.Kernel(1):
             sums = T.alloc_fragment((rows,), "float32")
             flat = T.alloc_fragment((rows * cols,), "float32")
             as_rows = T.view(flat, (rows, cols))
@@ -161,7 +161,7 @@ def test_view_with_another_dtype_is_not_implemented():
     with pytest.raises(NotImplementedInTessera, match=r"T.view\(frag, \.\.\., bfloat16\): reinterpreting"):
         @T.prim_func
         def main(x: T.Tensor((4,), "float32")):
-            with T.Kernel(1) as bx:
+            with T.Kernel(1):
                 frag = T.alloc_fragment((4,), "float32")
                 T.view(frag, (8,), "bfloat16")
 
@@ -170,7 +170,7 @@ def test_reshape_with_another_element_count_is_an_error():
     with pytest.raises(InvalidArgumentError, match=r"12 elements, but 'frag' \[4, 4\] has 16"):
         @T.prim_func
         def main(x: T.Tensor((4,), "float32")):
-            with T.Kernel(1) as bx:
+            with T.Kernel(1):
                 frag = T.alloc_fragment((4, 4), "float32")
                 T.reshape(frag, (3, 4))
 
