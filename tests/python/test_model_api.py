@@ -1,35 +1,20 @@
 """tessera.model.Model's Python surface on a tiny random checkpoint: argument checks, result shapes and
 dtypes, the indexer selections it returns, slot bookkeeping, step times and the not-implemented ranks.
 (test_model.py checks the numbers against the float64 reference.)"""
-import json
 import os
 
 import numpy as np
 import pytest
 
-import tessera
+from model_helpers import STEP_COMPONENTS, Model, needs_runner, tiny_checkpoint
 from tessera import ArgumentTypeError, InvalidArgumentError, NotImplementedInTessera
 
-try:
-    from tessera.model import STEP_COMPONENTS, Model
-    from tessera.model.random_checkpoint import write_random_checkpoint
-except ImportError:
-    Model = None
-
-pytestmark = pytest.mark.skipif(Model is None or not hasattr(tessera._C, "Model"),
-                                reason="tessera.model.Model needs the native runner (_C.Model)")
-
-TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "tessera", "model", "configs",
-                    "tiny.json")
+pytestmark = needs_runner
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    with open(TINY) as f:
-        config = json.load(f)
-    path = tmp_path_factory.mktemp("model_api")
-    write_random_checkpoint(config, path, seed=3)
-    return str(path), config
+    return tiny_checkpoint(tmp_path_factory, "model_api", seed=3)
 
 
 def test_shapes_dtypes_and_selections(checkpoint):

@@ -1,34 +1,20 @@
 """What `tessera bench model` relies on: the checkpoint writer's reuse check and the synthetic context
 that stands in for a long prefill."""
-import json
 import os
 
 import numpy as np
 import pytest
 
-import tessera
+from model_helpers import Model, needs_runner, tiny_checkpoint
 from tessera import InvalidArgumentError
+from tessera.model.random_checkpoint import checkpoint_is_current, write_random_checkpoint
 
-try:
-    from tessera.model import Model
-    from tessera.model.random_checkpoint import checkpoint_is_current, write_random_checkpoint
-except ImportError:
-    Model = None
-
-pytestmark = pytest.mark.skipif(Model is None or not hasattr(tessera._C, "Model"),
-                                reason="tessera.model.Model needs the native runner (_C.Model)")
-
-TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "tessera", "model", "configs",
-                    "tiny.json")
+pytestmark = needs_runner
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    with open(TINY) as f:
-        config = json.load(f)
-    path = tmp_path_factory.mktemp("model_bench_tools")
-    write_random_checkpoint(config, path, seed=5)
-    return str(path), config
+    return tiny_checkpoint(tmp_path_factory, "model_bench_tools", seed=5)
 
 
 def test_reuse_check(tiny, tmp_path):
