@@ -1,8 +1,6 @@
 #include "model/model_bench.h"
 
-#include <fcntl.h>
 #include <sys/statvfs.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -30,10 +28,11 @@ decode_b<B>  one decode step of B sequences that each hold a long context (M = B
              K = layers), on the "real-shape slice": DeepSeek-V3.2's layer sizes (dim 7168, 128 heads,
              256 routed experts of 2048 + 1 shared, top-8 of 8 groups, index_topk 2048, vocab 129280,
              FP8 weights with 128x128 scales) with 2 layers, one dense and one MoE. Its random checkpoint
-             (15.8 GB: 11.3 of routed experts, 3.7 of bf16 embedding and head) is written once by `python -m tessera.model.random_checkpoint` into
-             $XDG_CACHE_HOME/tessera/model (else ~/.cache/tessera/model) and read into the page cache
-             before timing. The caches are filled with random FP8 entries (Model::fill_synthetic_context)
-             instead of running the prefill; each step feeds random tokens, so the routed experts change
+             (15.8 GB: 11.3 of routed experts, 3.7 of bf16 embedding and head) is written once by
+             `python -m tessera.model.random_checkpoint` into $XDG_CACHE_HOME/tessera/model (else
+             ~/.cache/tessera/model) and mapped whole at load (Model's prefault_weights) before timing.
+             The caches are filled with random FP8 entries (Model::fill_synthetic_context) instead of
+             running the prefill; each step feeds random tokens, so the routed experts change
              from step to step as in real decoding.
              quick: B in {1, 8, 64} at 32768 tokens; --full adds B = 1 and 8 at 4096 tokens.
 generate_tiny  greedy generation on the tiny config (python/tessera/model/configs/tiny.json; 4 prompts
@@ -83,30 +82,11 @@ std::string cache_root() {
 // The slice's random checkpoint: the writer's --reuse leaves a complete one of the current config alone
 // and otherwise writes it (about 100 s). Returns "" or why it is not available.
 std::string ensure_checkpoint(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
   const std::string cmd = "'" + python_interpreter() +
                           "' -m tessera.model.random_checkpoint --config v32_slice --out '" + dir + "' --reuse 1>&2";
   std::fprintf(stderr, "[bench model] %s\n", cmd.c_str());
   std::fflush(nullptr);
   return std::system(cmd.c_str()) == 0 ? "" : "writing the checkpoint failed: " + cmd;
-}
-
-// Reads the checkpoint's files once so that the steps read weights from memory, not from disk.
-void warm_page_cache(const std::string& dir) {
-  const auto start = std::chrono::steady_clock::now();
-  double bytes = 0;
-  std::vector<char> buf(64 << 20);
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".safetensors") continue;
-    const int fd = ::open(entry.path().c_str(), O_RDONLY);
-    if (fd < 0) continue;
-    for (ssize_t n; (n = ::read(fd, buf.data(), buf.size())) > 0;) bytes += double(n);
-    ::close(fd);
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "[bench model] page cache: read %.1f GB of weights in %.1f s\n", bytes / 1e9, s);
 }
 
 // Why this machine cannot run the slice's rows ("" when it can): its checkpoint must fit on disk, and in
@@ -305,7 +285,6 @@ std::vector<Row> run_model_bench(const Options& options, const MachineLimits& li
     rows.push_back(r);
   } else {
     try {
-      warm_page_cache(dir);
       int64_t max_batch = 0, max_context = 0;
       for (const DecodeCase& dc : kDecodeCases)
         if (options.full || !dc.full_only) {
@@ -315,8 +294,9 @@ std::vector<Row> run_model_bench(const Options& options, const MachineLimits& li
       model::ModelOptions mo;
       mo.max_batch_size = max_batch;
       mo.max_seq_len = max_context + 64;  // room for the timed steps
-      // Steady state of a serving process: every weight page already mapped, so a routed expert's first
-      // use in the run takes no page faults (about 10 ms per batch-1 step otherwise).
+      // Steady state of a serving process: every weight page read and mapped at load (from disk if it is
+      // not cached), so no step reads the disk or takes a page fault on a routed expert's first use
+      // (about 10 ms per batch-1 step otherwise).
       mo.prefault_weights = true;
       const auto load_start = std::chrono::steady_clock::now();
       model::Model m(dir, mo);
