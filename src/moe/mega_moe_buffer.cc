@@ -5,7 +5,7 @@
 #include <atomic>
 #include <vector>
 
-#include "ep/node_segments.h"
+#include "ep/transport/node_segments.h"
 #include "tessera/core/error.h"
 #include "tessera/ep/group.h"
 #include "tessera/mega_moe.h"

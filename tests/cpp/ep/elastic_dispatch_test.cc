@@ -229,7 +229,7 @@ TEST_P(ElasticDispatch, CachedEqualsFreshAndRepeatsAreIdentical) {
 }
 
 // The buffer refills the previous dispatch's routing and handle vectors once nothing else holds them
-// (elastic_dispatch.cc: recycle): a handle the caller keeps must stay intact across later dispatches,
+// (src/ep/elastic/dispatch.cc: recycle): a handle the caller keeps must stay intact across later dispatches,
 // and dispatches whose results were dropped must still be right.
 TEST_P(ElasticDispatch, KeptHandlesSurviveLaterDispatches) {
   const int R = world_group().size(), me = world_group().rank();
