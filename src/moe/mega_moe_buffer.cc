@@ -16,15 +16,16 @@ namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kHeaderBytes = 64;
 
-size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t x) {
+  return (x + kAlign - 1) / kAlign * kAlign;
+}
 
 }  // namespace
 
 MmaType parse_mma_type(const char* fn, const std::string& mma_type) {
   if (mma_type == "fp8xfp4") return MmaType::kFp8xFp4;
   if (mma_type == "bf16xbf16") return MmaType::kBf16xBf16;
-  fail(ErrorCode::kInvalidArgument, fn, ": argument 'mma_type' must be 'fp8xfp4' or 'bf16xbf16', got '", mma_type,
-       "'");
+  fail(ErrorCode::kInvalidArgument, fn, ": argument 'mma_type' must be 'fp8xfp4' or 'bf16xbf16', got '", mma_type, "'");
 }
 
 BufferLayout buffer_layout(const char* fn, const BufferShape& s) {
@@ -41,8 +42,7 @@ BufferLayout buffer_layout(const char* fn, const BufferShape& s) {
                 s.intermediate_hidden);
   const bool fp8 = s.mma_type == MmaType::kFp8xFp4;
   if (fp8) {
-    TESSERA_CHECK(s.hidden % 128 == 0, fn, ": argument 'hidden' must be a multiple of 128 for fp8xfp4, got ",
-                  s.hidden);
+    TESSERA_CHECK(s.hidden % 128 == 0, fn, ": argument 'hidden' must be a multiple of 128 for fp8xfp4, got ", s.hidden);
     TESSERA_CHECK(s.intermediate_hidden % 128 == 0, fn,
                   ": argument 'intermediate_hidden' must be a multiple of 128 for fp8xfp4, got ",
                   s.intermediate_hidden);

@@ -11,8 +11,8 @@ TokenInput check_tokens(const char* fn, const TensorView& x, const TensorView& s
   check_defined(fn, "x", x);
   check_ndim(fn, "x", x, {2});
   check_dtype(fn, "x", x, {DType::kBF16, DType::kF8E4M3});
-  TESSERA_CHECK(x.shape[1] == 0 || x.strides[1] == 1, fn, ": argument 'x' must have contiguous rows (stride(-1) == 1), ",
-                "got strides ", x.strides_str());
+  TESSERA_CHECK(x.shape[1] == 0 || x.strides[1] == 1, fn,
+                ": argument 'x' must have contiguous rows (stride(-1) == 1), ", "got strides ", x.strides_str());
   in.fp8 = x.dtype == DType::kF8E4M3;
   in.tokens = x.shape[0];
   in.hidden = x.shape[1];

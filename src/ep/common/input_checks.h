@@ -13,7 +13,9 @@ struct TokenInput {
   int64_t tokens = 0, hidden = 0, hidden_bytes = 0, packs = 0;
 };
 
-inline bool given(const TensorView& t) { return t.data != nullptr || t.ndim != 0; }
+inline bool given(const TensorView& t) {
+  return t.data != nullptr || t.ndim != 0;
+}
 
 // x: bf16 or float8_e4m3fn [T, hidden] with contiguous rows of a multiple of 16 bytes; FP8 needs sf
 // [T, packs] of 4-byte items (float32 or int32), any strides; bf16 must come without sf.

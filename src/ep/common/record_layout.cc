@@ -8,8 +8,7 @@
 namespace tessera::ep::detail {
 
 void write_dispatch_records(char* area, int64_t capacity, const DispatchRecord& rec, const TokenRows& from,
-                            const int32_t* picks, int64_t n, int64_t hidden_bytes, int64_t sf_bytes,
-                            int threads) {
+                            const int32_t* picks, int64_t n, int64_t hidden_bytes, int64_t sf_bytes, int threads) {
   const cpu::EpKernels& k = kernels();
   const bool streaming = n * hidden_bytes >= int64_t(kStreamingMinBytes);
   char* sf_plane = area + rec.sf_off(capacity);
@@ -21,8 +20,7 @@ void write_dispatch_records(char* area, int64_t capacity, const DispatchRecord& 
       const int64_t t = picks ? picks[j] : j;
       if (hidden_bytes) k.copy(area + j * rec.x_bytes, from.x + t * from.x_stride, size_t(hidden_bytes), streaming);
       if (sf_bytes) std::memcpy(sf_plane + j * rec.sf_bytes, from.sf + t * from.sf_stride, size_t(sf_bytes));
-      if (rec.idx_bytes)
-        std::memcpy(idx_plane + j * rec.idx_bytes, from.idx + t * from.idx_stride, size_t(topk) * 8);
+      if (rec.idx_bytes) std::memcpy(idx_plane + j * rec.idx_bytes, from.idx + t * from.idx_stride, size_t(topk) * 8);
       int32_t* meta = reinterpret_cast<int32_t*>(meta_plane + j * rec.meta_bytes);
       meta[0] = from.src_token(t);
       float* w = reinterpret_cast<float*>(meta + 1);

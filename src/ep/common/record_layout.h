@@ -13,7 +13,9 @@
 
 namespace tessera::ep::detail {
 
-inline int64_t round16(int64_t v) { return (v + 15) / 16 * 16; }
+inline int64_t round16(int64_t v) {
+  return (v + 15) / 16 * 16;
+}
 
 struct DispatchRecord {
   int64_t x_bytes = 0, sf_bytes = 0, idx_bytes = 0, meta_bytes = 0;
@@ -35,9 +37,9 @@ struct DispatchRecord {
 };
 
 struct CombineRecord {
-  int64_t row_bytes = 0;      // one bf16 row
-  int rows_per_token = 1;     // > 1: one row per local expert copy (no multiple reduction, LL)
-  int64_t weight_bytes = 0;   // topk fp32, rounded to 16 (0: no weights)
+  int64_t row_bytes = 0;     // one bf16 row
+  int rows_per_token = 1;    // > 1: one row per local expert copy (no multiple reduction, LL)
+  int64_t weight_bytes = 0;  // topk fp32, rounded to 16 (0: no weights)
   static CombineRecord make(int64_t hidden, int rows_per_token, int num_topk_weights) {
     CombineRecord r;
     r.row_bytes = round16(hidden * 2);
@@ -99,7 +101,6 @@ struct GroupData {
 // planes present in `rec` (sf_bytes, idx_bytes > 0) are written, and x only when hidden_bytes > 0.
 // Streaming stores for large writes.
 void write_dispatch_records(char* area, int64_t capacity, const DispatchRecord& rec, const TokenRows& from,
-                            const int32_t* picks, int64_t n, int64_t hidden_bytes, int64_t sf_bytes,
-                            int threads);
+                            const int32_t* picks, int64_t n, int64_t hidden_bytes, int64_t sf_bytes, int threads);
 
 }  // namespace tessera::ep::detail

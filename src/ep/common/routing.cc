@@ -113,8 +113,7 @@ Routing route_topk(const char* fn, const TensorView& topk_idx, int num_experts, 
   return r;
 }
 
-Routing route_mask(const char* fn, const TensorView& mask, const TensorView& topk_idx, int num_experts,
-                   int num_ranks) {
+Routing route_mask(const char* fn, const TensorView& mask, const TensorView& topk_idx, int num_experts, int num_ranks) {
   check_defined(fn, "is_token_in_rank", mask);
   check_dtype(fn, "is_token_in_rank", mask, {DType::kBool});
   check_ndim(fn, "is_token_in_rank", mask, {2});

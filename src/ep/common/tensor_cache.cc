@@ -18,9 +18,7 @@ struct Cache {
   std::multimap<size_t, void*> free_blocks;  // by size
   int64_t cached = 0;
   int64_t limit = 0;
-  Cache() {
-    limit = env::integer("TESSERA_EP_TENSOR_CACHE_MB", 4096, 0, 1 << 30) << 20;
-  }
+  Cache() { limit = env::integer("TESSERA_EP_TENSOR_CACHE_MB", 4096, 0, 1 << 30) << 20; }
 };
 
 Cache& cache() {
@@ -109,6 +107,8 @@ void Event::wait() {
   f();
 }
 
-bool Event::done() const { return !finish_ || !*finish_; }
+bool Event::done() const {
+  return !finish_ || !*finish_;
+}
 
 }  // namespace tessera::ep

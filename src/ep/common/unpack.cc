@@ -111,7 +111,8 @@ void unpack_non_expand(const UnpackContext& ctx, const std::vector<GroupData>& g
         if (out.topk) std::memcpy(out.topk + row * K, le, size_t(K) * sizeof(int64_t));
         if (out.w) {
           const float* w = g.rows.w ? g.rows.w + t * g.rows.meta_stride : nullptr;
-          for (int k = 0; k < K; ++k) out.w[row * K + k] = (!w || (out.zero_nonlocal_weights && le[k] < 0)) ? 0.0f : w[k];
+          for (int k = 0; k < K; ++k)
+            out.w[row * K + k] = (!w || (out.zero_nonlocal_weights && le[k] < 0)) ? 0.0f : w[k];
         }
         if (out.meta) write_meta(ctx, int(s), g.rows, t, master, out.meta + row * (K + 2));
       }

@@ -29,9 +29,9 @@ struct UnpackOut {
   int64_t x_pitch = 0, hidden_bytes = 0;  // output row pitch and bytes copied per row
   char* sf = nullptr;                     // 4-byte packs: element (row, p) at sf + row*sf_row + p*sf_col
   int64_t sf_row = 0, sf_col = 0, packs = 0;
-  int64_t* topk = nullptr;  // non-expand [N, K]: local expert or -1
-  float* w = nullptr;       // non-expand [N, K]; expand [M]
-  int32_t* meta = nullptr;  // [N, K + 2]
+  int64_t* topk = nullptr;             // non-expand [N, K]: local expert or -1
+  float* w = nullptr;                  // non-expand [N, K]; expand [M]
+  int32_t* meta = nullptr;             // [N, K + 2]
   bool zero_nonlocal_weights = false;  // legacy Buffer: weights of other ranks' experts are 0
 };
 

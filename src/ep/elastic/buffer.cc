@@ -4,8 +4,8 @@
 #include <cstdlib>
 
 #include "core/env.h"
-#include "ep/elastic/state.h"
 #include "ep/common/record_layout.h"
+#include "ep/elastic/state.h"
 #include "tessera/core/error.h"
 #include "tessera/ep/elastic_buffer.h"
 
@@ -22,7 +22,9 @@ namespace {
 
 constexpr int64_t kAlign = 2 << 20;
 
-int64_t align_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+int64_t align_up(int64_t v, int64_t to) {
+  return (v + to - 1) / to * to;
+}
 
 // Bytes per source-rank slot area for these MoE settings: the larger of a dispatch record group and a
 // combine group (rows_per_token = topk when the expanded combine is not reduced on the sending rank).
@@ -119,17 +121,39 @@ void ElasticBuffer::destroy() {
   st_->destroyed = true;
 }
 
-const Group& ElasticBuffer::group() const { return *st_->group; }
-int ElasticBuffer::rank_idx() const { return st_->group->rank(); }
-int ElasticBuffer::num_ranks() const { return st_->group->size(); }
-int64_t ElasticBuffer::num_bytes() const { return st_->num_bytes; }
-int ElasticBuffer::num_max_tokens_per_rank() const { return st_->config.num_max_tokens_per_rank; }
-int ElasticBuffer::num_scaleout_ranks() const { return st_->group->topology().num_nodes; }
-int ElasticBuffer::num_scaleup_ranks() const { return st_->group->topology().num_local_ranks; }
-int ElasticBuffer::scaleout_rank_idx() const { return st_->group->topology().node; }
-int ElasticBuffer::scaleup_rank_idx() const { return st_->group->topology().local_rank; }
-bool ElasticBuffer::hybrid_mode() const { return st_->mode == detail::Mode::kHybrid; }
-bool ElasticBuffer::explicitly_destroy() const { return st_->config.explicitly_destroy; }
+const Group& ElasticBuffer::group() const {
+  return *st_->group;
+}
+int ElasticBuffer::rank_idx() const {
+  return st_->group->rank();
+}
+int ElasticBuffer::num_ranks() const {
+  return st_->group->size();
+}
+int64_t ElasticBuffer::num_bytes() const {
+  return st_->num_bytes;
+}
+int ElasticBuffer::num_max_tokens_per_rank() const {
+  return st_->config.num_max_tokens_per_rank;
+}
+int ElasticBuffer::num_scaleout_ranks() const {
+  return st_->group->topology().num_nodes;
+}
+int ElasticBuffer::num_scaleup_ranks() const {
+  return st_->group->topology().num_local_ranks;
+}
+int ElasticBuffer::scaleout_rank_idx() const {
+  return st_->group->topology().node;
+}
+int ElasticBuffer::scaleup_rank_idx() const {
+  return st_->group->topology().local_rank;
+}
+bool ElasticBuffer::hybrid_mode() const {
+  return st_->mode == detail::Mode::kHybrid;
+}
+bool ElasticBuffer::explicitly_destroy() const {
+  return st_->config.explicitly_destroy;
+}
 
 int ElasticBuffer::get_theoretical_num_sms(int num_experts, int num_topk) const {
   TESSERA_CHECK(num_experts > 0 && num_topk > 0, "ElasticBuffer.get_theoretical_num_sms: arguments 'num_experts' and ",

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ep/elastic/state.h"
+#include "ep/common/active_kernels.h"
 #include "ep/common/handle_internal.h"
 #include "ep/common/input_checks.h"
-#include "ep/common/active_kernels.h"
+#include "ep/elastic/state.h"
 #include "ep/transport/output_arena.h"
 #include "tessera/core/error.h"
 
@@ -109,7 +109,8 @@ CombineResult ElasticBuffer::combine(const CombineArgs& a, const EpHandle& h) {
       } else if (x_stride == pitch && pitch == row_bytes) {
         kern->copy(rows, from, size_t((j1 - j0) * row_bytes), streaming);
       } else {
-        for (int64_t j = j0; j < j1; ++j) kern->copy(rows + (j - j0) * pitch, from + (j - j0) * x_stride, size_t(row_bytes), streaming);
+        for (int64_t j = j0; j < j1; ++j)
+          kern->copy(rows + (j - j0) * pitch, from + (j - j0) * x_stride, size_t(row_bytes), streaming);
       }
       if (wout)
         for (int64_t j = j0; j < j1; ++j)
@@ -122,7 +123,8 @@ CombineResult ElasticBuffer::combine(const CombineArgs& a, const EpHandle& h) {
     plan.self_w_stride = K;
     // x in this buffer's shared arena (recv_x itself, or get_combine_input): the sources on this
     // node read their rows where they are instead of receiving a copy.
-    const int64_t at = hi.mode == Mode::kDirect ? comm.own_arena_offset(x, (rows_needed - 1) * x_stride + row_bytes) : -1;
+    const int64_t at =
+        hi.mode == Mode::kDirect ? comm.own_arena_offset(x, (rows_needed - 1) * x_stride + row_bytes) : -1;
     if (at >= 0 && rows_needed > 0) {
       for (int64_t b : base) plan.in_place_offset.push_back(at + b * x_stride);
       plan.in_place_pitch = x_stride;
@@ -161,8 +163,7 @@ CombineResult ElasticBuffer::combine(const CombineArgs& a, const EpHandle& h) {
   auto finish = [op, &comm] {
     const TensorView& b0 = op->bias0;
     const TensorView& b1 = op->bias1;
-    combine_receive(comm, op->seq, op->plan, op->src, op->cs, op->out.combined_x.view.ptr<uint16_t>(),
-                    op->plan.hidden,
+    combine_receive(comm, op->seq, op->plan, op->src, op->cs, op->out.combined_x.view.ptr<uint16_t>(), op->plan.hidden,
                     op->out.combined_topk_weights.defined() ? op->out.combined_topk_weights.view.ptr<float>() : nullptr,
                     b0.data ? b0.ptr<uint16_t>() : nullptr, b0.data ? b0.strides[0] : 0,
                     b1.data ? b1.ptr<uint16_t>() : nullptr, b1.data ? b1.strides[0] : 0);
@@ -180,7 +181,8 @@ OwnedTensor ElasticBuffer::get_combine_input(const EpHandle& h, int64_t hidden) 
   if (st_->destroyed) fail(ErrorCode::kInvalidArgument, fn, ": the buffer was destroyed");
   TESSERA_CHECK(h.internal && h.internal->owner == st_.get(), fn, ": argument 'handle' was made by another buffer");
   if (hidden == 0) hidden = h.internal->hidden;
-  TESSERA_CHECK(hidden > 0 && hidden % 8 == 0, fn, ": argument 'hidden' must be a positive multiple of 8, got ", hidden);
+  TESSERA_CHECK(hidden > 0 && hidden % 8 == 0, fn, ": argument 'hidden' must be a positive multiple of 8, got ",
+                hidden);
   const int64_t rows = h.do_expand ? h.num_expanded_tokens : h.num_recv_tokens;
   int64_t offset = -1;
   if (!h.do_expand && h.internal->mode == Mode::kDirect) {

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ep/elastic/state.h"
 #include "ep/common/handle_internal.h"
 #include "ep/common/input_checks.h"
-#include "ep/transport/output_arena.h"
 #include "ep/common/unpack.h"
+#include "ep/elastic/state.h"
+#include "ep/transport/output_arena.h"
 #include "tessera/core/error.h"
 
 namespace tessera::ep {
@@ -90,8 +90,8 @@ Resolved resolve(const DispatchArgs& a, const ElasticState& st) {
 struct DispatchOp {
   Resolved r;
   std::shared_ptr<const Routing> routing;
-  std::vector<char> sf;     // [T][packs*4] packs made contiguous (when the input was not)
-  std::vector<float> w;     // [T][K] made contiguous (when the input was not)
+  std::vector<char> sf;  // [T][packs*4] packs made contiguous (when the input was not)
+  std::vector<float> w;  // [T][K] made contiguous (when the input was not)
   DispatchPlan plan;
   DispatchState ds;
   uint64_t seq = 0;
@@ -100,7 +100,7 @@ struct DispatchOp {
   TensorView stats;
   std::vector<int32_t> meta;
   bool expand = false, with_weights = false;
-  bool received = false;  // dispatch_receive already ran (CPU sync sizes the outputs exactly)
+  bool received = false;        // dispatch_receive already ran (CPU sync sizes the outputs exactly)
   std::vector<char*> direct_x;  // direct receive: where this rank's rows go at each destination
 };
 
@@ -128,8 +128,8 @@ void allocate_outputs(const DispatchArgs& a, DispatchOp& op, int64_t rows) {
                                                     : allocate_tensor(a.sf.dtype, {rows, r.packs});
   if (!op.expand && !r.cached) op.out.recv_topk_idx = allocate_tensor(DType::kI64, {rows, int64_t(r.num_topk)});
   if (op.with_weights)
-    op.out.recv_topk_weights = op.expand ? allocate_tensor(DType::kF32, {rows})
-                                         : allocate_tensor(DType::kF32, {rows, int64_t(r.num_topk)});
+    op.out.recv_topk_weights =
+        op.expand ? allocate_tensor(DType::kF32, {rows}) : allocate_tensor(DType::kF32, {rows, int64_t(r.num_topk)});
 }
 
 // Rows past the valid ones (worst-case sized outputs): zero data, -1 experts.
@@ -141,7 +141,8 @@ void clear_tail(DispatchOp& op, int64_t valid) {
   if (op.out.recv_sf.defined()) {
     const TensorView& s = op.out.recv_sf.view;
     for (int64_t i = valid; i < rows; ++i)
-      for (int64_t p = 0; p < op.r.packs; ++p) std::memset(static_cast<char*>(s.data) + (i * s.strides[0] + p * s.strides[1]) * 4, 0, 4);
+      for (int64_t p = 0; p < op.r.packs; ++p)
+        std::memset(static_cast<char*>(s.data) + (i * s.strides[0] + p * s.strides[1]) * 4, 0, 4);
   }
   if (op.out.recv_topk_idx.defined())
     std::fill_n(op.out.recv_topk_idx.view.ptr<int64_t>() + valid * op.r.num_topk, (rows - valid) * op.r.num_topk, -1);
@@ -162,8 +163,7 @@ void fill_handle(EpHandle& h, DispatchOp& op, const RecvLayout& layout, const Ex
   int64_t sum = 0;
   for (size_t e = 0; e < counts.aligned.size(); ++e) {
     sum += counts.aligned[e];
-    h.psum_num_recv_tokens_per_expert.push_back(
-        int32_t(op.expand ? counts.start[e] + counts.unaligned[e] : sum));
+    h.psum_num_recv_tokens_per_expert.push_back(int32_t(op.expand ? counts.start[e] + counts.unaligned[e] : sum));
   }
   h.psum_num_recv_tokens_per_scaleup_rank.clear();
   int64_t rows = 0;
@@ -289,7 +289,8 @@ DispatchResult ElasticBuffer::dispatch(const DispatchArgs& a) {
     h.dst_buffer_slot_idx = op->routing->slot;
     if (!r.cpu_sync) {
       const int64_t worst_rows = int64_t(R) * r.num_max;
-      op->out_rows = op->expand ? worst_rows * std::min(r.num_topk, epr) + int64_t(epr) * (r.alignment - 1) : worst_rows;
+      op->out_rows =
+          op->expand ? worst_rows * std::min(r.num_topk, epr) + int64_t(epr) * (r.alignment - 1) : worst_rows;
     }
   }
   op->seq = comm.begin(kFn);

@@ -45,10 +45,13 @@ void ElasticBuffer::pp_set_config(int64_t num_max_tensor_bytes, int num_max_infl
   st_->pp = std::make_unique<detail::PpChannels>(comm, num_max_tensor_bytes, num_max_inflight_tensors);
 }
 
+void ElasticBuffer::pp_send(const TensorView& t, int dst_rank_idx) {
+  pp_of(*st_, "ElasticBuffer.pp_send").send(t, dst_rank_idx);
+}
 
-void ElasticBuffer::pp_send(const TensorView& t, int dst_rank_idx) { pp_of(*st_, "ElasticBuffer.pp_send").send(t, dst_rank_idx); }
-
-void ElasticBuffer::pp_recv(const TensorView& t, int src_rank_idx) { pp_of(*st_, "ElasticBuffer.pp_recv").recv(t, src_rank_idx); }
+void ElasticBuffer::pp_recv(const TensorView& t, int src_rank_idx) {
+  pp_of(*st_, "ElasticBuffer.pp_recv").recv(t, src_rank_idx);
+}
 
 int64_t ElasticBuffer::get_agrs_buffer_size_hint(const Group&, int64_t num_max_session_bytes) {
   return num_max_session_bytes;
@@ -60,9 +63,13 @@ void ElasticBuffer::agrs_set_config(int64_t num_max_session_bytes, int num_max_a
   st_->agrs = std::make_unique<detail::AgrsSessions>(comm, num_max_session_bytes, num_max_all_gathers_per_session);
 }
 
-void ElasticBuffer::create_agrs_session() { agrs_of(*st_, "ElasticBuffer.create_agrs_session").create_session(); }
+void ElasticBuffer::create_agrs_session() {
+  agrs_of(*st_, "ElasticBuffer.create_agrs_session").create_session();
+}
 
-void ElasticBuffer::destroy_agrs_session() { agrs_of(*st_, "ElasticBuffer.destroy_agrs_session").destroy_session(); }
+void ElasticBuffer::destroy_agrs_session() {
+  agrs_of(*st_, "ElasticBuffer.destroy_agrs_session").destroy_session();
+}
 
 std::vector<OwnedTensor> ElasticBuffer::agrs_get_inplace_tensor(const std::vector<int64_t>& nbytes) {
   return agrs_of(*st_, "ElasticBuffer.agrs_get_inplace_tensor").inplace(nbytes);

@@ -6,9 +6,9 @@
 #include <memory>
 
 #include "ep/experimental/all_gather_sessions.h"
-#include "ep/transport/comm.h"
 #include "ep/experimental/engram_storage.h"
 #include "ep/experimental/pipeline_ring.h"
+#include "ep/transport/comm.h"
 #include "ep/transport/transport.h"
 #include "tessera/ep/elastic_buffer.h"
 
@@ -42,8 +42,8 @@ struct ElasticState {
   std::shared_ptr<Group> group;
   ElasticBufferConfig config;
   std::unique_ptr<Comm> comm;
-  std::unique_ptr<PpChannels> pp;      // after pp_set_config (uses comm)
-  std::unique_ptr<AgrsSessions> agrs;  // after agrs_set_config (uses comm)
+  std::unique_ptr<PpChannels> pp;       // after pp_set_config (uses comm)
+  std::unique_ptr<AgrsSessions> agrs;   // after agrs_set_config (uses comm)
   std::unique_ptr<EngramStore> engram;  // after the first engram_write (uses comm)
   Mode mode = Mode::kDirect;
   int64_t num_bytes = 0;

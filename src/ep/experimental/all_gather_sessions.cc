@@ -5,8 +5,8 @@
 #include <cstring>
 #include <functional>
 
-#include "ep/transport/group_state.h"
 #include "ep/common/active_kernels.h"
+#include "ep/transport/group_state.h"
 #include "ep/transport/node_segments.h"
 #include "tessera/core/error.h"
 
@@ -24,7 +24,9 @@ struct AgrsSessions::Control {
 
 namespace {
 
-size_t control_bytes(int ranks) { return size_t(64) * size_t(1 + ranks); }
+size_t control_bytes(int ranks) {
+  return size_t(64) * size_t(1 + ranks);
+}
 
 std::atomic<uint64_t>* arrivals(void* control, int source) {
   return reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(control) + 64 * size_t(1 + source));

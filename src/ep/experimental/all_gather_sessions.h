@@ -47,15 +47,15 @@ class AgrsSessions {
   Comm& comm_;
   int64_t max_bytes_ = 0;
   int max_gathers_ = 0;
-  bool shared_ = false;              // one node: shared segments; otherwise private memory + MPI
+  bool shared_ = false;                                // one node: shared segments; otherwise private memory + MPI
   std::shared_ptr<std::vector<ShmSegment>> segments_;  // by local rank (shared; kept alive by results)
-  std::shared_ptr<char> private_;     // gathered data (several nodes)
-  uint64_t session_ = 0;              // sessions begun
+  std::shared_ptr<char> private_;                      // gathered data (several nodes)
+  uint64_t session_ = 0;                               // sessions begun
   bool in_session_ = false;
-  int64_t cursor_ = 0;                // bytes of the session's data used
-  int gathers_ = 0;                   // all_gathers in this session
-  uint64_t total_gathers_ = 0;        // all_gathers of every session (the arrival counts)
-  std::vector<bool> peer_ready_;      // per local rank: it ended the previous session (checked once)
+  int64_t cursor_ = 0;            // bytes of the session's data used
+  int gathers_ = 0;               // all_gathers in this session
+  uint64_t total_gathers_ = 0;    // all_gathers of every session (the arrival counts)
+  std::vector<bool> peer_ready_;  // per local rank: it ended the previous session (checked once)
 };
 
 }  // namespace tessera::ep::detail

@@ -2,16 +2,17 @@
 
 #include <cstring>
 
+#include "ep/common/parallel_range.h"
 #include "ep/transport/group_state.h"
 #include "ep/transport/node_segments.h"
-#include "ep/common/parallel_range.h"
 #include "tessera/core/error.h"
 
 namespace tessera::ep::detail {
 namespace {
 
-
-int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+int64_t align_up(int64_t v, int64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 }  // namespace
 
@@ -105,7 +106,9 @@ std::pair<OwnedTensor, OwnedTensor> EngramStore::fetch(const TensorView& indices
         const int64_t g = index_at(i, p), owner = g / shape_.entries, e = g % shape_.entries;
         const char* seg = segments_[size_t(t.local_of[size_t(owner)])].data();
         std::memcpy(out + (i * P + p) * rb, seg + e * rb, size_t(rb));
-        if (out_sf) std::memcpy(out_sf + (i * P + p) * pack_bytes, seg + shape_.entries * rb + e * pack_bytes, size_t(pack_bytes));
+        if (out_sf)
+          std::memcpy(out_sf + (i * P + p) * pack_bytes, seg + shape_.entries * rb + e * pack_bytes,
+                      size_t(pack_bytes));
       }
   });
   return {data, sf};

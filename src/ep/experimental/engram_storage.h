@@ -28,7 +28,8 @@ class EngramStore {
     int64_t entries = 0, hidden = 0, packs = 0;
     int32_t dtype = 0, sf_dtype = -1;
     bool operator==(const Shape& o) const {
-      return entries == o.entries && hidden == o.hidden && packs == o.packs && dtype == o.dtype && sf_dtype == o.sf_dtype;
+      return entries == o.entries && hidden == o.hidden && packs == o.packs && dtype == o.dtype &&
+             sf_dtype == o.sf_dtype;
     }
   };
   int64_t row_bytes() const { return shape_.hidden * dtype_storage_bytes(DType(shape_.dtype)); }

@@ -3,8 +3,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "ep/transport/group_state.h"
 #include "ep/common/active_kernels.h"
+#include "ep/transport/group_state.h"
 #include "ep/transport/node_segments.h"
 #include "tessera/core/error.h"
 
@@ -14,7 +14,9 @@ namespace {
 constexpr int64_t kHeader = 64;
 constexpr int kPpTag = 5 * 4096;  // past the dispatch/combine streams (transport/comm.h: stream * 4096 + seq)
 
-int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+int64_t round_up(int64_t v, int64_t to) {
+  return (v + to - 1) / to * to;
+}
 
 }  // namespace
 
@@ -105,8 +107,8 @@ const char* PpChannels::bytes_of(const char* fn, const TensorView& t, int64_t* n
   TESSERA_CHECK(t.data != nullptr || t.numel() == 0, fn, ": argument 't' is not defined");
   TESSERA_CHECK(t.is_contiguous(), fn, ": argument 't' must be contiguous, got strides ", t.strides_str());
   *nbytes = t.numel() * dtype_storage_bytes(t.dtype);
-  TESSERA_CHECK(*nbytes <= max_bytes_, fn, ": argument 't' has ", *nbytes, " bytes, more than num_max_tensor_bytes=",
-                max_bytes_, " of pp_set_config");
+  TESSERA_CHECK(*nbytes <= max_bytes_, fn, ": argument 't' has ", *nbytes,
+                " bytes, more than num_max_tensor_bytes=", max_bytes_, " of pp_set_config");
   return static_cast<const char*>(t.data);
 }
 
@@ -143,7 +145,8 @@ void PpChannels::send(const TensorView& t, int dst) {
   std::memcpy(stage, &nbytes, sizeof nbytes);
   std::memcpy(stage + kHeader, data, size_t(nbytes));
   o.entry[i] = int64_t(o.set.entries.size());
-  net.isend(o.set, stage, size_t(kHeader + round_up(nbytes, 16)), dst, kPpTag + (dst == prev_ && prev_ != next_ ? 1 : 0));
+  net.isend(o.set, stage, size_t(kHeader + round_up(nbytes, 16)), dst,
+            kPpTag + (dst == prev_ && prev_ != next_ ? 1 : 0));
   ++o.sent;
 }
 

@@ -43,7 +43,7 @@ class PpChannels {
   int64_t max_bytes_ = 0, slot_bytes_ = 0;
   int inflight_ = 0;
   int prev_ = 0, next_ = 0;
-  std::vector<ShmSegment> rings_;  // by local rank (receivers on this node)
+  std::vector<ShmSegment> rings_;   // by local rank (receivers on this node)
   std::vector<Outgoing> outgoing_;  // [0]: to prev, [1]: to next (other nodes only)
   AlignedPtr<char> recv_stage_;
 };

@@ -2,8 +2,8 @@
 // in dispatch_combine.cc, the low-latency pair in low_latency.cc.
 #include <algorithm>
 
-#include "ep/legacy/state.h"
 #include "ep/common/record_layout.h"
+#include "ep/legacy/state.h"
 #include "tessera/core/error.h"
 
 namespace tessera::ep {
@@ -34,13 +34,14 @@ int64_t Buffer::get_low_latency_rdma_size_hint(int num_max, int hidden, int num_
   return (per_group * num_ranks + align - 1) / align * align;
 }
 
-Buffer::Buffer(std::shared_ptr<Group> group, const BufferConfig& config) : st_(std::make_unique<detail::LegacyState>()) {
+Buffer::Buffer(std::shared_ptr<Group> group, const BufferConfig& config)
+    : st_(std::make_unique<detail::LegacyState>()) {
   const char* fn = "Buffer";
   TESSERA_CHECK(group != nullptr, fn, ": argument 'group' must not be None");
-  TESSERA_CHECK(config.num_nvl_bytes >= 0 && config.num_rdma_bytes >= 0 &&
-                    config.num_nvl_bytes + config.num_rdma_bytes > 0,
-                fn, ": num_nvl_bytes + num_rdma_bytes must be > 0 (the receive region), got ", config.num_nvl_bytes,
-                " and ", config.num_rdma_bytes);
+  TESSERA_CHECK(
+      config.num_nvl_bytes >= 0 && config.num_rdma_bytes >= 0 && config.num_nvl_bytes + config.num_rdma_bytes > 0, fn,
+      ": num_nvl_bytes + num_rdma_bytes must be > 0 (the receive region), got ", config.num_nvl_bytes, " and ",
+      config.num_rdma_bytes);
   if (config.enable_shrink)
     TESSERA_NOT_IMPLEMENTED("Buffer(enable_shrink=True): masking ranks (low_latency_update_mask_buffer) is not ",
                             "implemented on CPUs; a failed rank raises an error on every survivor instead");
@@ -115,12 +116,26 @@ void Buffer::destroy() {
   st_->destroyed = true;
 }
 
-const Group& Buffer::group() const { return *st_->group; }
-int Buffer::rank() const { return st_->group->rank(); }
-int Buffer::group_size() const { return st_->group->size(); }
-int Buffer::num_rdma_ranks() const { return st_->group->topology().num_nodes; }
-int Buffer::num_nvl_ranks() const { return st_->group->topology().num_local_ranks; }
-bool Buffer::low_latency_mode() const { return st_->config.low_latency_mode; }
-bool Buffer::explicitly_destroy() const { return st_->config.explicitly_destroy; }
+const Group& Buffer::group() const {
+  return *st_->group;
+}
+int Buffer::rank() const {
+  return st_->group->rank();
+}
+int Buffer::group_size() const {
+  return st_->group->size();
+}
+int Buffer::num_rdma_ranks() const {
+  return st_->group->topology().num_nodes;
+}
+int Buffer::num_nvl_ranks() const {
+  return st_->group->topology().num_local_ranks;
+}
+bool Buffer::low_latency_mode() const {
+  return st_->config.low_latency_mode;
+}
+bool Buffer::explicitly_destroy() const {
+  return st_->config.explicitly_destroy;
+}
 
 }  // namespace tessera::ep

@@ -4,12 +4,12 @@
 #include <cstring>
 #include <vector>
 
-#include "ep/transport/group_state.h"
-#include "ep/common/input_checks.h"
 #include "ep/common/active_kernels.h"
-#include "ep/legacy/state.h"
-#include "ep/transport/output_arena.h"
+#include "ep/common/input_checks.h"
 #include "ep/common/unpack.h"
+#include "ep/legacy/state.h"
+#include "ep/transport/group_state.h"
+#include "ep/transport/output_arena.h"
 #include "tessera/core/error.h"
 
 namespace tessera::ep {
@@ -53,7 +53,6 @@ void check_layout(const LegacyDispatchArgs& a, const Routing& r, int R) {
   }
 }
 
-
 // Every rank's num_tokens_per_rank and num_tokens_per_expert, gathered once per fresh dispatch: they
 // give DeepEP's rank prefix matrix (the handle's first element) and this rank's per-expert receive
 // counts, which a dispatch without topk_idx cannot count from the records (they carry no experts) and
@@ -70,7 +69,8 @@ GatheredLayout gather_layout(const Comm& comm, const LegacyDispatchArgs& a, int 
                 " ranks entries (experts), got ", per_expert.shape_str());
   const size_t row = size_t(R + E);
   std::vector<int32_t> mine(row), all(row * size_t(R));
-  for (int d = 0; d < R; ++d) mine[size_t(d)] = a.num_tokens_per_rank.ptr<int32_t>()[d * a.num_tokens_per_rank.strides[0]];
+  for (int d = 0; d < R; ++d)
+    mine[size_t(d)] = a.num_tokens_per_rank.ptr<int32_t>()[d * a.num_tokens_per_rank.strides[0]];
   for (int e = 0; e < E; ++e) mine[size_t(R + e)] = per_expert.ptr<int32_t>()[e * per_expert.strides[0]];
   comm.group().state().net->allgather(mine.data(), all.data(), row * sizeof(int32_t), comm.timeout_s(),
                                       "Buffer.dispatch: layout gather");
@@ -78,7 +78,8 @@ GatheredLayout gather_layout(const Comm& comm, const LegacyDispatchArgs& a, int 
   g.rank_prefix.assign(size_t(R) * size_t(R), 0);
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < R; ++j)
-      g.rank_prefix[size_t(i * R + j)] = (i ? g.rank_prefix[size_t((i - 1) * R + j)] : 0) + all[size_t(i) * row + size_t(j)];
+      g.rank_prefix[size_t(i * R + j)] =
+          (i ? g.rank_prefix[size_t((i - 1) * R + j)] : 0) + all[size_t(i) * row + size_t(j)];
   const int per_rank = E / R, align = a.expert_alignment;
   for (int e = 0; e < per_rank; ++e) {
     int64_t n = 0;
@@ -133,7 +134,8 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
     check_ndim(kDispatch, "num_tokens_per_expert", a.num_tokens_per_expert, {1});
     const int num_experts = int(a.num_tokens_per_expert.shape[0]);
     TESSERA_CHECK(a.is_token_in_rank.ndim == 2 && a.is_token_in_rank.shape[0] == in.tokens, kDispatch,
-                  ": argument 'is_token_in_rank' must be [", in.tokens, ", ", R, "], got ", a.is_token_in_rank.shape_str());
+                  ": argument 'is_token_in_rank' must be [", in.tokens, ", ", R, "], got ",
+                  a.is_token_in_rank.shape_str());
     op->routing = std::make_shared<Routing>(route_mask(kDispatch, a.is_token_in_rank, a.topk_idx, num_experts, R));
     check_layout(a, *op->routing, R);
     if (given(a.topk_weights)) {
@@ -187,7 +189,8 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
   if (!op->out.recv_x.defined()) op->out.recv_x = allocate_tensor(a.x.dtype, {op->rows, in.hidden});
   if (in.fp8) op->out.recv_sf = allocate_tensor(a.sf.dtype, {op->rows, in.packs});
   if (with_topk) op->out.recv_topk_idx = allocate_tensor(DType::kI64, {op->rows, int64_t(r.num_topk)});
-  if (with_topk && given(a.topk_weights)) op->out.recv_topk_weights = allocate_tensor(DType::kF32, {op->rows, int64_t(r.num_topk)});
+  if (with_topk && given(a.topk_weights))
+    op->out.recv_topk_weights = allocate_tensor(DType::kF32, {op->rows, int64_t(r.num_topk)});
 
   const LegacyState* st = st_.get();
   auto finish = [op, st, &comm, in, me, cached] {
@@ -303,7 +306,8 @@ LegacyCombineResult Buffer::combine(const LegacyCombineArgs& a, const LegacyHand
   const std::vector<int64_t> base = h.recv_base;
   const float* w = op->w.data();
   const cpu::EpKernels* kern = &kernels();
-  plan.fill = [=](int s, int64_t j0, int64_t j1, char* rows, int64_t pitch, float* wout, int64_t wpitch, bool streaming) {
+  plan.fill = [=](int s, int64_t j0, int64_t j1, char* rows, int64_t pitch, float* wout, int64_t wpitch,
+                  bool streaming) {
     for (int64_t j = j0; j < j1; ++j) {
       kern->copy(rows + (j - j0) * pitch, x + (base[size_t(s)] + j) * x_stride, size_t(row_bytes), streaming);
       if (wout) std::memcpy(wout + (j - j0) * wpitch, w + (base[size_t(s)] + j) * K, size_t(K) * 4);

@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "ep/common/input_checks.h"
 #include "ep/common/active_kernels.h"
-#include "ep/legacy/state.h"
+#include "ep/common/input_checks.h"
 #include "ep/common/parallel_range.h"
+#include "ep/legacy/state.h"
 #include "tessera/core/error.h"
 #include "tessera/core/memory.h"
 
@@ -65,8 +65,8 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
                 " tokens, more than num_max_dispatch_tokens_per_rank=", num_max);
   TESSERA_CHECK(!a.use_ue8m0 || a.round_scale, kDispatch, ": use_ue8m0=True needs round_scale=True");
   TESSERA_CHECK(!a.use_fp8 || H % (a.use_ue8m0 ? 512 : 128) == 0, kDispatch, ": FP8 dispatch needs hidden to be a ",
-                "multiple of ", a.use_ue8m0 ? 512 : 128, " (scales per 128 channels", a.use_ue8m0 ? ", 4 per int32" : "",
-                "), got ", H);
+                "multiple of ", a.use_ue8m0 ? 512 : 128, " (scales per 128 channels",
+                a.use_ue8m0 ? ", 4 per int32" : "", "), got ", H);
   TESSERA_CHECK(H % 8 == 0, kDispatch, ": hidden must be a multiple of 8, got ", H);
   struct Op {
     std::shared_ptr<Routing> routing;
@@ -138,8 +138,8 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
   op->out.recv_x = view_of(xblock, a.use_fp8 ? DType::kF8E4M3 : DType::kBF16, {epr, rows, H}, {rows * H, H, 1});
   if (a.use_fp8) {
     auto sblock = ll_block(st_->ll_scales[slot], st_->ll_scales_bytes[slot], std::max<size_t>(sb, 4));
-    op->out.recv_scales = view_of(sblock, a.use_ue8m0 ? DType::kI32 : DType::kF32, {epr, rows, packs},
-                                  {rows * packs, 1, rows});
+    op->out.recv_scales =
+        view_of(sblock, a.use_ue8m0 ? DType::kI32 : DType::kF32, {epr, rows, packs}, {rows * packs, 1, rows});
   }
   op->out.recv_count = allocate_tensor(DType::kI32, {int64_t(epr)});
   op->out.handle = std::make_shared<LowLatencyHandle>();
@@ -261,9 +261,9 @@ LowLatencyCombineResult Buffer::low_latency_combine(const LowLatencyCombineArgs&
                 "dispatch's [", T, ", ", K, "], got ", a.topk_idx.shape_str());
   for (int64_t t = 0; t < T; ++t)
     for (int k = 0; k < K; ++k)
-      TESSERA_CHECK(a.topk_idx.ptr<int64_t>()[t * a.topk_idx.strides[0] + k * a.topk_idx.strides[1]] ==
-                        r.idx[size_t(t * K + k)],
-                    kCombine, ": argument 'topk_idx' differs from the dispatch's at [", t, ", ", k, "]");
+      TESSERA_CHECK(
+          a.topk_idx.ptr<int64_t>()[t * a.topk_idx.strides[0] + k * a.topk_idx.strides[1]] == r.idx[size_t(t * K + k)],
+          kCombine, ": argument 'topk_idx' differs from the dispatch's at [", t, ", ", k, "]");
   struct Op {
     CombinePlan plan;
     CombineSource src;
@@ -300,7 +300,7 @@ LowLatencyCombineResult Buffer::low_latency_combine(const LowLatencyCombineArgs&
   const LowLatencyHandleData* hd = &h;
   const int64_t lane_pitch = plan.rec.row_bytes;
   plan.fill = [x, s0, s1, rows, row_bytes, hd, lane_pitch](int s, int64_t j0, int64_t j1, char* out_rows, int64_t pitch,
-                                                          float*, int64_t, bool) {
+                                                           float*, int64_t, bool) {
     const auto& lanes = hd->lane_rows[size_t(s)];
     for (int64_t j = j0; j < j1; ++j)
       for (int m = 0; m < hd->lanes; ++m) {
@@ -315,9 +315,10 @@ LowLatencyCombineResult Buffer::low_latency_combine(const LowLatencyCombineArgs&
   const auto& own_lanes = h.lane_rows[size_t(me)];
   op->self_rows.resize(own_lanes.size());
   for (size_t i = 0; i < own_lanes.size(); ++i)
-    op->self_rows[i] = own_lanes[i] < 0 ? nullptr
-                                       : reinterpret_cast<const uint16_t*>(x + (own_lanes[i] / rows) * s0 +
-                                                                            (own_lanes[i] % rows) * s1);
+    op->self_rows[i] =
+        own_lanes[i] < 0
+            ? nullptr
+            : reinterpret_cast<const uint16_t*>(x + (own_lanes[i] / rows) * s0 + (own_lanes[i] % rows) * s1);
   plan.self_lane_rows = &op->self_rows;
   op->src.routing = &r;
   op->src.lane_weights = &op->w;

@@ -4,8 +4,8 @@
 #include <memory>
 #include <vector>
 
-#include "ep/elastic/state.h"
 #include "ep/common/routing.h"
+#include "ep/elastic/state.h"
 #include "tessera/ep/legacy_buffer.h"
 
 namespace tessera::ep::detail {
@@ -21,9 +21,9 @@ struct LegacyHandleData {
 struct LowLatencyHandleData {
   const void* owner = nullptr;
   std::shared_ptr<const Routing> routing;
-  std::vector<int64_t> recv_count;           // records received per source rank
+  std::vector<int64_t> recv_count;              // records received per source rank
   std::vector<std::vector<int32_t>> lane_rows;  // per source: [count * lanes] flat row of each local lane, -1
-  int lanes = 1;                             // min(num_topk, experts per rank)
+  int lanes = 1;                                // min(num_topk, experts per rank)
 };
 
 struct LegacyState {

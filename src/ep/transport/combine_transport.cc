@@ -87,9 +87,10 @@ void combine_send(Comm& comm, uint64_t seq, const CombinePlan& plan, const Combi
   const CombineRecord& rec = plan.rec;
   const int64_t full = rec.bytes(plan.num_max);
   if (full > comm.group_bytes())
-    fail(ErrorCode::kInvalidArgument, comm.op(), ": the buffer is too small: combining num_max_tokens_per_rank=",
-         plan.num_max, " tokens of ", rec.per_token(), " bytes needs ", full, " bytes per source rank, the buffer has ",
-         comm.group_bytes(), "; create it with a larger size (get_buffer_size_hint)");
+    fail(ErrorCode::kInvalidArgument, comm.op(),
+         ": the buffer is too small: combining num_max_tokens_per_rank=", plan.num_max, " tokens of ", rec.per_token(),
+         " bytes needs ", full, " bytes per source rank, the buffer has ", comm.group_bytes(),
+         "; create it with a larger size (get_buffer_size_hint)");
   st.recv_entry.assign(size_t(std::max(R, t.num_nodes)), -1);
   st.partial_count.assign(size_t(t.num_nodes), 0);
 
@@ -104,9 +105,9 @@ void combine_send(Comm& comm, uint64_t seq, const CombinePlan& plan, const Combi
       if (node == t.node) continue;
       const auto& pos = src.fwd->bundle_pos[size_t(node)];
       st.partial_count[size_t(node)] = std::count_if(pos.begin(), pos.end(), [](int32_t p) { return p >= 0; });
-      st.recv_entry[size_t(node)] = int64_t(comm.irecv(stage + size_t(node) * size_t(full),
-                                                       size_t(rec.bytes(st.partial_count[size_t(node)])),
-                                                       t.rail_peer(me, node), kStreamPartial));
+      st.recv_entry[size_t(node)] =
+          int64_t(comm.irecv(stage + size_t(node) * size_t(full), size_t(rec.bytes(st.partial_count[size_t(node)])),
+                             t.rail_peer(me, node), kStreamPartial));
     }
   }
 
@@ -197,7 +198,8 @@ void combine_send(Comm& comm, uint64_t seq, const CombinePlan& plan, const Combi
           }
           if (!later) rows[n++] = views[size_t(l)].row(slots[size_t(b * L + l)]);
         }
-        k.reduce_bf16(reinterpret_cast<uint16_t*>(out + b * rec.token_bytes()), rows, n, nullptr, nullptr, plan.hidden, 0);
+        k.reduce_bf16(reinterpret_cast<uint16_t*>(out + b * rec.token_bytes()), rows, n, nullptr, nullptr, plan.hidden,
+                      0);
         if (out_w)
           for (int kk = 0; kk < K; ++kk)
             out_w[b * (rec.weight_bytes / 4) + kk] =
@@ -312,8 +314,8 @@ void combine_receive(Comm& comm, uint64_t seq, const CombinePlan& plan, const Co
           bool later = false;
           for (int j = kk + 1; j < K && !later; ++j) {
             const int dj = r.rank_of_lane(tok, j);
-            later = dj >= 0 && (remote_node ? !t.same_node(dj, me) && t.node_of[size_t(dj)] == t.node_of[size_t(d)]
-                                            : dj == d);
+            later = dj >= 0 &&
+                    (remote_node ? !t.same_node(dj, me) && t.node_of[size_t(dj)] == t.node_of[size_t(d)] : dj == d);
           }
           if (!later) rows[n++] = v->row(pos);
         }

@@ -30,7 +30,9 @@ namespace {
 
 constexpr size_t kPage = 4096;
 
-size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+size_t round_up(size_t v, size_t to) {
+  return (v + to - 1) / to * to;
+}
 
 std::string segment_name(uint64_t nonce, uint64_t counter, const char* kind, int index) {
   char buf[96];
@@ -46,8 +48,7 @@ bool process_alive(int pid) {
 
 }  // namespace
 
-Comm::Comm(std::shared_ptr<Group> group, int64_t group_bytes, double timeout_s, std::string owner,
-           int64_t arena_bytes)
+Comm::Comm(std::shared_ptr<Group> group, int64_t group_bytes, double timeout_s, std::string owner, int64_t arena_bytes)
     : group_(std::move(group)), timeout_s_(timeout_s), owner_(std::move(owner)) {
   TESSERA_CHECK(timeout_s > 0, owner_, ": argument 'num_cpu_timeout_secs' must be > 0, got ", timeout_s);
   GroupState& st = group_->state();
@@ -87,9 +88,13 @@ Comm::Comm(std::shared_ptr<Group> group, int64_t group_bytes, double timeout_s, 
 
 Comm::~Comm() = default;
 
-const Net& Comm::net() const { return *group_->state().net; }
+const Net& Comm::net() const {
+  return *group_->state().net;
+}
 
-void Comm::set_threads(int n) { threads_ = n > 0 ? n : default_threads_; }
+void Comm::set_threads(int n) {
+  threads_ = n > 0 ? n : default_threads_;
+}
 
 RegionControl* Comm::control(int local) const {
   return reinterpret_cast<RegionControl*>(regions_[size_t(local)].data());
@@ -107,8 +112,8 @@ void Comm::name_op(const char* op) {
   op_ = std::string(op);
   numbered_op_ = false;
   if (broken_)
-    fail(ErrorCode::kRuntime, op_, ": the buffer is unusable after an earlier communication failure: ",
-         broken_message_);
+    fail(ErrorCode::kRuntime, op_,
+         ": the buffer is unusable after an earlier communication failure: ", broken_message_);
 }
 
 uint64_t Comm::begin(const char* op) {
@@ -203,7 +208,9 @@ void Comm::wait_read(int local, uint64_t seq) {
        "finish reading this rank's combine input in place");
 }
 
-void Comm::mark_done(uint64_t seq) { control(topo().local_rank)->done_seq.store(seq, std::memory_order_release); }
+void Comm::mark_done(uint64_t seq) {
+  control(topo().local_rank)->done_seq.store(seq, std::memory_order_release);
+}
 
 void Comm::isend(const void* data, size_t bytes, int peer, int stream) {
   if (seq_ == kill_at_seq_) raise(SIGKILL);
@@ -231,9 +238,13 @@ void Comm::progress_transfers() {
     if (!transfers_.entries[i].done) net().test(transfers_, i, op_.c_str());
 }
 
-int64_t Comm::start_wait() { return now_ns(); }
+int64_t Comm::start_wait() {
+  return now_ns();
+}
 
-void Comm::relax() { cpu_relax(); }
+void Comm::relax() {
+  cpu_relax();
+}
 
 Comm::WaitFailure Comm::poll_slow(int64_t start, int peer, const char* what) {
   WaitFailure f;
@@ -275,8 +286,8 @@ void Comm::raise_failure(const WaitFailure& f) {
   broken_ = true;
   broken_message_ = f.message;
   note_communication_failure();
-  fail(ErrorCode::kRuntime, op_, ": rank ", topo().rank, " stopped waiting because communication failed on this host: ",
-       broken_message_);
+  fail(ErrorCode::kRuntime, op_, ": rank ", topo().rank,
+       " stopped waiting because communication failed on this host: ", broken_message_);
 }
 
 std::string Comm::op_number() const {

@@ -58,8 +58,7 @@ class Comm {
  public:
   // Collective over the group. group_bytes: bytes per group slot area (rounded up to 4 KiB);
   // arena_bytes: shared output arena per rank for direct receive (0: none; see output_arena.h).
-  Comm(std::shared_ptr<Group> group, int64_t group_bytes, double timeout_s, std::string owner,
-       int64_t arena_bytes = 0);
+  Comm(std::shared_ptr<Group> group, int64_t group_bytes, double timeout_s, std::string owner, int64_t arena_bytes = 0);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -118,7 +117,7 @@ class Comm {
   TransferSet& transfers() { return transfers_; }
   void isend(const void* data, size_t bytes, int peer, int stream);
   size_t irecv(void* data, size_t max_bytes, int peer, int stream);  // returns the entry index
-  size_t wait_transfer(size_t index);                                 // returns the byte count
+  size_t wait_transfer(size_t index);                                // returns the byte count
   void wait_all_transfers();
 
   // Polls `ready` with the buffer's failure checks; `peer` is the rank whose action we wait for.
@@ -182,8 +181,8 @@ class Comm {
   uint64_t kill_at_seq_ = 0;  // fault injection for the fault test (TESSERA_EP_TEST_KILL=rank:seq)
   size_t control_bytes_ = 0;
   ShmSegment host_segment_;
-  std::vector<ShmSegment> regions_;  // by local rank on this node
-  std::shared_ptr<ArenaState> arena_;     // this rank's output arena (outlives the Comm while tensors use it)
+  std::vector<ShmSegment> regions_;      // by local rank on this node
+  std::shared_ptr<ArenaState> arena_;    // this rank's output arena (outlives the Comm while tensors use it)
   std::vector<ShmSegment> peer_arenas_;  // by local rank; this rank's own entry stays empty
   TransferSet transfers_;
   std::vector<AlignedPtr<char>> staging_;

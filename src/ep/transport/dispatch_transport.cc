@@ -41,7 +41,8 @@ int64_t count_from_bytes(const Comm& comm, size_t bytes, int64_t per_token, int 
   const int64_t count = int64_t(bytes) / per_token;
   if (int64_t(bytes) % per_token != 0 || count > num_max)
     fail(ErrorCode::kRuntime, comm.op(), ": rank ", peer, " sent ", bytes, " bytes, not a whole number (<= ", num_max,
-         ") of ", per_token, "-byte records: the ranks disagree on hidden, num_topk, dtypes or num_max_tokens_per_rank");
+         ") of ", per_token,
+         "-byte records: the ranks disagree on hidden, num_topk, dtypes or num_max_tokens_per_rank");
   return count;
 }
 
@@ -149,7 +150,8 @@ void dispatch_send(Comm& comm, uint64_t seq, const DispatchPlan& plan, DispatchS
   // 1. Receives from other nodes.
   char* recv_stage = hybrid ? comm.staging(kStageRecv, size_t(full) * size_t(t.num_nodes)) : nullptr;
   for (int s = 0; s < R && !hybrid; ++s)
-    if (!t.same_node(s, me)) st.recv_entry[size_t(s)] = int64_t(comm.irecv(comm.area(t.local_rank, s), size_t(full), s, kStreamDispatch));
+    if (!t.same_node(s, me))
+      st.recv_entry[size_t(s)] = int64_t(comm.irecv(comm.area(t.local_rank, s), size_t(full), s, kStreamDispatch));
   for (int node = 0; node < t.num_nodes && hybrid; ++node)
     if (node != t.node)
       bundle_entry[size_t(node)] = int64_t(
@@ -224,8 +226,8 @@ void dispatch_receive(Comm& comm, uint64_t seq, const DispatchPlan& plan, Dispat
       const int writer = t.same_node(s, me) ? s : t.rail_peer(s, t.node);
       const int64_t n = comm.wait_ready(s, seq, writer);
       if (n < 0 || n > plan.num_max)
-        fail(ErrorCode::kRuntime, comm.op(), ": rank ", writer, " published ", n, " tokens (> num_max_tokens_per_rank=",
-             plan.num_max, "): the ranks disagree on num_max_tokens_per_rank");
+        fail(ErrorCode::kRuntime, comm.op(), ": rank ", writer, " published ", n,
+             " tokens (> num_max_tokens_per_rank=", plan.num_max, "): the ranks disagree on num_max_tokens_per_rank");
       st.groups[size_t(s)] =
           GroupData{rows_of_area(comm.area(t.local_rank, s), plan.num_max, n, plan.rec, true), nullptr, n};
     } else {

@@ -93,7 +93,8 @@ std::unique_ptr<GroupState> make_group_state(std::unique_ptr<Net> net, int ranks
 
   // One random nonce for the group, drawn on rank 0, so segment names never collide across jobs.
   uint64_t nonce = 0;
-  if (rank == 0) nonce = (uint64_t(std::random_device{}()) << 32) ^ uint64_t(std::random_device{}()) ^ uint64_t(getpid());
+  if (rank == 0)
+    nonce = (uint64_t(std::random_device{}()) << 32) ^ uint64_t(std::random_device{}()) ^ uint64_t(getpid());
   std::vector<uint64_t> nonces(static_cast<size_t>(size));
   net->allgather(&nonce, nonces.data(), sizeof nonce, kSetupTimeoutS, "tessera.ep.Group: nonce gather");
   st->nonce = nonces[0];
@@ -142,10 +143,20 @@ std::shared_ptr<Group> Group::from_world_ranks(const std::vector<int>& world_ran
   return std::make_shared<Group>(detail::make_group_state(detail::Net::from_world_ranks(world_ranks), ranks_per_node));
 }
 
-int Group::rank() const { return state_->topo.rank; }
-int Group::size() const { return state_->topo.num_ranks; }
-const Topology& Group::topology() const { return state_->topo; }
-void Group::barrier(double timeout_s) { state_->net->barrier(timeout_s, "tessera.ep.Group.barrier"); }
-int64_t Group::fortran_handle() const { return state_->net->fortran_handle(); }
+int Group::rank() const {
+  return state_->topo.rank;
+}
+int Group::size() const {
+  return state_->topo.num_ranks;
+}
+const Topology& Group::topology() const {
+  return state_->topo;
+}
+void Group::barrier(double timeout_s) {
+  state_->net->barrier(timeout_s, "tessera.ep.Group.barrier");
+}
+int64_t Group::fortran_handle() const {
+  return state_->net->fortran_handle();
+}
 
 }  // namespace tessera::ep

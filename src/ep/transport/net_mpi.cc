@@ -96,7 +96,9 @@ size_t TransferSet::pending() const {
   return n;
 }
 
-void note_communication_failure() { g_failure.store(true); }
+void note_communication_failure() {
+  g_failure.store(true);
+}
 
 bool Net::init_world() {
   int initialised = 0;
@@ -148,7 +150,9 @@ int Net::size() const {
   return n;
 }
 
-int64_t Net::fortran_handle() const { return int64_t(MPI_Comm_c2f(impl_->comm)); }
+int64_t Net::fortran_handle() const {
+  return int64_t(MPI_Comm_c2f(impl_->comm));
+}
 
 std::unique_ptr<Net> Net::split(int color, int key) const {
   MPI_Comm out;
@@ -221,5 +225,7 @@ bool Net::test(TransferSet& set, size_t i, const char* what) const {
 }  // namespace tessera::ep::detail
 
 namespace tessera::ep {
-bool mpi_available() { return true; }
+bool mpi_available() {
+  return true;
+}
 }  // namespace tessera::ep

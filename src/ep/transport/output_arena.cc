@@ -37,7 +37,8 @@ OwnedTensor arena_tensor(const std::shared_ptr<ArenaState>& arena, DType dtype, 
                          int64_t* offset) {
   *offset = -1;
   if (!arena) return OwnedTensor{};
-  const int64_t need = std::max<int64_t>(1, (rows * cols * dtype_storage_bytes(dtype) + kGranule - 1) / kGranule) * kGranule;
+  const int64_t need =
+      std::max<int64_t>(1, (rows * cols * dtype_storage_bytes(dtype) + kGranule - 1) / kGranule) * kGranule;
   int64_t at = -1;
   {
     std::lock_guard<std::mutex> lock(arena->mutex);
@@ -54,7 +55,8 @@ OwnedTensor arena_tensor(const std::shared_ptr<ArenaState>& arena, DType dtype, 
   *offset = at;
   OwnedTensor t;
   std::shared_ptr<ArenaState> keep = arena;
-  t.storage = std::shared_ptr<void>(arena->segment.data() + at, [keep, at, need](void*) { give_back(*keep, at, need); });
+  t.storage =
+      std::shared_ptr<void>(arena->segment.data() + at, [keep, at, need](void*) { give_back(*keep, at, need); });
   t.view.data = t.storage.get();
   t.view.dtype = dtype;
   t.view.ndim = 2;

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "core/spin_hints.h"
-#include "ep/transport/group_state.h"
 #include "ep/common/active_kernels.h"
 #include "ep/common/parallel_range.h"
+#include "ep/transport/group_state.h"
 #include "ep/transport/shm_segment.h"
 #include "tessera/core/error.h"
 #include "tessera/core/memory.h"
@@ -54,7 +54,8 @@ double measure_shm_copy_gbps(int64_t bytes) {
   const size_t n = size_t(bytes > 0 ? bytes : kDefaultBytes) / 4096 * 4096;
   const size_t shared_bytes = 2 * n + sizeof(Sync);
   void* p = mmap(nullptr, shared_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) fail(ErrorCode::kRuntime, "measure_shm_copy_gbps: mmap of ", shared_bytes, " bytes failed: ", std::strerror(errno));
+  if (p == MAP_FAILED)
+    fail(ErrorCode::kRuntime, "measure_shm_copy_gbps: mmap of ", shared_bytes, " bytes failed: ", std::strerror(errno));
   char* shared = static_cast<char*>(p);
   detail::prefault_pages(shared, 2 * n);
   Sync* sync = new (shared + 2 * n) Sync{};
@@ -106,7 +107,8 @@ void run_pattern(ShmPattern pattern, const std::vector<char*>& seg, int me, size
   detail::parallel_range(threads, int64_t(n) / kPatternRow, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       for (int l = 0; l < L; ++l)
-        k.copy(seg[size_t(l)] + size_t(me) * n + size_t(r * kPatternRow), src + r * kPatternRow, size_t(kPatternRow), 1);
+        k.copy(seg[size_t(l)] + size_t(me) * n + size_t(r * kPatternRow), src + r * kPatternRow, size_t(kPatternRow),
+               1);
     k.store_fence();
   });
 }
@@ -146,7 +148,8 @@ double measure_shm_pattern_gbps_in_group(Group& group, ShmPattern pattern, int64
         continue;
       }
       if (pattern == ShmPattern::kCopy && l != next) continue;
-      peers.push_back(detail::ShmSegment::open(base + std::to_string(t.node_ranks[size_t(t.node)][size_t(l)]), seg_bytes));
+      peers.push_back(
+          detail::ShmSegment::open(base + std::to_string(t.node_ranks[size_t(t.node)][size_t(l)]), seg_bytes));
       seg[size_t(l)] = peers.back().data();
     }
     st.node_net->barrier(timeout, at_map.c_str());

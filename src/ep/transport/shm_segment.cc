@@ -44,7 +44,9 @@ ShmSegment::~ShmSegment() {
   if (data_) munmap(data_, bytes_);
 }
 
-ShmSegment::ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
+ShmSegment::ShmSegment(ShmSegment&& o) noexcept {
+  *this = std::move(o);
+}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
   if (this != &o) {

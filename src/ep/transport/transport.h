@@ -16,9 +16,9 @@
 #include <functional>
 #include <vector>
 
-#include "ep/transport/comm.h"
 #include "ep/common/record_layout.h"
 #include "ep/common/routing.h"
+#include "ep/transport/comm.h"
 
 namespace tessera::ep::detail {
 
@@ -58,7 +58,7 @@ struct ForwardPlan {
 struct DispatchState {
   std::vector<GroupData> groups;  // per source rank, valid after receive()
   ForwardPlan fwd;
-  std::vector<int64_t> recv_entry;  // per source rank: MPI entry index (direct, remote) or -1
+  std::vector<int64_t> recv_entry;               // per source rank: MPI entry index (direct, remote) or -1
   std::vector<std::vector<int32_t>> self_picks;  // hybrid: per node, bundle tokens this rank keeps
 };
 

@@ -30,7 +30,9 @@ DispatchArgs bf16_args(const RankInputs& in) {
   return a;
 }
 
-int local_of(int64_t e, int me, int epr) { return e >= 0 && e / epr == me ? int(e - int64_t(me) * epr) : -1; }
+int local_of(int64_t e, int me, int epr) {
+  return e >= 0 && e / epr == me ? int(e - int64_t(me) * epr) : -1;
+}
 
 // Rows, experts, weights and metadata of a non-expanded dispatch.
 void check_non_expand(const DispatchResult& res, const std::vector<RankInputs>& in, const Config& c, int me, int R,
@@ -46,8 +48,8 @@ void check_non_expand(const DispatchResult& res, const std::vector<RankInputs>& 
     const int64_t t = rows[i].token;
     const char* got = static_cast<const char*>(res.recv_x.view.data) + int64_t(i) * row_bytes;
     const void* want = fp8 ? static_cast<const void*>(&s.x8[size_t(t * c.hidden)]) : &s.x[size_t(t * c.hidden)];
-    ASSERT_EQ(std::memcmp(got, want, size_t(row_bytes)), 0) << where(me, "recv_x", int64_t(i), 0) << " from rank "
-                                                            << rows[i].src << " token " << t;
+    ASSERT_EQ(std::memcmp(got, want, size_t(row_bytes)), 0)
+        << where(me, "recv_x", int64_t(i), 0) << " from rank " << rows[i].src << " token " << t;
     if (fp8) {
       const TensorView& sf = res.recv_sf.view;
       for (int p = 0; p < c.packs; ++p)
@@ -58,7 +60,8 @@ void check_non_expand(const DispatchResult& res, const std::vector<RankInputs>& 
     for (int k = 0; k < K; ++k) {
       const int le = local_of(s.idx[size_t(t * K + k)], me, epr);
       if (le >= 0 && master < 0) master = k;
-      ASSERT_EQ(res.recv_topk_idx.view.ptr<int64_t>()[int64_t(i) * K + k], le) << where(me, "recv_topk_idx", int64_t(i), k);
+      ASSERT_EQ(res.recv_topk_idx.view.ptr<int64_t>()[int64_t(i) * K + k], le)
+          << where(me, "recv_topk_idx", int64_t(i), k);
       ASSERT_EQ(res.recv_topk_weights.view.ptr<float>()[int64_t(i) * K + k], s.w[size_t(t * K + k)])
           << where(me, "recv_topk_weights", int64_t(i), k);
     }
@@ -177,7 +180,8 @@ TEST_P(ElasticDispatch, ExpandedLayoutMatchesReference) {
             << where(me, "expanded recv_x", row, 0) << " expert " << e;
         ASSERT_EQ(w[row], s.w[size_t(r.token * c.num_topk + r.lane)]) << where(me, "expanded weight", row, 0);
       } else {
-        for (int hcol = 0; hcol < c.hidden; ++hcol) ASSERT_EQ(x[row * c.hidden + hcol], 0) << where(me, "padding", row, hcol);
+        for (int hcol = 0; hcol < c.hidden; ++hcol)
+          ASSERT_EQ(x[row * c.hidden + hcol], 0) << where(me, "padding", row, hcol);
         ASSERT_EQ(w[row], 0.0f) << where(me, "padding weight", row, 0);
       }
     }
@@ -194,7 +198,8 @@ TEST_P(ElasticDispatch, ExpandedLayoutMatchesReference) {
       const bool local = local_of(s.idx[size_t(rows[i].token * K + k)], me, s.E / R) >= 0;
       ASSERT_EQ(erow >= 0, local) << where(me, "recv_src_metadata lane", int64_t(i), k);
       if (local) {
-        ASSERT_EQ(std::memcmp(x + int64_t(erow) * c.hidden, &s.x[size_t(rows[i].token * c.hidden)], size_t(c.hidden) * 2), 0)
+        ASSERT_EQ(
+            std::memcmp(x + int64_t(erow) * c.hidden, &s.x[size_t(rows[i].token * c.hidden)], size_t(c.hidden) * 2), 0)
             << where(me, "expanded copy", erow, 0);
       }
     }
@@ -300,7 +305,8 @@ TEST_P(ElasticDispatch, CumulativeStatsAndThreadCounts) {
   a.num_sms = 3;
   const DispatchResult three = buf.dispatch(a);
   const auto experts = ref_expert_rows(in, me, R);
-  for (int e = 0; e < epr; ++e) EXPECT_EQ(stats[size_t(e)], 5 + 2 * int32_t(experts[size_t(e)].size())) << "expert " << e;
+  for (int e = 0; e < epr; ++e)
+    EXPECT_EQ(stats[size_t(e)], 5 + 2 * int32_t(experts[size_t(e)].size())) << "expert " << e;
   ASSERT_EQ(one.recv_x.view.shape[0], three.recv_x.view.shape[0]);
   EXPECT_EQ(std::memcmp(one.recv_x.view.data, three.recv_x.view.data, size_t(one.recv_x.view.shape[0] * c.hidden * 2)),
             0);
@@ -313,7 +319,7 @@ TEST_P(ElasticDispatch, ManyLiveOutputsStayIntact) {
   Config c;
   c.seed = 17;
   const auto in = all_inputs(c, R);
-  ElasticBuffer buf = [&] {  // the arena size is read when the buffer is made
+  ElasticBuffer buf = [&] {                                            // the arena size is read when the buffer is made
     tessera::test::EnvScope arena("TESSERA_EP_OUTPUT_ARENA_MB", "1");  // 16 blocks of 64 KiB: full after a few outputs
     return ElasticBuffer(world_ptr(), buffer_config(c, GetParam()));
   }();
