@@ -24,7 +24,11 @@ struct TransferSet {
   };
   std::vector<Entry> entries;
   std::vector<uint64_t> handles;  // implementation-defined request handles
-  size_t pending() const;
+  size_t pending() const {
+    size_t n = 0;
+    for (const Entry& e : entries) n += !e.done;
+    return n;
+  }
 };
 
 class Net {

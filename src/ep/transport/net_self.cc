@@ -18,14 +18,9 @@ namespace {
 
 }  // namespace
 
+// Here, not in net.h: the unique_ptr needs Impl complete, and each implementation has its own.
 Net::Net(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Net::~Net() = default;
-
-size_t TransferSet::pending() const {
-  size_t n = 0;
-  for (const Entry& e : entries) n += !e.done;
-  return n;
-}
 
 void note_communication_failure() {}
 
