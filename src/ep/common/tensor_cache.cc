@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/env.h"
+#include "ep/common/owned_tensor.h"
 #include "tessera/core/error.h"
 #include "tessera/core/memory.h"
 #include "tessera/ep/types.h"
@@ -82,9 +83,14 @@ OwnedTensor allocate_tensor(DType dtype, const std::vector<int64_t>& shape, cons
     extent += (shape[d] - 1) * strides[d];
   }
   const size_t bytes = empty ? 0 : size_t(extent) * size_t(dtype_storage_bytes(dtype));
+  return detail::owned_view(acquire(bytes), dtype, shape, strides);
+}
+
+OwnedTensor detail::owned_view(std::shared_ptr<void> storage, DType dtype, const std::vector<int64_t>& shape,
+                               const std::vector<int64_t>& strides) {
   OwnedTensor t;
-  t.storage = acquire(bytes);
-  t.view.data = t.storage.get();
+  t.view.data = storage.get();
+  t.storage = std::move(storage);
   t.view.dtype = dtype;
   t.view.ndim = int(shape.size());
   for (size_t d = 0; d < shape.size(); ++d) {

@@ -9,6 +9,7 @@
 
 #include "ep/common/active_kernels.h"
 #include "ep/common/input_checks.h"
+#include "ep/common/owned_tensor.h"
 #include "ep/common/parallel_range.h"
 #include "ep/legacy/state.h"
 #include "tessera/core/error.h"
@@ -31,20 +32,6 @@ std::shared_ptr<void> ll_block(std::shared_ptr<void>& slot, size_t& have, size_t
     have = need;
   }
   return slot;
-}
-
-OwnedTensor view_of(const std::shared_ptr<void>& block, DType dtype, std::vector<int64_t> shape,
-                    std::vector<int64_t> strides) {
-  OwnedTensor t;
-  t.storage = block;
-  t.view.data = block.get();
-  t.view.dtype = dtype;
-  t.view.ndim = int(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    t.view.shape[d] = shape[d];
-    t.view.strides[d] = strides[d];
-  }
-  return t;
 }
 
 }  // namespace
@@ -135,11 +122,11 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
   st_->ll_next ^= 1;
   const size_t xb = size_t(epr * rows * x_bytes), sb = size_t(epr * rows * packs * 4);
   auto xblock = ll_block(st_->ll_x[slot], st_->ll_x_bytes[slot], xb);
-  op->out.recv_x = view_of(xblock, a.use_fp8 ? DType::kF8E4M3 : DType::kBF16, {epr, rows, H}, {rows * H, H, 1});
+  op->out.recv_x = owned_view(xblock, a.use_fp8 ? DType::kF8E4M3 : DType::kBF16, {epr, rows, H}, {rows * H, H, 1});
   if (a.use_fp8) {
     auto sblock = ll_block(st_->ll_scales[slot], st_->ll_scales_bytes[slot], std::max<size_t>(sb, 4));
     op->out.recv_scales =
-        view_of(sblock, a.use_ue8m0 ? DType::kI32 : DType::kF32, {epr, rows, packs}, {rows * packs, 1, rows});
+        owned_view(sblock, a.use_ue8m0 ? DType::kI32 : DType::kF32, {epr, rows, packs}, {rows * packs, 1, rows});
   }
   op->out.recv_count = allocate_tensor(DType::kI32, {int64_t(epr)});
   op->out.handle = std::make_shared<LowLatencyHandle>();

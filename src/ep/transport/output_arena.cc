@@ -1,5 +1,7 @@
 #include "ep/transport/output_arena.h"
 
+#include "ep/common/owned_tensor.h"
+
 namespace tessera::ep::detail {
 
 namespace {
@@ -53,18 +55,9 @@ OwnedTensor arena_tensor(const std::shared_ptr<ArenaState>& arena, DType dtype, 
   }
   if (at < 0) return OwnedTensor{};
   *offset = at;
-  OwnedTensor t;
   std::shared_ptr<ArenaState> keep = arena;
-  t.storage =
-      std::shared_ptr<void>(arena->segment.data() + at, [keep, at, need](void*) { give_back(*keep, at, need); });
-  t.view.data = t.storage.get();
-  t.view.dtype = dtype;
-  t.view.ndim = 2;
-  t.view.shape[0] = rows;
-  t.view.shape[1] = cols;
-  t.view.strides[0] = cols;
-  t.view.strides[1] = 1;
-  return t;
+  std::shared_ptr<void> slice(arena->segment.data() + at, [keep, at, need](void*) { give_back(*keep, at, need); });
+  return owned_view(std::move(slice), dtype, {rows, cols}, {cols, 1});
 }
 
 OwnedTensor start_direct_receive(Comm& comm, uint64_t seq, DispatchPlan& plan, std::vector<char*>* x_at, DType dtype,
