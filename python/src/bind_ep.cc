@@ -43,9 +43,11 @@ nb::bytes bytes_of(const std::vector<T>& v) {
 void bind_tensor_and_event(nb::module_& m) {
   nb::class_<OwnedTensor>(m, "EpTensor", "An output array owned by the ep component (see tessera.deep_ep._native).")
       .def_prop_ro("dtype", [](const OwnedTensor& t) { return std::string(dtype_name(t.view.dtype)); })
-      .def_prop_ro("shape", [](const OwnedTensor& t) { return std::vector<int64_t>(t.view.shape, t.view.shape + t.view.ndim); })
-      .def_prop_ro("strides",
-                   [](const OwnedTensor& t) { return std::vector<int64_t>(t.view.strides, t.view.strides + t.view.ndim); })
+      .def_prop_ro("shape",
+                   [](const OwnedTensor& t) { return std::vector<int64_t>(t.view.shape, t.view.shape + t.view.ndim); })
+      .def_prop_ro(
+          "strides",
+          [](const OwnedTensor& t) { return std::vector<int64_t>(t.view.strides, t.view.strides + t.view.ndim); })
       .def(
           "memory",
           [](nb::handle self) {
@@ -133,31 +135,16 @@ nb::tuple dispatch(ep::ElasticBuffer& buf, const ArrayRef& x, const ArrayRef* sf
   a.use_tma_aligned_col_major_sf = tma_sf;
   a.async = async;
   a.num_sms = num_sms;
-  ep::DispatchResult r;
-  {
-    nb::gil_scoped_release release;
-    r = buf.dispatch(a);
-  }
+  const ep::DispatchResult r = without_gil([&] { return buf.dispatch(a); });
   return nb::make_tuple(nb::cast(r.recv_x), tensor_or_none(r.recv_sf), tensor_or_none(r.recv_topk_idx),
                         tensor_or_none(r.recv_topk_weights), r.handle, r.event);
 }
 
 nb::tuple combine(ep::ElasticBuffer& buf, const ArrayRef& x, const ep::EpHandle& handle, const ArrayRef* topk_weights,
                   const ArrayRef* bias0, const ArrayRef* bias1, bool async, int num_sms) {
-  const char* fn = "ElasticBuffer.combine";
-  ep::CombineArgs a;
-  a.x = to_view(x, fn, "x");
-  a.topk_weights = optional_view(topk_weights, fn, "topk_weights");
-  a.bias0 = optional_view(bias0, fn, "bias[0]");
-  a.bias1 = optional_view(bias1, fn, "bias[1]");
-  a.async = async;
+  auto a = combine_args<ep::CombineArgs>("ElasticBuffer.combine", x, topk_weights, bias0, bias1, async);
   a.num_sms = num_sms;
-  ep::CombineResult r;
-  {
-    nb::gil_scoped_release release;
-    r = buf.combine(a, handle);
-  }
-  return nb::make_tuple(nb::cast(r.combined_x), tensor_or_none(r.combined_topk_weights), r.event);
+  return combine_outputs(without_gil([&] { return buf.combine(a, handle); }));
 }
 
 void bind_elastic(nb::module_& m) {
@@ -233,11 +220,7 @@ void bind_elastic(nb::module_& m) {
            [](ep::ElasticBuffer& buf, const std::vector<ArrayRef>& ts) {
              std::vector<TensorView> views;
              for (size_t i = 0; i < ts.size(); ++i) views.push_back(to_view(ts[i], "ElasticBuffer.all_gather", "t"));
-             ep::AllGatherResult r;
-             {
-               nb::gil_scoped_release release;
-               r = buf.all_gather(views);
-             }
+             const ep::AllGatherResult r = without_gil([&] { return buf.all_gather(views); });
              return nb::make_tuple(r.gathered, r.event);
            })
       .def_static("get_engram_storage_size_hint",
@@ -245,22 +228,19 @@ void bind_elastic(nb::module_& m) {
                     return ep::ElasticBuffer::get_engram_storage_size_hint(entries, hidden, num_max,
                                                                            dtype_from_name(dtype));
                   })
-      .def("engram_write",
-           [](ep::ElasticBuffer& buf, const ArrayRef& storage, const ArrayRef* sf) {
-             const TensorView s = to_view(storage, "ElasticBuffer.engram_write", "storage");
-             const TensorView f = optional_view(sf, "ElasticBuffer.engram_write", "sf");
-             nb::gil_scoped_release release;
-             buf.engram_write(s, f);
-           },
-           nb::arg("storage"), nb::arg("sf").none())
+      .def(
+          "engram_write",
+          [](ep::ElasticBuffer& buf, const ArrayRef& storage, const ArrayRef* sf) {
+            const TensorView s = to_view(storage, "ElasticBuffer.engram_write", "storage");
+            const TensorView f = optional_view(sf, "ElasticBuffer.engram_write", "sf");
+            nb::gil_scoped_release release;
+            buf.engram_write(s, f);
+          },
+          nb::arg("storage"), nb::arg("sf").none())
       .def("engram_fetch",
            [](ep::ElasticBuffer& buf, const ArrayRef& indices) {
              const TensorView v = to_view(indices, "ElasticBuffer.engram_fetch", "indices");
-             ep::EngramFetchResult r;
-             {
-               nb::gil_scoped_release release;
-               r = buf.engram_fetch(v);
-             }
+             const ep::EngramFetchResult r = without_gil([&] { return buf.engram_fetch(v); });
              return nb::make_tuple(nb::cast(r.data), tensor_or_none(r.sf));
            })
       .def("destroy", &ep::ElasticBuffer::destroy, nb::call_guard<nb::gil_scoped_release>())

@@ -10,8 +10,8 @@ namespace tessera::python {
 namespace {
 
 nb::tuple layout(ep::Buffer& buf, const ArrayRef& topk_idx, int num_experts) {
-  const ep::DispatchLayout l = buf.get_dispatch_layout(to_view(topk_idx, "Buffer.get_dispatch_layout", "topk_idx"),
-                                                       num_experts);
+  const ep::DispatchLayout l =
+      buf.get_dispatch_layout(to_view(topk_idx, "Buffer.get_dispatch_layout", "topk_idx"), num_experts);
   return nb::make_tuple(nb::cast(l.num_tokens_per_rank), tensor_or_none(l.num_tokens_per_rdma_rank),
                         nb::cast(l.num_tokens_per_expert), nb::cast(l.is_token_in_rank));
 }
@@ -34,30 +34,15 @@ nb::tuple dispatch(ep::Buffer& buf, const ArrayRef& x, const ArrayRef* sf, std::
   a.expert_alignment = expert_alignment;
   a.num_worst_tokens = num_worst_tokens;
   a.async = async;
-  ep::LegacyDispatchResult r;
-  {
-    nb::gil_scoped_release release;
-    r = buf.dispatch(a);
-  }
+  const ep::LegacyDispatchResult r = without_gil([&] { return buf.dispatch(a); });
   return nb::make_tuple(nb::cast(r.recv_x), tensor_or_none(r.recv_sf), tensor_or_none(r.recv_topk_idx),
                         tensor_or_none(r.recv_topk_weights), r.num_recv_tokens_per_expert_list, r.handle, r.event);
 }
 
 nb::tuple combine(ep::Buffer& buf, const ArrayRef& x, const ep::LegacyHandle& handle, const ArrayRef* topk_weights,
                   const ArrayRef* bias0, const ArrayRef* bias1, bool async) {
-  const char* fn = "Buffer.combine";
-  ep::LegacyCombineArgs a;
-  a.x = to_view(x, fn, "x");
-  a.topk_weights = optional_view(topk_weights, fn, "topk_weights");
-  a.bias0 = optional_view(bias0, fn, "bias[0]");
-  a.bias1 = optional_view(bias1, fn, "bias[1]");
-  a.async = async;
-  ep::LegacyCombineResult r;
-  {
-    nb::gil_scoped_release release;
-    r = buf.combine(a, handle);
-  }
-  return nb::make_tuple(nb::cast(r.combined_x), tensor_or_none(r.combined_topk_weights), r.event);
+  const auto a = combine_args<ep::LegacyCombineArgs>("Buffer.combine", x, topk_weights, bias0, bias1, async);
+  return combine_outputs(without_gil([&] { return buf.combine(a, handle); }));
 }
 
 nb::tuple ll_dispatch(ep::Buffer& buf, const ArrayRef& x, const ArrayRef& topk_idx, int num_max, int num_experts,
@@ -74,11 +59,7 @@ nb::tuple ll_dispatch(ep::Buffer& buf, const ArrayRef& x, const ArrayRef& topk_i
   a.use_ue8m0 = use_ue8m0;
   a.async = async;
   a.return_recv_hook = hook;
-  ep::LowLatencyDispatchResult r;
-  {
-    nb::gil_scoped_release release;
-    r = buf.low_latency_dispatch(a);
-  }
+  const ep::LowLatencyDispatchResult r = without_gil([&] { return buf.low_latency_dispatch(a); });
   return nb::make_tuple(nb::cast(r.recv_x), tensor_or_none(r.recv_scales), nb::cast(r.recv_count), r.handle, r.event);
 }
 
@@ -92,11 +73,7 @@ nb::tuple ll_combine(ep::Buffer& buf, const ArrayRef& x, const ArrayRef& topk_id
   a.out = optional_view(out, fn, "out");
   a.async = async;
   a.return_recv_hook = hook;
-  ep::LowLatencyCombineResult r;
-  {
-    nb::gil_scoped_release release;
-    r = buf.low_latency_combine(a, handle);
-  }
+  const ep::LowLatencyCombineResult r = without_gil([&] { return buf.low_latency_combine(a, handle); });
   return nb::make_tuple(out ? nb::none() : nb::cast(r.combined_x), r.event);
 }
 
@@ -115,8 +92,8 @@ void bind_ep_legacy(nb::module_& m) {
   nb::class_<ep::Buffer>(m, "EpBuffer", "Buffer (DeepEP v1); tessera.deep_ep.Buffer wraps it.")
       .def(
           "__init__",
-          [](ep::Buffer* self, std::shared_ptr<ep::Group> group, int64_t nvl, int64_t rdma, bool low_latency,
-             int qps, bool explicitly_destroy, bool enable_shrink, double timeout) {
+          [](ep::Buffer* self, std::shared_ptr<ep::Group> group, int64_t nvl, int64_t rdma, bool low_latency, int qps,
+             bool explicitly_destroy, bool enable_shrink, double timeout) {
             ep::BufferConfig c;
             c.num_nvl_bytes = nvl;
             c.num_rdma_bytes = rdma;
