@@ -17,7 +17,7 @@ from .. import _C
 from .._arrays import is_torch_tensor, like, optional_ref, to_ref
 from . import _dtypes, _group
 from ._event import EventHandle, overlap
-from ._native import output
+from ._native import output, received_x, split_bias, split_x
 from .._errors import ArgumentTypeError
 
 
@@ -104,14 +104,6 @@ class EPHandle:
         from ._sort import sort_received
         sort_received(self, bool(do_cpu_sync), bool(is_cached_dispatch),
                       (recv_x, recv_sf, recv_topk_idx, recv_topk_weights))
-
-
-def _split_x(fn, x):
-    if isinstance(x, tuple):
-        if len(x) != 2:
-            raise ArgumentTypeError(f"{fn}: argument 'x' must be an array or a (data, scale_factors) pair")
-        return x[0], x[1]
-    return x, None
 
 
 class ElasticBuffer:
@@ -209,7 +201,7 @@ class ElasticBuffer:
         for event in (previous_event, previous_event_before_epilogue):
             if event is not None:
                 event.current_stream_wait()
-        data, sf = _split_x(fn, x)
+        data, sf = split_x(fn, x)
         if handle is not None and not isinstance(handle, EPHandle):
             raise ArgumentTypeError(f"{fn}: argument 'handle' must be an EPHandle from dispatch, got {type(handle).__name__}")
         recv_x, recv_sf, recv_idx, recv_w, native_handle, event = rt.dispatch(
@@ -221,9 +213,7 @@ class ElasticBuffer:
             None if do_cpu_sync is None else bool(do_cpu_sync), bool(do_expand),
             bool(do_zero_padding), bool(use_tma_aligned_col_major_sf), bool(async_with_compute_stream), int(num_sms))
         keep = (data, sf, topk_idx, topk_weights, cumulative_local_expert_recv_stats)
-        recv = output(recv_x, data)
-        if recv_sf is not None:
-            recv = (recv, output(recv_sf, sf))
+        recv = received_x(recv_x, recv_sf, data, sf)
         recv_topk_idx = output(recv_idx, data)
         if handle is not None:
             # DeepEP's cached dispatch returns recv_topk_idx again; the routing is the handle's, so
@@ -253,7 +243,7 @@ class ElasticBuffer:
                 event.current_stream_wait()
         if not isinstance(handle, EPHandle):
             raise ArgumentTypeError(f"{fn}: argument 'handle' must be an EPHandle from dispatch, got {type(handle).__name__}")
-        bias0, bias1 = (bias if isinstance(bias, tuple) else (bias, None))
+        bias0, bias1 = split_bias(bias)
         combined, combined_w, event = rt.combine(
             to_ref(x, fn, "x"), handle._native, optional_ref(topk_weights, fn, "topk_weights"),
             optional_ref(bias0, fn, "bias[0]"), optional_ref(bias1, fn, "bias[1]"), bool(async_with_compute_stream),

@@ -17,7 +17,7 @@ from .._arrays import like, optional_ref, to_ref
 from .._errors import ArgumentTypeError, NotImplementedInTessera
 from . import _group
 from ._event import EventHandle, EventOverlap, overlap
-from ._native import output
+from ._native import output, received_x, split_bias, split_x
 
 
 class Config:
@@ -85,16 +85,21 @@ class LowLatencyHandle(tuple):
         return self
 
 
+def _low_latency_finish(pending, async_finish: bool, return_recv_hook: bool):
+    """(event, hook) of a low-latency call, as DeepEP returns them: with return_recv_hook the caller
+    finishes the receive by calling the hook; otherwise async_finish hands back the pending event, or
+    the call finishes before it returns."""
+    hook = (lambda: pending.current_stream_wait()) if return_recv_hook else (lambda: None)
+    ev = EventOverlap(None)
+    if async_finish and not return_recv_hook:
+        ev = pending
+    elif not return_recv_hook:
+        pending.current_stream_wait()
+    return ev, hook
+
+
 def _not_implemented(what: str):
     raise NotImplementedInTessera(f"tessera.deep_ep.Buffer: {what} is not implemented on CPUs (see docs/ep.md)")
-
-
-def _split_x(fn, x):
-    if isinstance(x, tuple):
-        if len(x) != 2:
-            raise ArgumentTypeError(f"{fn}: argument 'x' must be an array or a (data, scale_factors) pair")
-        return x[0], x[1]
-    return x, None
 
 
 class Buffer:
@@ -190,7 +195,7 @@ class Buffer:
         fn = "Buffer.dispatch"
         if previous_event is not None:
             previous_event.current_stream_wait()
-        data, sf = _split_x(fn, x)
+        data, sf = split_x(fn, x)
         native = None if handle is None else _native_handle(handle, fn)
         recv_x, recv_sf, recv_idx, recv_w, counts, native_handle, event = self._rt("dispatch").dispatch(
             to_ref(data, fn, "x"), optional_ref(sf, fn, "x.sf"), native,
@@ -201,9 +206,7 @@ class Buffer:
             optional_ref(topk_weights, fn, "topk_weights"), int(expert_alignment), int(num_worst_tokens),
             bool(async_finish))
         keep = (data, sf, topk_idx, topk_weights, is_token_in_rank)
-        recv = output(recv_x, data)
-        if recv_sf is not None:
-            recv = (recv, output(recv_sf, sf))
+        recv = received_x(recv_x, recv_sf, data, sf)
         ev = overlap(event, async_finish, keep)
         if handle is not None:
             return recv, None, None, None, None, ev
@@ -219,7 +222,7 @@ class Buffer:
         fn = "Buffer.combine"
         if previous_event is not None:
             previous_event.current_stream_wait()
-        bias0, bias1 = (bias if isinstance(bias, tuple) else (bias, None))
+        bias0, bias1 = split_bias(bias)
         combined, combined_w, event = self._rt("combine").combine(
             to_ref(x, fn, "x"), _native_handle(handle, fn), optional_ref(topk_weights, fn, "topk_weights"),
             optional_ref(bias0, fn, "bias[0]"), optional_ref(bias1, fn, "bias[1]"), bool(async_finish))
@@ -252,12 +255,7 @@ class Buffer:
         keep = (x, topk_idx, cumulative_local_expert_recv_stats)
         pending = overlap(event, True, keep)
         handle = _LazyLowLatencyHandle(native_handle, x, pending)
-        hook = (lambda: pending.current_stream_wait()) if return_recv_hook else (lambda: None)
-        ev = EventOverlap(None)
-        if async_finish and not return_recv_hook:
-            ev = pending
-        elif not return_recv_hook:
-            pending.current_stream_wait()
+        ev, hook = _low_latency_finish(pending, async_finish, return_recv_hook)
         return recv, output(count, x), handle, ev, hook
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt: bool = False,
@@ -275,12 +273,7 @@ class Buffer:
             bool(return_recv_hook))
         result = out if out is not None else output(combined, x)
         pending = overlap(event, True, (x, topk_idx, topk_weights, out))
-        hook = (lambda: pending.current_stream_wait()) if return_recv_hook else (lambda: None)
-        ev = EventOverlap(None)
-        if async_finish and not return_recv_hook:
-            ev = pending
-        elif not return_recv_hook:
-            pending.current_stream_wait()
+        ev, hook = _low_latency_finish(pending, async_finish, return_recv_hook)
         return result, ev, hook
 
     def get_next_low_latency_combine_buffer(self, handle):

@@ -1,9 +1,11 @@
-"""Turning the ep component's output tensors (``_C.EpTensor``) into numpy arrays that share their
-memory, and back into torch tensors when the caller passed torch tensors."""
+"""Arrays across the native boundary of ``ElasticBuffer`` and ``Buffer``: ``x`` as data and scale
+factors, and the ep component's output tensors (``_C.EpTensor``) as numpy arrays that share their
+memory, or torch tensors when the caller passed torch tensors."""
 import ml_dtypes
 import numpy as np
 
 from .._arrays import is_torch_tensor, like
+from .._errors import ArgumentTypeError
 
 _NUMPY = {
     "float32": np.dtype(np.float32),
@@ -40,3 +42,25 @@ def output(tensor, reference):
     if array is None or not is_torch_tensor(reference):
         return array
     return like(array, reference)
+
+
+def split_x(fn, x):
+    """``x`` of a dispatch as (data, scale_factors): an array alone has no scale factors."""
+    if isinstance(x, tuple):
+        if len(x) != 2:
+            raise ArgumentTypeError(f"{fn}: argument 'x' must be an array or a (data, scale_factors) pair")
+        return x[0], x[1]
+    return x, None
+
+
+def received_x(recv_x, recv_sf, data, sf):
+    """A dispatch's recv_x: the array, or (array, scale factors) when the input had them."""
+    recv = output(recv_x, data)
+    if recv_sf is not None:
+        recv = (recv, output(recv_sf, sf))
+    return recv
+
+
+def split_bias(bias):
+    """combine's ``bias``: None, one array, or a pair."""
+    return bias if isinstance(bias, tuple) else (bias, None)
