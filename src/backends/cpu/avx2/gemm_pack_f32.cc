@@ -1,210 +1,10 @@
-// Packing for the avx2 (fp32-FMA) kernel set: a-panel blocks (rows of fp32 K-values, row stride kc)
-// and b-panels (nr columns, a multiple of 8; element (k, n) at panel[k*nr + n]). bf16, e4m3 and fp32
-// sources are converted to fp32 exactly on the way in; K- and row-contiguous sources take vector paths
-// (templates over the source type, so the per-vector conversion has no branches), other strides a
-// scalar loop. AVX2 has no byte/word masked loads, so partial vectors go through a stack copy.
-#include <immintrin.h>
-#include <stdint.h>
-
-#include "backends/cpu/avx2/f32_convert.h"
+// Packing for the avx2 (fp32-FMA) kernel set: gemm_pack_f32-inl.h on 8-lane ymm vectors, and the set
+// itself (one 6 x 16 tile).
+#include "backends/cpu/avx2/f32_vec.h"
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/gemm_pack_f32-inl.h"
 
 namespace tessera::cpu {
-namespace {
-
-using avx2::load8_f32;
-using avx2::load8_f32_partial;
-using avx2::src_elem_bytes;
-using avx2::src_to_f32;
-using avx2::store_mask8;
-using avx2::transpose8x8;
-
-int64_t min64(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : v > hi ? hi : v;
-}
-
-const char* element(const GemmSrc& s, int64_t r, int64_t k) {
-  return static_cast<const char*>(s.data) + (r * s.stride_r + k * s.stride_k) * src_elem_bytes(s.type);
-}
-
-// K-contiguous source (b-side rows are output columns): 8 columns x 8 K values at a time, transposed
-// so that each K value becomes an 8-column row of the panel.
-template <GemmSrcType T>
-void pack_b_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
-                    int nr, float* dst) {
-  const int64_t r_end = min64(r0 + rows, r_total);
-  const int panels = (rows + nr - 1) / nr;
-  for (int p = 0; p < panels; ++p) {
-    float* panel = dst + int64_t(p) * kc * nr;
-    for (int grp = 0; grp < nr / 8; ++grp) {
-      const int64_t rbase = r0 + p * nr + grp * 8;
-      for (int kk = 0; kk < kc; kk += 8) {
-        const int64_t k_in = min64(k_total - (k0 + kk), kc - kk);
-        __m256 v[8];
-        for (int i = 0; i < 8; ++i) {
-          const char* src = element(s, rbase + i, k0 + kk);
-          if (rbase + i >= r_end) {
-            v[i] = _mm256_setzero_ps();
-          } else {
-            v[i] = k_in >= 8 ? load8_f32(T, src) : load8_f32_partial(T, src, k_in);
-          }
-        }
-        transpose8x8(v);
-        const int kn = kc - kk < 8 ? kc - kk : 8;
-        for (int j = 0; j < kn; ++j) _mm256_storeu_ps(panel + int64_t(kk + j) * nr + grp * 8, v[j]);
-      }
-    }
-  }
-}
-
-// Row-contiguous (MN-major) source: the nr columns of one K value are adjacent in memory.
-template <GemmSrcType T>
-void pack_b_rcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
-                    int nr, float* dst) {
-  const int64_t r_end = min64(r0 + rows, r_total);
-  const int panels = (rows + nr - 1) / nr;
-  for (int p = 0; p < panels; ++p) {
-    float* panel = dst + int64_t(p) * kc * nr;
-    for (int k = 0; k < kc; ++k) {
-      const bool k_valid = k0 + k < k_total;
-      for (int grp = 0; grp < nr / 8; ++grp) {
-        const int64_t rbase = r0 + p * nr + grp * 8;
-        const int64_t r_in = k_valid ? r_end - rbase : 0;
-        const char* src = element(s, rbase, k0 + k);
-        _mm256_storeu_ps(panel + int64_t(k) * nr + grp * 8,
-                         r_in >= 8 ? load8_f32(T, src) : load8_f32_partial(T, src, r_in));
-      }
-    }
-  }
-}
-
-void pack_b_generic(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
-                    int nr, float* dst) {
-  const int64_t r_end = min64(r0 + rows, r_total);
-  const int panels = (rows + nr - 1) / nr;
-  for (int p = 0; p < panels; ++p)
-    for (int k = 0; k < kc; ++k)
-      for (int c = 0; c < nr; ++c) {
-        const int64_t r = r0 + p * nr + c;
-        const bool valid = r < r_end && k0 + k < k_total;
-        dst[(int64_t(p) * kc + k) * nr + c] = valid ? src_to_f32(s, r, k0 + k) : 0.0f;
-      }
-}
-
-template <GemmSrcType T>
-void pack_b_typed(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total, int nr,
-                  float* dst) {
-  if (s.stride_k == 1) return pack_b_kcontig<T>(s, r0, rows, r_total, k0, kc, k_total, nr, dst);
-  if (s.stride_r == 1) return pack_b_rcontig<T>(s, r0, rows, r_total, k0, kc, k_total, nr, dst);
-  pack_b_generic(s, r0, rows, r_total, k0, kc, k_total, nr, dst);
-}
-
-void pack_b(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total, int nr,
-            void* dst) {
-  float* d = static_cast<float*>(dst);
-  switch (s.type) {
-    case GemmSrcType::kBF16:
-      return pack_b_typed<GemmSrcType::kBF16>(s, r0, rows, r_total, k0, kc, k_total, nr, d);
-    case GemmSrcType::kE4M3:
-      return pack_b_typed<GemmSrcType::kE4M3>(s, r0, rows, r_total, k0, kc, k_total, nr, d);
-    default:
-      return pack_b_typed<GemmSrcType::kF32>(s, r0, rows, r_total, k0, kc, k_total, nr, d);
-  }
-}
-
-// K-contiguous source: whole vectors, one partial tail, then zeros up to kc.
-template <GemmSrcType T>
-void copy_a_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, float* buf) {
-  const int k_in = int(clamp64(k_total - k0, 0, kc));
-  const int es = src_elem_bytes(T);
-  for (int r = 0; r < rows; ++r) {
-    const char* src = element(s, r0 + r, k0);
-    float* out = buf + int64_t(r) * kc;
-    int kk = 0;
-    for (; kk + 8 <= k_in; kk += 8) _mm256_storeu_ps(out + kk, load8_f32(T, src + kk * es));
-    for (; kk < kc; kk += 8) {
-      const __m256 v = load8_f32_partial(T, src + kk * es, k_in - kk);
-      if (kc - kk >= 8) {
-        _mm256_storeu_ps(out + kk, v);
-      } else {
-        _mm256_maskstore_ps(out + kk, store_mask8(kc - kk), v);
-      }
-    }
-  }
-}
-
-// MN-major source: element (r, k) at r + k*stride_k. 8 K values of 8 rows are loaded as K-rows and
-// transposed into a-panel rows.
-template <GemmSrcType T>
-void copy_a_rcontig(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, float* buf) {
-  for (int rb = 0; rb < rows; rb += 8) {
-    const int rn = rows - rb < 8 ? rows - rb : 8;
-    for (int kb = 0; kb < kc; kb += 8) {
-      const int64_t k_in = min64(k_total - (k0 + kb), kc - kb);  // K values to read in this block
-      __m256 v[8];
-      for (int k = 0; k < 8; ++k) {
-        const char* src = element(s, r0 + rb, k0 + kb + k);
-        if (k >= k_in) {
-          v[k] = _mm256_setzero_ps();
-        } else {
-          v[k] = rn == 8 ? load8_f32(T, src) : load8_f32_partial(T, src, rn);
-        }
-      }
-      transpose8x8(v);
-      const bool full = kc - kb >= 8;
-      const __m256i store_mask = store_mask8(kc - kb);
-      for (int r = 0; r < rn; ++r) {
-        float* out = buf + int64_t(rb + r) * kc + kb;
-        if (full) {
-          _mm256_storeu_ps(out, v[r]);
-        } else {
-          _mm256_maskstore_ps(out, store_mask, v[r]);
-        }
-      }
-    }
-  }
-}
-
-void copy_a_generic(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, float* buf) {
-  for (int r = 0; r < rows; ++r)
-    for (int k = 0; k < kc; ++k) buf[int64_t(r) * kc + k] = k0 + k < k_total ? src_to_f32(s, r0 + r, k0 + k) : 0.0f;
-}
-
-template <GemmSrcType T>
-void copy_a_typed(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, float* buf) {
-  if (s.stride_k == 1) return copy_a_kcontig<T>(s, r0, rows, k0, kc, k_total, buf);
-  if (s.stride_r == 1) return copy_a_rcontig<T>(s, r0, rows, k0, kc, k_total, buf);
-  copy_a_generic(s, r0, rows, k0, kc, k_total, buf);
-}
-
-// fp32 kernels always copy: bf16/e4m3 need converting, and an fp32 copy keeps the block's rows
-// kc apart (L2-friendly) whatever the source's leading dimension.
-const void* prepare_a(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, void* buf,
-                      int64_t* lda) {
-  float* b = static_cast<float*>(buf);
-  *lda = kc;
-  switch (s.type) {
-    case GemmSrcType::kBF16:
-      copy_a_typed<GemmSrcType::kBF16>(s, r0, rows, k0, kc, k_total, b);
-      break;
-    case GemmSrcType::kE4M3:
-      copy_a_typed<GemmSrcType::kE4M3>(s, r0, rows, k0, kc, k_total, b);
-      break;
-    default:
-      copy_a_typed<GemmSrcType::kF32>(s, r0, rows, k0, kc, k_total, b);
-      break;
-  }
-  return b;
-}
-
-bool accepts(GemmSrcType t) {
-  return t == GemmSrcType::kBF16 || t == GemmSrcType::kE4M3 || t == GemmSrcType::kF32;
-}
-
-}  // namespace
 
 void gemm_ukr_avx2_6x16(const UkrArgs& p);
 
@@ -215,11 +15,16 @@ const GemmKernelSet* gemm_kernels_avx2() {
       "avx2",
       /*k_align=*/1,
       /*elem_bytes=*/4,
-      /*kc=*/256,       {{6, 16, gemm_ukr_avx2_6x16, 0.0f}},
-      /*num_tiles=*/1,  accepts,
-      prepare_a,        pack_b,
+      /*kc=*/256,
+      {{6, 16, gemm_ukr_avx2_6x16, 0.0f}},
+      /*num_tiles=*/1,
+      accepts_f32_sources,
+      prepare_a_f32<Avx2F32>,
+      pack_b_f32<Avx2F32>,
       /*n_step=*/0,
-      /*tail_dot=*/nullptr, /*tail_dot_cols=*/0, /*fuses_e4m3_convert=*/false,
+      /*tail_dot=*/nullptr,
+      /*tail_dot_cols=*/0,
+      /*fuses_e4m3_convert=*/false,
   };
   return &set;
 }

@@ -5,7 +5,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "backends/cpu/avx512/f32_convert.h"
+#include "backends/cpu/avx512/f32_vec.h"
 #include "backends/cpu/gemm_kernel_set.h"
 
 namespace tessera::cpu {
@@ -108,7 +108,7 @@ inline void load_transposed(const FinalizeArgs& a, int64_t i0, int64_t j0, __m51
   const __mmask16 row_mask = lane_mask(a.rows - i0);
   for (int t = 0; t < 16; ++t)
     blk[t] = j0 + t < a.cols ? _mm512_maskz_loadu_ps(row_mask, a.tile + (j0 + t) * a.ldt + i0) : _mm512_setzero_ps();
-  avx512::transpose16x16(blk);
+  Avx512F32::transpose(blk);
 }
 
 // D rows i0..i0+rows-1, columns [j0, j1) (16 at a time, the last masked) from the transposed tile.
