@@ -161,12 +161,8 @@ CombineResult ElasticBuffer::combine(const CombineArgs& a, const EpHandle& h) {
   op->seq = comm.begin(kFn);
   combine_send(comm, op->seq, plan, op->src, op->cs);
   auto finish = [op, &comm] {
-    const TensorView& b0 = op->bias0;
-    const TensorView& b1 = op->bias1;
-    combine_receive(comm, op->seq, op->plan, op->src, op->cs, op->out.combined_x.view.ptr<uint16_t>(), op->plan.hidden,
-                    op->out.combined_topk_weights.defined() ? op->out.combined_topk_weights.view.ptr<float>() : nullptr,
-                    b0.data ? b0.ptr<uint16_t>() : nullptr, b0.data ? b0.strides[0] : 0,
-                    b1.data ? b1.ptr<uint16_t>() : nullptr, b1.data ? b1.strides[0] : 0);
+    combine_receive(comm, op->seq, op->plan, op->src, op->cs, op->out.combined_x.view,
+                    op->out.combined_topk_weights.view, op->bias0, op->bias1);
     transport_finish(comm, op->seq);
     combine_release(comm, op->seq, op->cs);
   };

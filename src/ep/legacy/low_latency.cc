@@ -312,9 +312,8 @@ LowLatencyCombineResult Buffer::low_latency_combine(const LowLatencyCombineArgs&
   op->seq = comm.begin(kCombine);
   combine_send(comm, op->seq, plan, op->src, op->cs);
   auto finish = [op, &comm] {
-    const TensorView& o = op->out.combined_x.view;
-    combine_receive(comm, op->seq, op->plan, op->src, op->cs, o.ptr<uint16_t>(), o.strides[0], nullptr, nullptr, 0,
-                    nullptr, 0);
+    combine_receive(comm, op->seq, op->plan, op->src, op->cs, op->out.combined_x.view, TensorView(), TensorView(),
+                    TensorView());
     transport_finish(comm, op->seq);
   };
   Event ev = st_->pending.defer(finish, a.async || a.return_recv_hook);

@@ -211,8 +211,14 @@ void combine_send(Comm& comm, uint64_t seq, const CombinePlan& plan, const Combi
 }
 
 void combine_receive(Comm& comm, uint64_t seq, const CombinePlan& plan, const CombineSource& src, CombineState& st,
-                     uint16_t* out, int64_t out_stride, float* out_w, const uint16_t* bias0, int64_t bias0_stride,
-                     const uint16_t* bias1, int64_t bias1_stride) {
+                     const TensorView& out_x, const TensorView& out_w_view, const TensorView& bias0_view,
+                     const TensorView& bias1_view) {
+  uint16_t* out = out_x.ptr<uint16_t>();
+  const int64_t out_stride = out_x.strides[0];
+  float* out_w = out_w_view.data ? out_w_view.ptr<float>() : nullptr;
+  const uint16_t* bias0 = bias0_view.data ? bias0_view.ptr<uint16_t>() : nullptr;
+  const uint16_t* bias1 = bias1_view.data ? bias1_view.ptr<uint16_t>() : nullptr;
+  const int64_t bias0_stride = bias0 ? bias0_view.strides[0] : 0, bias1_stride = bias1 ? bias1_view.strides[0] : 0;
   const Topology& t = comm.topo();
   const Routing& r = *src.routing;
   const int R = t.num_ranks, me = t.rank, L = t.num_local_ranks, K = r.num_topk;

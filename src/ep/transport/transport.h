@@ -19,6 +19,7 @@
 #include "ep/common/record_layout.h"
 #include "ep/common/routing.h"
 #include "ep/transport/comm.h"
+#include "tessera/core/tensor.h"
 
 namespace tessera::ep::detail {
 
@@ -123,11 +124,12 @@ struct CombineState {
 };
 
 void combine_send(Comm& comm, uint64_t seq, const CombinePlan& plan, const CombineSource& src, CombineState& st);
-// Waits for the contributions and reduces them into out [T, hidden] bf16 (row stride out_stride
-// elements); combined weights into out_w [T, K] when not null; bias0/bias1 [T, hidden] or null.
+// Waits for the contributions and reduces them into out_x (bf16 [T, hidden], any row stride); the
+// combined weights into out_w (float32 [T, K], contiguous) unless undefined; bias0/bias1 (bf16
+// [T, hidden], any row stride) are added unless undefined.
 void combine_receive(Comm& comm, uint64_t seq, const CombinePlan& plan, const CombineSource& src, CombineState& st,
-                     uint16_t* out, int64_t out_stride, float* out_w, const uint16_t* bias0, int64_t bias0_stride,
-                     const uint16_t* bias1, int64_t bias1_stride);
+                     const TensorView& out_x, const TensorView& out_w, const TensorView& bias0,
+                     const TensorView& bias1);
 // After transport_finish: waits until every rank that read this rank's rows in place is done with
 // them, so the caller may reuse its combine input.
 void combine_release(Comm& comm, uint64_t seq, const CombineState& st);
