@@ -74,8 +74,8 @@ void run_gemm(const GemmProblem& p);
 // Runs independent problems (e.g. the groups of an MoE GEMM) with as few parallel regions as possible.
 void run_gemm_batch(const GemmProblem* problems, int64_t count);
 
-// The scalar reference implementation: fp32 arithmetic in k order, parallel over rows. The golden model
-// the fast paths are tested against.
+// The scalar reference implementation (backends/cpu/scalar/gemm_reference.cc): fp32 arithmetic in k order,
+// parallel over rows. The golden model the fast paths are tested against.
 void run_gemm_reference(const GemmProblem& p);
 
 // Writes D (rows [r0, r0+rows), cols [c0, c0+cols)) from an fp32 tile plus C:
