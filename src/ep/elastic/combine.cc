@@ -166,10 +166,7 @@ CombineResult ElasticBuffer::combine(const CombineArgs& a, const EpHandle& h) {
     transport_finish(comm, op->seq);
     combine_release(comm, op->seq, op->cs);
   };
-  Event ev = st_->pending.defer(finish, a.async);
-  CombineResult result = op->out;
-  result.event = ev;
-  return result;
+  return st_->pending.defer_result(finish, a.async, op->out);
 }
 
 OwnedTensor ElasticBuffer::get_combine_input(const EpHandle& h, int64_t hidden) {

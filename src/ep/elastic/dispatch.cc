@@ -311,10 +311,7 @@ DispatchResult ElasticBuffer::dispatch(const DispatchArgs& a) {
                        : layout_of(op->ds.groups).total;
   }
   allocate_outputs(a, *op, op->out_rows);
-  Event ev = st_->pending.defer([op, st, &comm] { finish(comm, *op, *st); }, a.async);
-  DispatchResult result = op->out;
-  result.event = ev;
-  return result;
+  return st_->pending.defer_result([op, st, &comm] { finish(comm, *op, *st); }, a.async, op->out);
 }
 
 }  // namespace tessera::ep

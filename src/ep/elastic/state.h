@@ -29,6 +29,15 @@ class PendingOps {
     pending_ = std::make_shared<std::function<void()>>(std::move(finish));
     return Event(pending_);
   }
+  // defer, then a copy of the operation's outputs `out` (taken after a synchronous finish ran) with
+  // the Event set.
+  template <class Result>
+  Result defer_result(std::function<void()> finish, bool async, const Result& out) {
+    Event ev = defer(std::move(finish), async);
+    Result result = out;
+    result.event = ev;
+    return result;
+  }
 
  private:
   std::shared_ptr<std::function<void()>> pending_;

@@ -240,10 +240,7 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
     }
     transport_finish(comm, op->seq);
   };
-  Event ev = st_->pending.defer(finish, a.async);
-  LegacyDispatchResult result = op->out;
-  result.event = ev;
-  return result;
+  return st_->pending.defer_result(finish, a.async, op->out);
 }
 
 LegacyCombineResult Buffer::combine(const LegacyCombineArgs& a, const LegacyHandle& handle) {
@@ -328,10 +325,7 @@ LegacyCombineResult Buffer::combine(const LegacyCombineArgs& a, const LegacyHand
                     op->out.combined_topk_weights.view, op->bias0, op->bias1);
     transport_finish(comm, op->seq);
   };
-  Event ev = st_->pending.defer(finish, a.async);
-  LegacyCombineResult result = op->out;
-  result.event = ev;
-  return result;
+  return st_->pending.defer_result(finish, a.async, op->out);
 }
 
 }  // namespace tessera::ep

@@ -221,10 +221,7 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
     hh.data = data;
     transport_finish(comm, op->seq);
   };
-  Event ev = st_->pending.defer(finish, a.async || a.return_recv_hook);
-  LowLatencyDispatchResult result = op->out;
-  result.event = ev;
-  return result;
+  return st_->pending.defer_result(finish, a.async || a.return_recv_hook, op->out);
 }
 
 LowLatencyCombineResult Buffer::low_latency_combine(const LowLatencyCombineArgs& a, const LowLatencyHandle& handle) {
@@ -316,10 +313,7 @@ LowLatencyCombineResult Buffer::low_latency_combine(const LowLatencyCombineArgs&
                     TensorView());
     transport_finish(comm, op->seq);
   };
-  Event ev = st_->pending.defer(finish, a.async || a.return_recv_hook);
-  LowLatencyCombineResult result = op->out;
-  result.event = ev;
-  return result;
+  return st_->pending.defer_result(finish, a.async || a.return_recv_hook, op->out);
 }
 
 }  // namespace tessera::ep
