@@ -158,15 +158,7 @@ CombineResult ElasticBuffer::combine(const CombineArgs& a, const EpHandle& h) {
   if (with_w) op->out.combined_topk_weights = allocate_tensor(DType::kF32, {T, int64_t(K)});
   comm.set_threads(a.num_sms);
 
-  op->seq = comm.begin(kFn);
-  combine_send(comm, op->seq, plan, op->src, op->cs);
-  auto finish = [op, &comm] {
-    combine_receive(comm, op->seq, op->plan, op->src, op->cs, op->out.combined_x.view,
-                    op->out.combined_topk_weights.view, op->bias0, op->bias1);
-    transport_finish(comm, op->seq);
-    combine_release(comm, op->seq, op->cs);
-  };
-  return st_->pending.defer_result(finish, a.async, op->out);
+  return start_combine(comm, st_->pending, op, kFn, a.async);
 }
 
 OwnedTensor ElasticBuffer::get_combine_input(const EpHandle& h, int64_t hidden) {

@@ -43,6 +43,23 @@ class PendingOps {
   std::shared_ptr<std::function<void()>> pending_;
 };
 
+// The common end of ElasticBuffer.combine and Buffer.combine: sends this rank's contributions now;
+// the receive side (reduce into op->out, free this rank's region, wait for ranks that read its rows in
+// place) runs now or when the returned result's event is waited on. Op holds seq, plan, src, cs,
+// bias0, bias1 and out.
+template <class Op>
+auto start_combine(Comm& comm, PendingOps& pending, const std::shared_ptr<Op>& op, const char* fn, bool async) {
+  op->seq = comm.begin(fn);
+  combine_send(comm, op->seq, op->plan, op->src, op->cs);
+  auto finish = [op, &comm] {
+    combine_receive(comm, op->seq, op->plan, op->src, op->cs, op->out.combined_x.view,
+                    op->out.combined_topk_weights.view, op->bias0, op->bias1);
+    transport_finish(comm, op->seq);
+    combine_release(comm, op->seq, op->cs);
+  };
+  return pending.defer_result(finish, async, op->out);
+}
+
 // Bytes of the shared output arena each rank gets (transport/output_arena.h); 0 when direct receive is off.
 int64_t output_arena_bytes(const Topology& t, int64_t region_bytes,
                            int64_t default_cap = std::numeric_limits<int64_t>::max());

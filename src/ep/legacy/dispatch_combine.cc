@@ -318,14 +318,8 @@ LegacyCombineResult Buffer::combine(const LegacyCombineArgs& a, const LegacyHand
   op->src.routing = &r;
   op->out.combined_x = allocate_tensor(DType::kBF16, {T, hidden});
   if (with_w) op->out.combined_topk_weights = allocate_tensor(DType::kF32, {T, int64_t(K)});
-  op->seq = comm.begin(kCombine);
-  combine_send(comm, op->seq, plan, op->src, op->cs);
-  auto finish = [op, &comm] {
-    combine_receive(comm, op->seq, op->plan, op->src, op->cs, op->out.combined_x.view,
-                    op->out.combined_topk_weights.view, op->bias0, op->bias1);
-    transport_finish(comm, op->seq);
-  };
-  return st_->pending.defer_result(finish, a.async, op->out);
+  // Never in place (no in_place_offset), so start_combine's release step returns at once.
+  return start_combine(comm, st_->pending, op, kCombine, a.async);
 }
 
 }  // namespace tessera::ep
