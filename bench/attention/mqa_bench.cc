@@ -13,10 +13,10 @@
 #include "peers/onednn_matmul.h"
 #include "quick_scale.h"
 #include "random_fill.h"
-#include "tessera/attention/mqa_logits.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/memory.h"
 #include "tessera/core/thread_pool.h"
+#include "tessera/mqa_logits.h"
 #include "timing.h"
 
 namespace tessera::bench {

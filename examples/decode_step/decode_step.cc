@@ -17,10 +17,10 @@
 #include <random>
 #include <vector>
 
-#include "tessera/attention/mqa_logits.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/thread_pool.h"
 #include "tessera/flash_mla.h"
+#include "tessera/mqa_logits.h"
 #include "tessera/select.h"
 
 using namespace tessera;

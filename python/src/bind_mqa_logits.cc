@@ -1,10 +1,10 @@
-// DeepGEMM's MQA logits of tessera/attention/mqa_logits.h. The Python wrapper
+// DeepGEMM's MQA logits of tessera/mqa_logits.h. The Python wrapper
 // (tessera/deep_gemm/_mqa.py) allocates the logits; every compute call runs without the GIL.
 #include <nanobind/stl/optional.h>
 
 #include "array_ref.h"
 #include "bindings.h"
-#include "tessera/attention/mqa_logits.h"
+#include "tessera/mqa_logits.h"
 
 namespace nb = nanobind;
 

@@ -23,7 +23,7 @@ void bind_tl_kernel(nanobind::module_& m);
 
 // DeepSelect's top-k of tessera/select.h (bind_select.cc).
 void bind_select(nanobind::module_& m);
-// DeepGEMM's MQA logits of tessera/attention/mqa_logits.h (bind_mqa_logits.cc).
+// DeepGEMM's MQA logits of tessera/mqa_logits.h (bind_mqa_logits.cc).
 void bind_mqa_logits(nanobind::module_& m);
 // Expert-parallel groups, ElasticBuffer and Buffer of tessera/ep.h (bind_ep.cc, bind_ep_legacy.cc).
 void bind_ep(nanobind::module_& m);

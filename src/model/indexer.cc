@@ -6,8 +6,8 @@
 
 #include "linear.h"
 #include "step.h"
-#include "tessera/attention/mqa_logits.h"
 #include "tessera/core/thread_pool.h"
+#include "tessera/mqa_logits.h"
 #include "tessera/select.h"
 
 namespace tessera::model {

@@ -2,7 +2,7 @@
 // items. An item builds its queries' panels, converts its keys to the kernel set's element type one
 // tile of `tile_rows` rows at a time (the tile and one query panel stay in L1 or close) and runs the
 // kernel for each query of the block on the rows inside its range.
-#include "tessera/attention/mqa_logits.h"
+#include "tessera/mqa_logits.h"
 
 #include <algorithm>
 #include <climits>

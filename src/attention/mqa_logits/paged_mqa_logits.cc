@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "attention/mqa_logits/mqa_common.h"
-#include "tessera/attention/mqa_logits.h"
 #include "tessera/core/error.h"
 #include "tessera/core/thread_pool.h"
+#include "tessera/mqa_logits.h"
 
 namespace tessera::attention {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <functional>
 
-#include "tessera/attention/mqa_logits.h"
+#include "tessera/mqa_logits.h"
 #include "test_util.h"
 
 namespace tessera::test {
@@ -160,7 +160,8 @@ TEST(MqaBadInput, Paged) {
   {
     Paged p;
     p.meta[3] = 0;  // a schedule computed for other lengths
-    EXPECT_TRUE(throws_invalid([&] { p.run(); }, {"'schedule_meta' does not match", "entry 1 is (0, 0), expected (0, 1)"}));
+    EXPECT_TRUE(
+        throws_invalid([&] { p.run(); }, {"'schedule_meta' does not match", "entry 1 is (0, 0), expected (0, 1)"}));
     EXPECT_TRUE(p.untouched());
   }
   {

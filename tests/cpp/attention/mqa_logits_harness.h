@@ -1,4 +1,4 @@
-// Test harness of the MQA logits (tessera/attention/mqa_logits.h): quantised operands in the three
+// Test harness of the MQA logits (tessera/mqa_logits.h): quantised operands in the three
 // formats (FP8 + fp32 token scales, MX FP8, MX FP4), a float64 reference on the dequantised values,
 // and comparisons that check the exact -inf / unwritten positions and the calc_diff bound.
 #pragma once
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/attention/mqa_logits.h"
+#include "tessera/mqa_logits.h"
 #include "test_util.h"
 
 namespace tessera::test {

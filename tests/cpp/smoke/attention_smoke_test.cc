@@ -10,7 +10,7 @@
 
 #include "attention/mla_harness.h"
 #include "smoke_util.h"
-#include "tessera/attention/mqa_logits.h"
+#include "tessera/mqa_logits.h"
 
 namespace tessera::test::smoke {
 namespace {

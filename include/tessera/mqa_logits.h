@@ -1,4 +1,4 @@
-// tessera/attention/mqa_logits.h - DeepGEMM's MQA logits: the lightning indexer of DeepSeek sparse
+// tessera/mqa_logits.h - DeepGEMM's MQA logits: the lightning indexer of DeepSeek sparse
 // attention (DeepGEMM's API, docs/gemm.md), on the CPU.
 //
 //   logit[i, j] = sum_h w[i, h] * relu(score(q[i, h, :], k[j, :]))
