@@ -118,3 +118,40 @@ def test_fp4_utilities_reject_bad_input():
         deep_gemm.transpose_packed_fp4(np.zeros((4, 4), ml_dtypes.float8_e4m3fn))
     with pytest.raises(ValueError, match="argument 'sf' must have shape"):
         deep_gemm.cast_back_from_fp4(np.zeros((2, 32), np.int8), np.ones((2, 1), np.float32), gran_k=32)
+
+
+def former_numpy_encoder(x: np.ndarray) -> np.ndarray:
+    """The midpoint rule as fp4.py wrote it in numpy before it used the extension's encoder."""
+    index = np.searchsorted(np.float32(MIDPOINTS), np.minimum(np.abs(x), np.float32(6)), side="left").astype(np.uint8)
+    return index | (((x < 0) & (index != 0)).astype(np.uint8) << 3)
+
+
+def every_fp32_class(rng) -> np.ndarray:
+    """Normals across every exponent, subnormals, ties and their neighbours, zeros, values past the max,
+    infinities and NaNs (quiet, signalling, negative), each with both signs."""
+    normals = rng.integers(0x00800000, 0x7F800000, size=200_000, dtype=np.uint32).view(np.float32)
+    subnormals = rng.integers(1, 0x00800000, size=20_000, dtype=np.uint32).view(np.float32)
+    ties = np.float32(MIDPOINTS + E2M1)
+    neighbours = np.concatenate([np.nextafter(ties, np.float32(0)), np.nextafter(ties, np.float32(np.inf))])
+    past_max = np.float32([6.0, 6.5, 7.0, 1e10, np.finfo(np.float32).max])
+    specials = np.array([0x00000000, 0x7F800000, 0x7FC00000, 0x7F800001, 0x7FBFFFFF], np.uint32).view(np.float32)
+    x = np.concatenate([normals, subnormals, ties, neighbours, past_max, specials])
+    return np.concatenate([x, -x])
+
+
+def test_fp4_encoder_is_the_extensions_and_matches_the_former_rule_bit_for_bit(rng):
+    from tessera import _C
+    from tessera.deep_gemm.utils import fp4
+
+    x = every_fp32_class(rng)
+    ours = fp4._encode_e2m1(x)
+    assert ours.dtype == np.uint8 and ours.shape == x.shape
+    np.testing.assert_array_equal(ours, _C.cast_from_f32(x, "float4_e2m1fn_deepgemm"))
+    nan = np.isnan(x)
+    assert nan.sum() == 6 and not ours[nan].any()  # NaN -> +0, the library's e2m1 rule (the old code gave 7)
+    expected = former_numpy_encoder(x[~nan])
+    differ = np.flatnonzero(ours[~nan] != expected)
+    assert differ.size == 0, f"{differ.size} codes differ, first x={x[~nan][differ[:5]]}"
+    # Spot checks by hand: ties go down, saturation at 6 and inf, no negative zero from subnormals.
+    spot = np.float32([0.25, 0.75, 5.0, 5.0000005, np.inf, -np.inf, -1e-45, 7.0])
+    assert fp4._encode_e2m1(spot).tolist() == [0, 1, 6, 7, 7, 15, 0, 7]

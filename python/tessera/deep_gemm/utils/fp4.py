@@ -6,12 +6,15 @@ bits index {0, 0.5, 1, 1.5, 2, 3, 4, 6} and bit 3 is the sign; the quantiser nev
 negative zero. Quantisation of one 1 x gran_k block: amax = max|x| clamped below at 1e-4,
 sf = amax / 6 (optionally rounded up to a power of two, UE8M0), then the code of x * (1 / sf) is the
 number of midpoints {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5} strictly below its magnitude (ties go to the
-smaller magnitude; magnitudes above 6 saturate) - DeepGEMM's reference rule, which differs from
-round-to-nearest-even at 0.75, 1.75 and 5. All arithmetic is float32. Inputs may be numpy arrays
+smaller magnitude; magnitudes above 6 saturate; NaN encodes as +0, as every e2m1 encoder of the
+library does) - DeepGEMM's reference rule, which differs from round-to-nearest-even at 0.75, 1.75 and
+5. The encoding is the extension's (``_C.cast_from_f32(..., "float4_e2m1fn_deepgemm")``, the C++
+kernels' rule in tessera/core/dtype.h). All arithmetic is float32. Inputs may be numpy arrays
 (any float dtype) or torch CPU tensors; results are the same kind of array.
 """
 import numpy as np
 
+from ... import _C
 from ..._arrays import like, to_numpy
 from ..._errors import InvalidArgumentError
 from .math import _as_f32, _check_2d, _check_gran, _ue8m0_ceil, align, pack_ue8m0_to_int, unpack_ue8m0_from_int
@@ -24,16 +27,12 @@ __all__ = [
 
 _E2M1_MAX = np.float32(6.0)
 _AMAX_FLOOR = np.float32(1e-4)
-_MIDPOINTS = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], dtype=np.float32)
 _E2M1_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=np.float32)
 
 
 def _encode_e2m1(x: np.ndarray) -> np.ndarray:
-    """float32 -> uint8 codes 0..15 by the midpoint rule (NaN saturates to the largest magnitude)."""
-    magnitude = np.minimum(np.abs(x), _E2M1_MAX)
-    index = np.searchsorted(_MIDPOINTS, magnitude, side="left").astype(np.uint8)
-    negative = (x < 0) & (index != 0)
-    return index | (negative.astype(np.uint8) << 3)
+    """float32 -> uint8 codes 0..15 by DeepGEMM's midpoint rule (the extension's encoder)."""
+    return _C.cast_from_f32(np.ascontiguousarray(x, dtype=np.float32), "float4_e2m1fn_deepgemm")
 
 
 def _decode_e2m1(codes: np.ndarray) -> np.ndarray:
