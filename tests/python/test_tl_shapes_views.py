@@ -206,6 +206,24 @@ def test_absent_optional_tensor_argument_gets_zeros_of_its_shape():
     np.testing.assert_allclose(y, x.astype(np.float64) * np.repeat(scale, 2)[:5, None], rtol=1e-6)
 
 
+@tessera.jit
+def gather_optional(with_table):
+    n, m = T.dynamic("n, m")
+
+    @T.prim_func
+    def main(x: T.Tensor((n,), "float32"), table: T.Tensor((m, 3), "int32"), y: T.Tensor((n,), "float32")):
+        with T.Kernel(n) as i:
+            y[i] = x[table[i % m, 0]] if with_table else x[i] * 2.0
+    return main
+
+
+def test_absent_tensor_with_a_dimension_of_its_own_is_empty():
+    x = RNG.standard_normal(7).astype(np.float32)
+    y = np.zeros_like(x)
+    gather_optional(False).call_all([x, None, y])  # m: only the absent table has it (TileKernels' optional maps)
+    np.testing.assert_array_equal(y, x * 2.0)
+
+
 def test_absent_tensor_whose_size_no_argument_gives_is_an_error():
     with pytest.raises(InvalidArgumentError, match=r"kernel 'main': cannot size '?\w+'? "):
         scale_rows(False).call_all([None, None, None])

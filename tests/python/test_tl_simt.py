@@ -1,6 +1,7 @@
 """Per-thread (SIMT) kernels: T.get_thread_binding() as a value, the block's threads run as a loop split
-at T.sync_threads() and at block-level tile ops, checked against numpy references; the per-thread
-values that cannot cross a barrier raise NotImplementedInTessera naming them."""
+at T.sync_threads() and at block-level tile ops, checked against numpy references; values and local
+storage that live across a barrier are kept per thread, and what cannot be split raises
+NotImplementedInTessera naming it (warp operations and block-level loops: test_tl_simt_warp.py)."""
 import numpy as np
 import pytest
 
@@ -111,27 +112,28 @@ def test_thread_binding_per_dimension():
     np.testing.assert_array_equal(two_dim_threads()(x), x * 10 + tx - ty)
 
 
-def test_value_loaded_before_a_barrier_and_used_after_raises():
-    with pytest.raises(NotImplementedInTessera, match=r"'v' is a per-thread value computed before a T.sync_threads"):
-        @T.prim_func
-        def main(x: T.Tensor((16,), "float32")):
-            with T.Kernel(1, threads=16) as _:
-                tid = T.get_thread_binding()
-                v = x[tid] + 1.0
-                T.sync_threads()
-                x[tid] = v
+@tessera.jit(out_idx=[-1])
+def rotate_through_barrier(threads):
+    @T.prim_func
+    def main(x: T.Tensor((threads,), "float32"), out: T.Tensor((threads,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            tid = T.get_thread_binding()
+            shared = T.alloc_shared((threads,), "float32")
+            acc = T.alloc_local((2,), "float32")
+            v = x[tid] + 1.0  # a per-thread value used after the barrier: kept per thread
+            acc[1] = x[tid] * 2.0  # per-thread storage used after the barrier: one copy per thread
+            shared[tid] = x[tid]
+            T.sync_threads()
+            out[tid] = v + acc[1] + shared[(tid + 1) % threads]
+    return main
 
 
-def test_local_storage_across_a_barrier_raises():
-    with pytest.raises(NotImplementedInTessera, match=r"'acc' \(per-thread storage\) is used before and after"):
-        @T.prim_func
-        def main(x: T.Tensor((16,), "float32")):
-            with T.Kernel(1, threads=16) as _:
-                tid = T.get_thread_binding()
-                acc = T.alloc_local((1,), "float32")
-                acc[0] = x[tid]
-                T.sync_threads()
-                x[tid] = acc[0]
+@pytest.mark.parametrize("threads", [5, 16])
+def test_values_and_local_storage_live_across_a_barrier(threads):
+    x = RNG.random(threads).astype(np.float32)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(rotate_through_barrier(threads)(x), x64 + 1.0 + 2.0 * x64 + np.roll(x64, -1),
+                               rtol=1e-6)
 
 
 def test_block_level_op_inside_per_thread_if_raises():

@@ -36,9 +36,11 @@ from ._reducers import alloc_reducer, finalize_reducer, reducer_init, reducer_up
 from ._threads import (get_lane_idx, get_thread_binding, get_warp_group_idx, get_warp_idx, get_warp_idx_sync,
                        thread_return)
 from ._views import im2col, reshape, view
+from ._warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp_reduce_bitand, warp_reduce_bitor, warp_reduce_max,
+                    warp_reduce_min, warp_reduce_sum)
 from ._loops import Parallel, Persistent, Pipelined, grid, serial, unroll, vectorized
-from ._math import (Cast, Select, abs, bitwise_and, bitwise_or, bitwise_xor, ceil, ceildiv, clamp, cos,  # noqa: A004
-                    decode_e2m1, erf, exp, exp2, floor, floordiv, floormod, fma, isfinite, truncmod, if_then_else, infinity, isinf, isnan, log, log2, max, max_value, min, min_value, pow, round,
+from ._math import (Cast, Select, abs, bitwise_and, bitwise_or, bitwise_xor, ceil, ceildiv, clamp, copysign, cos,  # noqa: A004
+                    decode_e2m1, erf, exp, exp2, floor, floordiv, floormod, fma, isfinite, truncmod, if_then_else, infinity, isinf, isnan, log, log1p, log2, max, max_value, min, min_value, pow, round,
                     rsqrt, sigmoid, sin, sqrt, tanh, truncdiv, trunc)
 from ._ops import (Fragment, Layout, alloc_fragment, assume, async_copy, device_assert, pdl_sync, pdl_trigger,
                    ptx_commit_group, ptx_wait_group, alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add, atomic_max,

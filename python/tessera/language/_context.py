@@ -32,6 +32,10 @@ class Trace:
         self.if_depth = 0  # open symbolic ifs
         self.simt_mode = False  # per-thread kernel: thread loops split at barriers (_simt.py)
         self.simt = None  # the _simt.SimtState of the T.Kernel being traced, in SIMT mode
+        self.simt_plan = None  # the _simt.Plan the traces of a per-thread kernel share
+        self.local_names = set()  # names of T.alloc_local / T.alloc_var buffers (per-thread storage)
+        self.if_tokens = []  # per open symbolic if: how it stands to per-thread code (_simt.enter_frame)
+        self.local_counts = {}  # requested name -> T.alloc_local calls with that name so far
 
     def symbol(self, name):
         node = self.symbols.get(name)

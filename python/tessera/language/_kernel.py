@@ -11,6 +11,7 @@ from ._dtypes import DType, canonical
 from ._expr import Buffer, DynamicDim, Expr, as_node
 from ._rewrite import rewrite
 from ._simt import MARKER as SIMT_MARKER
+from ._simt import MAX_REPLANS, Plan, Replan
 from .._errors import NotImplementedInTessera
 
 
@@ -196,22 +197,30 @@ def _annotations(fn):
 
 def _trace(fn, name):
     """Traces fn; a kernel that uses the thread index as a value is traced again as a per-thread
-    (SIMT) kernel (_simt.py)."""
+    (SIMT) kernel (_simt.py), as often as its traces learn more about its structure (Plan)."""
     try:
         return _trace_once(fn, name, simt=False)
     except NotImplementedInTessera as e:
         if SIMT_MARKER not in str(e):
             raise
-    return _trace_once(fn, name, simt=True)
+    plan = Plan()
+    for _ in range(MAX_REPLANS):
+        try:
+            return _trace_once(fn, name, simt=True, plan=plan)
+        except Replan:
+            continue
+    raise NotImplementedInTessera(f"@T.prim_func '{fn.__name__}': the per-thread kernel was traced {MAX_REPLANS} "
+                                  f"times without settling which loops run block-level and what is kept per thread")
 
 
-def _trace_once(fn, name, simt):
+def _trace_once(fn, name, simt, plan=None):
     file, line = fn.__code__.co_filename, fn.__code__.co_firstlineno
     anns = _annotations(fn)
     body = rewrite(fn)
     builder = _C.TlBuilder(name or fn.__name__, file, line)
     trace = ctx.Trace(builder)
     trace.simt_mode = simt
+    trace.simt_plan = plan
     ctx.push(trace)
     try:
         args = []

@@ -31,12 +31,17 @@ class _Loop:
             return
         extent = self.stop - self.start if self.step == 1 else (self.stop - self.start + self.step - 1) // self.step
         n_min, n_ext = as_node(0 if self.step != 1 else self.start), as_node(extent)
+        start = self.start if self.step != 1 else 0
+        token = _enter_frame(t, n_min, n_ext, as_node(start))
         ctx.set_loc()
         var = Expr(t.builder.begin_for(self.names[0], n_min, n_ext, self.kind, self.num_stages))
         t.loop_depth += 1
+        _open_inside(t, token)
         yield var if self.step == 1 else self.start + var * self.step
+        _close_inside(t, token)
         t.loop_depth -= 1
         t.builder.end_for()
+        _exit_frame(t, token)
         _end_of_frame(t)
 
 
@@ -55,6 +60,28 @@ class _Loop:
 def _end_of_frame(t):
     if t.simt is not None:
         t.simt.end_of_frame(t)
+
+
+def _enter_frame(t, *bounds):
+    """In per-thread code: whether this loop runs inside the thread loop or block-level (_simt.py)."""
+    if t.simt is None:
+        return None
+    return t.simt.enter_frame(t, all(t.simt.is_uniform(b) for b in bounds))
+
+
+def _open_inside(t, token):
+    if token == "block":
+        t.simt.open_inside(t)
+
+
+def _close_inside(t, token):
+    if token == "block":
+        t.simt.close_inside(t)
+
+
+def _exit_frame(t, token):
+    if token is not None:
+        t.simt.exit_frame(t, token)
 
 
 def serial(start, stop=None, step=None, **_ignored):
@@ -116,15 +143,19 @@ class grid:  # noqa: N801
     def __iter__(self):
         t = ctx.current("T.grid")
         vars_ = []
-        for name, e in zip(self.names, self.extents):
-            n = as_node(e)
+        nodes = [as_node(e) for e in self.extents]
+        token = _enter_frame(t, *nodes)
+        for name, n in zip(self.names, nodes):
             ctx.set_loc()
             vars_.append(Expr(t.builder.begin_for(name, as_node(0), n, "serial", 0)))
         t.loop_depth += 1
+        _open_inside(t, token)
         yield vars_[0] if len(vars_) == 1 else tuple(vars_)
+        _close_inside(t, token)
         t.loop_depth -= 1
         for _ in vars_:
             t.builder.end_for()
+        _exit_frame(t, token)
         _end_of_frame(t)
 
 

@@ -139,6 +139,22 @@ def infinity(dtype="float32"):
     return wrap(_C.tl_infinity(canonical(dtype)))
 
 
+def log1p(x):
+    """log(1 + x), accurate for small x: log(u) * x / (u - 1) with u = 1 + x (the rounding of u cancels)."""
+    if _number(x):
+        return math.log1p(x)
+    u = x + 1.0
+    return if_then_else(u == 1.0, x, if_then_else(isinf(u), u, log(u) * (x / (u - 1.0))))
+
+
+def copysign(x, y):
+    """|x| with the sign of y (-0.0 counts as negative; a NaN y as positive: the IR has no sign-bit read)."""
+    if _number(y):
+        return math.copysign(x, y) if _number(x) else (abs(x) * -1.0 if math.copysign(1.0, y) < 0 else abs(x))
+    negative = (y < 0) | ((y == 0) & (1.0 / y < 0))  # 1 / -0.0 is -inf
+    return if_then_else(negative, abs(x) * -1.0, abs(x))  # -1.0 * 0.0 is -0.0
+
+
 def max_value(dtype):
     import numpy as np
 

@@ -8,6 +8,7 @@ from . import _context as ctx
 from ._dtypes import canonical
 from ._expr import Buffer, BufferRef, Expr, VarBuffer, as_node, region_of
 from ._simt import tile_op
+from ._thread_storage import alloc_per_thread
 
 
 def _alloc(shape, dtype, scope, default_name):
@@ -26,7 +27,18 @@ def _alloc(shape, dtype, scope, default_name):
         dims.append(int(d))
     ctx.set_loc()
     name = t.take_name(default_name)
-    return Buffer(t.builder.alloc(name, dims, canonical(dtype), scope))
+    if scope == "local" and t.simt_mode:
+        # in a per-thread kernel, storage the plan keeps per thread gets one copy per thread (_thread_storage)
+        count = t.local_counts[name] = t.local_counts.get(name, 0) + 1
+        if (name, count) in t.simt_plan.expand:
+            return alloc_per_thread(t, name, dims, canonical(dtype))
+        buf = Buffer(t.builder.alloc(name, dims, canonical(dtype), scope))
+        buf._simt_key = (name, count)
+    else:
+        buf = Buffer(t.builder.alloc(name, dims, canonical(dtype), scope))
+    if scope == "local":
+        t.local_names.add(buf.name)
+    return buf
 
 
 def alloc_shared(shape, dtype, scope="shared.dyn"):

@@ -92,12 +92,9 @@ class _Helpers:
             return value
         ctx.set_loc()
         if t.simt is not None and t.simt.var is not None:
-            from ._simt import SegmentValue
-
             if t.simt.is_block_uniform(node):
                 return value  # no loads, no per-thread values: the same expression is valid after a barrier
-            t.simt.let_names.add(name)
-            return SegmentValue(t.builder.let(name, node), t.simt, name)
+            return t.simt.bind(t, name, node, ctx.user_loc() + (name,))
         return Expr(t.builder.let(name, node))
 
     @staticmethod
@@ -150,22 +147,40 @@ class _IfScope:
 
     def __enter__(self):
         node = self.cond.node
-        ctx.set_loc()
         t = ctx.current("an if on a symbolic condition")
+        # in per-thread code: inside the thread loop, or a block-level if with thread loops inside (_simt)
+        token = t.simt.enter_frame(t, t.simt.is_uniform(node)) if t.simt is not None else None
+        t.if_tokens.append(token)
+        ctx.set_loc()
         t.builder.begin_if(node)
         t.if_depth += 1
+        if token == "block":
+            t.simt.open_inside(t)
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
             t = ctx.current()
             if self.has_else:
+                if t.if_tokens[-1] == "block":
+                    t.simt.close_inside(t)
                 t.builder.begin_else()
+                if t.if_tokens[-1] == "block":
+                    t.simt.reopen_inside(t)
             else:
-                t.builder.end_if()
-                t.if_depth -= 1
-                if t.simt is not None:
-                    t.simt.end_of_frame(t)
+                _end_if(t)
         return False
+
+
+def _end_if(t):
+    token = t.if_tokens.pop()
+    if token == "block":
+        t.simt.close_inside(t)
+    t.builder.end_if()
+    t.if_depth -= 1
+    if token is not None:
+        t.simt.exit_frame(t, token)
+    if t.simt is not None:
+        t.simt.end_of_frame(t)
 
 
 class _ElseScope:
@@ -174,11 +189,7 @@ class _ElseScope:
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
-            t = ctx.current()
-            t.builder.end_if()
-            t.if_depth -= 1
-            if t.simt is not None:
-                t.simt.end_of_frame(t)
+            _end_if(ctx.current())
         return False
 
 

@@ -7,33 +7,68 @@ time in SIMT mode (the first trace, which only allows thread-role branches, rais
   (at the kernel's top level); the rest of the block's code runs inside it, once per thread, thread
   after thread;
 - ``T.sync_threads()`` closes that loop and opens another: every thread finishes the code before the
-  barrier before any starts the code after it (a barrier inside a loop or an ``if`` raises);
+  barrier before any starts the code after it;
 - block-level tile ops (``T.copy`` / ``T.fill`` / ``T.clear`` / ``T.reduce_*`` / ``T.gemm`` /
   ``T.cumsum`` / tile atomics / ``T.Parallel``) at the thread loop's level act like barriers: the loop
   is closed, the op runs once for the block, the loop is reopened. The same op on a local buffer, or
   with thread-dependent indices, is one thread's op and runs inside the loop;
 - expressions of the thread index are rebuilt where they are used (``row = pid * 128 + tid`` before a
   barrier means the same after it), and values without loads or per-thread parts stay expressions
-  (``numel = n * k``); other values bound before a barrier, and ``T.alloc_local`` /
-  ``T.alloc_var`` storage used on both sides of one, are per-thread registers that a single loop
-  variable cannot carry: they raise NotImplementedInTessera naming the value.
+  (``numel = n * k``);
+- a barrier or block-level op inside a loop or an ``if`` whose bounds / condition are the same for
+  every thread (block-uniform) makes that loop / if a block-level one with thread loops inside it
+  (the loop nest is interchanged, as CPU OpenCL compilers do); a barrier under a per-thread
+  condition raises;
+- values and ``T.alloc_local`` / ``T.alloc_var`` storage that live across a barrier are kept per
+  thread: storage gets a leading ``[threads]`` dimension indexed by the thread loop's variable
+  (_thread_storage.py), a value is stored into such an array where it is bound.
+
+Which loops become block-level and what is kept per thread is found by tracing again: a trace that
+meets such a case records it in the kernel's Plan and raises Replan; @T.prim_func traces the kernel
+again with the plan (a few times at most per kernel). Warp operations (shuffles, warp reductions:
+_warp.py) exchange values through a [threads] array at a split of the thread loop.
 
 Threads run one after another, so a race the GPU would have (two threads writing one element without
-an atomic) gives the last thread's value here rather than an arbitrary one. Warp operations
-(shuffles, warp reductions) exchange values between threads of one loop iteration and are not
-provided.
+an atomic) gives the last thread's value here rather than an arbitrary one.
 """
 import re
 
 from . import _context as ctx
 
 MARKER = "T.get_thread_binding: the thread index is only supported"
+MAX_REPLANS = 64
+
+
+class Replan(Exception):  # noqa: N818 - a signal to trace again, not an error
+    """The trace met per-thread code that needs another structure; the Plan was extended."""
+
+
+class Plan:
+    """What the traces of one per-thread kernel learnt: the loops / ifs (by source line) that run
+    block-level with thread loops inside, the local storage (name, occurrence) and the values
+    (file, line, name) kept per thread across barriers."""
+
+    def __init__(self):
+        self.uniform, self.expand, self.spill = set(), set(), set()
+
+    def extend(self, kind, keys, why):
+        """Adds keys to the plan and raises Replan; raises `why` when nothing new was learnt."""
+        target = getattr(self, kind)
+        new = set(keys) - target
+        if not new:
+            raise why
+        target |= new
+        raise Replan()
 
 
 class SimtState:
     """The thread loop of the kernel being traced."""
 
-    def __init__(self, extents):
+    def __init__(self, extents, plan=None):
+        self.plan = plan if plan is not None else Plan()
+        self.frames = []  # per-thread loops / ifs open since the thread loop opened: (key, block_uniform)
+        self.outer = []  # (depth, frames) of the thread loops outside the open block-level loops / ifs
+        self.exchange = {}  # dtype -> the [threads] shared buffer warp operations exchange values through
         self.extents = tuple(extents)
         self.total = 1
         for e in self.extents:
@@ -78,13 +113,72 @@ class SimtState:
     def barrier(self, t):
         if self.depth is None:
             return  # no per-thread code yet: nothing to order
-        if not self.at_loop_level(t):
-            raise ctx.not_implemented("T.sync_threads() inside a loop or an if of per-thread code: tessera runs the "
-                                      "block's threads as a loop split at barriers, which needs the barrier at the "
-                                      "thread loop's level")
+        self.need_loop_level(t, "T.sync_threads()")
+        self.split(t)
+
+    def split(self, t):
+        """Every thread finishes the code so far before any runs the code after this point."""
         self._close(t)
         self.segment += 1
         self._open(t)
+
+    def need_loop_level(self, t, what):
+        """Raises unless t is at the open thread loop's level. Inside per-thread loops / ifs whose bounds
+        are block-uniform, the plan makes them block-level (Replan); otherwise NotImplementedInTessera."""
+        if self.at_loop_level(t):
+            return
+        why = ctx.not_implemented(
+            f"{what} inside a loop or an if of per-thread code whose bounds or condition differ between threads: "
+            f"tessera runs the block's threads as loops split at barriers, and such a barrier has no place to split")
+        if self.frames and all(uniform for _, uniform in self.frames):
+            self.plan.extend("uniform", [key for key, _ in self.frames], why)
+        raise why
+
+    # ---- loops and ifs inside per-thread code ----
+    def is_uniform(self, node):
+        """True when every thread computes the same value: no thread index, no per-thread value, no load
+        of per-thread storage (loads of shared and global buffers are fine)."""
+        text = str(node)
+        if any(re.search(rf"\b{re.escape(n)}\b", text) for n in self.let_names):
+            return False
+        locals_ = ctx.current().local_names
+        return not any(name in locals_ for name in re.findall(r"(\w+)\[", text))
+
+    def enter_frame(self, t, uniform):
+        """Called before a loop or an if opens. Returns None outside per-thread code, "thread" for a frame
+        inside the thread loop, "block" for a block-level frame: the thread loop was closed, and
+        open_inside must be called once the frame is open."""
+        if self.var is None:
+            return None
+        key = ctx.user_loc()
+        if uniform and key in self.plan.uniform and self.at_loop_level(t):
+            self._close(t)
+            self.segment += 1
+            return "block"
+        self.frames.append((key, uniform))
+        return "thread"
+
+    def open_inside(self, t):
+        self.outer.append((self.depth, self.frames))
+        self.depth, self.frames = (t.loop_depth, t.if_depth), []
+        self._open(t)
+
+    def close_inside(self, t):
+        self._close(t)
+
+    def reopen_inside(self, t):
+        """The else part of a block-level if begins."""
+        self.segment += 1
+        self._open(t)
+
+    def exit_frame(self, t, token):
+        """After a frame closed (its depth counters restored)."""
+        if token == "thread":
+            self.frames.pop()
+        elif token == "block":
+            self.depth, self.frames = self.outer.pop()
+            self.segment += 1
+            self._open(t)
 
     def close(self, t):
         if self.var is not None:
@@ -131,27 +225,38 @@ class SimtState:
             self.statement += 1
 
     def check_local(self, buffer):
-        """Raises when a local buffer is used by per-thread code on both sides of a barrier."""
+        """A local buffer used by per-thread code on both sides of a barrier is kept per thread (Replan)."""
         if self.var is None:
             return
         seen = getattr(buffer, "_simt_segment", None)
         if seen is None:
             buffer._simt_segment = self.segment
         elif seen != self.segment:
-            raise ctx.not_implemented(
-                f"'{buffer.name}' (per-thread storage) is used before and after a T.sync_threads(): tessera runs the "
-                f"block's threads as a loop split at barriers, so per-thread values do not survive a barrier; keep it "
-                f"in a shared buffer indexed by the thread index")
+            why = ctx.not_implemented(
+                f"'{buffer.name}' (per-thread storage) is used before and after a T.sync_threads(), and it could "
+                f"not be kept per thread")
+            key = getattr(buffer, "_simt_key", None)
+            if key is None:
+                raise why
+            self.plan.extend("expand", [key], why)
+
+    def bind(self, t, name, node, key):
+        """A per-thread value bound where it is computed: a let valid until the next barrier, or (when
+        the plan says it lives across one) stored into a [threads] array and loaded where it is used."""
+        if key in self.plan.spill:
+            from ._thread_storage import spill
+
+            return spill(t, name, node)
+        self.let_names.add(name)
+        return SegmentValue(t.builder.let(name, node), self, name, key)
 
 
 class _BlockOp:
     def __init__(self, state, t, per_thread):
         self.state, self.t = state, t
-        self.split = state.var is not None and not per_thread and state.at_loop_level(t)
-        if state.var is not None and not per_thread and not self.split:
-            raise ctx.not_implemented("a block-level tile op (or T.Parallel) inside a loop or an if of per-thread "
-                                      "code is not supported: tessera runs the block's threads as a loop, and a "
-                                      "block-level op there would run once per thread")
+        if state.var is not None and not per_thread:
+            state.need_loop_level(t, "a block-level tile op (or T.Parallel)")
+        self.split = state.var is not None and not per_thread
 
     def __enter__(self):
         if self.split:
@@ -241,21 +346,39 @@ def _thread_value_class():
         def dtype(self):
             return "int32"
 
+        def _extent(self):
+            ext = self.state.extents
+            return self.state.total if len(ext) == 1 else (ext[self.dim] if self.dim < len(ext) else 1)
+
+        # a warp index of a block that is one warp (tid // 32 with 32 threads) is 0 for every thread:
+        # folding it keeps conditions on it block-uniform (_simt.is_uniform)
+        def __floordiv__(self, o):
+            if isinstance(o, int) and not isinstance(o, bool) and o >= self._extent():
+                return 0
+            return super().__floordiv__(o)
+
+        def __mod__(self, o):
+            if isinstance(o, int) and not isinstance(o, bool) and o >= self._extent():
+                return self
+            return super().__mod__(o)
+
     class SegmentValue(Expr):
         """A value bound (a let) in per-thread code: valid until the next barrier."""
 
-        def __init__(self, node, state_, name):
+        def __init__(self, node, state_, name, key=None):
             super().__init__(node)
-            self.state, self.segment, self.name = state_, state_.segment, name
+            self.state, self.segment, self.name, self.key = state_, state_.segment, name, key
 
         @property
         def node(self):
             if self.state.segment != self.segment:
-                raise ctx.not_implemented(
+                why = ctx.not_implemented(
                     f"'{self.name}' is a per-thread value computed before a T.sync_threads() (or a block-level tile "
-                    f"op) and used after it: tessera runs the block's threads as a loop split at barriers, so such "
-                    f"values do not survive the barrier; compute it again after the barrier, or keep it in a shared "
-                    f"buffer indexed by the thread index")
+                    f"op) and used after it, and it could not be kept per thread; compute it again after the "
+                    f"barrier, or keep it in a shared buffer indexed by the thread index")
+                if self.key is None:
+                    raise why
+                self.state.plan.extend("spill", [self.key], why)
             return self._node
 
     return ThreadIndexValue, SegmentValue

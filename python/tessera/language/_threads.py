@@ -96,7 +96,7 @@ def get_thread_binding(dim=0):
         from ._simt import SimtState
 
         if t.simt is None:
-            t.simt = SimtState(extents)
+            t.simt = SimtState(extents, t.simt_plan)
         return t.simt.thread_index(t, dim)
     return ThreadIndex(int(dim), extents)
 
@@ -147,7 +147,7 @@ def thread_return():
     t = ctx.current("T.thread_return")
     level = (t.loop_depth, t.if_depth)
     if t.simt is not None and t.simt.depth is not None:
-        ok = t.simt.at_loop_level(t)
+        ok = t.simt.at_loop_level(t) and not t.simt.outer
     else:
         ok = level == (0, 0)
     if not ok:

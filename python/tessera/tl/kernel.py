@@ -122,11 +122,15 @@ class JITKernel:
 
     def _fill_absent(self, args):
         """None for a tensor argument (TileLang passes a null pointer for an optional tensor the kernel
-        does not touch): a zero-filled tensor of the declared shape, sized from the other arguments."""
+        does not touch): a zero-filled tensor of the declared shape, sized from the other arguments. When
+        some tensor is given, a dynamic dimension that only absent tensors have is 0 (nothing reads them)."""
         symbols = self._bind_symbols(args)
         filled = list(args)
+        some_given = any(a is not None and p.is_tensor for p, a in zip(self.params, args))
         for i, (p, a) in enumerate(zip(self.params, args)):
             if a is None and p.is_tensor:
+                if some_given:
+                    symbols.update({d: 0 for d in p.shape if isinstance(d, str) and d not in symbols})
                 filled[i] = np.zeros(self.output_shape(p, symbols, "the absent (None) argument"),
                                      dtype=numpy_dtype(p.dtype))
         return filled

@@ -103,6 +103,21 @@ def _fresh_noop():
     return noop
 
 
+def _generator_class():
+    """torch.Generator whose device='cuda' is the CPU (a CUDA generator needs the driver)."""
+
+    base = torch.Generator
+
+    class Generator(base):
+        def __new__(cls, device=None):
+            return base.__new__(cls, device=_cpu(device) if device is not None else "cpu")
+
+        def __init__(self, device=None):
+            pass
+
+    return Generator
+
+
 def install():
     global ARCH
     ARCH = tuple(int(v) for v in os.environ.get("TESSERA_SHIM_ARCH", "10.0").split("."))
@@ -126,6 +141,8 @@ def install():
     cuda.device = lambda d=None: contextlib.nullcontext()
     cuda.nvtx = types.SimpleNamespace(range_push=_fresh_noop(), range_pop=_fresh_noop(),
                                       range=lambda *_a, **_k: contextlib.nullcontext())
+
+    torch.Generator = _generator_class()
 
     set_default_device = torch.set_default_device
     torch.set_default_device = lambda dev: set_default_device(_cpu(dev))
