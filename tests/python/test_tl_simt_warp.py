@@ -1,6 +1,7 @@
 """Warp operations (shuffles, warp reductions) and block-level loops / ifs in per-thread (SIMT) kernels,
 checked against numpy references with odd sizes; warp_reduce_sum bitwise against the GPU's butterfly
-order. A barrier or a warp operation under a per-thread condition raises NotImplementedInTessera."""
+order; the barrier TileLang inserts before a loop that reads other threads' shared stores. A barrier or
+a warp operation under a per-thread condition raises NotImplementedInTessera."""
 import numpy as np
 import pytest
 
@@ -132,6 +133,30 @@ def test_block_level_loops_and_ifs_with_per_thread_accumulators(n):
     expect = (x.astype(np.float64) * weights).sum(1)
     np.testing.assert_allclose(out[:, 0], expect, rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(out[:, 1], -np.abs(out[:, 0]))
+
+
+@tessera.jit(out_idx=[-1])
+def column_maxima(rows, threads):
+    @T.prim_func
+    def main(x: T.Tensor((rows, threads), "float32"), out: T.Tensor((threads,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            tid = T.get_thread_binding()
+            shared = T.alloc_shared((threads,), "float32")
+            best = T.alloc_var("float32")
+            shared[tid] = x[0, tid]
+            best = x[0, tid]
+            # no T.sync_threads(): TileLang inserts the barrier before this loop, which reads other
+            # threads' stores; tessera splits the thread loop there (after a trace that found it)
+            for k in T.serial(threads):
+                best = T.max(best, shared[(tid + k) % threads])
+            out[tid] = best
+    return main
+
+
+@pytest.mark.parametrize("threads", [7, 32])
+def test_implicit_barrier_before_a_loop_reading_other_threads_stores(threads):
+    x = RNG.standard_normal((1, threads)).astype(np.float32)
+    np.testing.assert_array_equal(column_maxima(1, threads)(x), np.full(threads, x.max(), np.float32))
 
 
 def test_barrier_under_a_per_thread_condition_raises():

@@ -29,6 +29,8 @@ class _Loop:
         if self._unroll_at_trace_time(t):
             yield from range(self.start, self.stop, self.step)
             return
+        if t.simt is not None:
+            t.simt.before_frame(t)
         extent = self.stop - self.start if self.step == 1 else (self.stop - self.start + self.step - 1) // self.step
         n_min, n_ext = as_node(0 if self.step != 1 else self.start), as_node(extent)
         start = self.start if self.step != 1 else 0
@@ -143,6 +145,8 @@ class grid:  # noqa: N801
     def __iter__(self):
         t = ctx.current("T.grid")
         vars_ = []
+        if t.simt is not None:
+            t.simt.before_frame(t)
         nodes = [as_node(e) for e in self.extents]
         token = _enter_frame(t, *nodes)
         for name, n in zip(self.names, nodes):

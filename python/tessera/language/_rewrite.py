@@ -146,8 +146,10 @@ class _IfScope:
         self.cond, self.has_else = cond, has_else
 
     def __enter__(self):
-        node = self.cond.node
         t = ctx.current("an if on a symbolic condition")
+        if t.simt is not None:
+            t.simt.before_frame(t)
+        node = self.cond.node
         # in per-thread code: inside the thread loop, or a block-level if with thread loops inside (_simt)
         token = t.simt.enter_frame(t, t.simt.is_uniform(node)) if t.simt is not None else None
         t.if_tokens.append(token)

@@ -46,10 +46,11 @@ class Replan(Exception):  # noqa: N818 - a signal to trace again, not an error
 class Plan:
     """What the traces of one per-thread kernel learnt: the loops / ifs (by source line) that run
     block-level with thread loops inside, the local storage (name, occurrence) and the values
-    (file, line, name) kept per thread across barriers."""
+    (file, line, name) kept per thread across barriers, and the loops / ifs of per-thread code that
+    get a barrier before them (a shared buffer stored before and loaded in them, or the reverse)."""
 
     def __init__(self):
-        self.uniform, self.expand, self.spill = set(), set(), set()
+        self.uniform, self.expand, self.spill, self.barrier = set(), set(), set(), set()
 
     def extend(self, kind, keys, why):
         """Adds keys to the plan and raises Replan; raises `why` when nothing new was learnt."""
@@ -144,6 +145,12 @@ class SimtState:
         locals_ = ctx.current().local_names
         return not any(name in locals_ for name in re.findall(r"(\w+)\[", text))
 
+    def before_frame(self, t):
+        """Called before a loop's bounds or an if's condition are built: the barrier the plan puts
+        before this loop / if (the one TileLang inserts before a shared buffer's other-thread access)."""
+        if self.var is not None and ctx.user_loc() in self.plan.barrier and self.at_loop_level(t):
+            self.split(t)
+
     def enter_frame(self, t, uniform):
         """Called before a loop or an if opens. Returns None outside per-thread code, "thread" for a frame
         inside the thread loop, "block" for a block-level frame: the thread loop was closed, and
@@ -208,10 +215,14 @@ class SimtState:
             return
         seen, mine = (self.shared_read, self.shared_written) if write else (self.shared_written, self.shared_read)
         if seen.get(buffer.name, set()) - {self.statement}:
-            raise ctx.not_implemented(
+            why = ctx.not_implemented(
                 f"shared buffer '{buffer.name}' is stored by one statement of per-thread code and loaded by another "
                 f"(or the reverse) with no T.sync_threads() between: TileLang inserts that barrier itself, tessera "
-                f"does not yet (write the barrier)")
+                f"does so before a loop or an if of per-thread code, not before a single statement (write the "
+                f"barrier)")
+            if self.frames:  # frames[0] opened at the thread loop's level
+                self.plan.extend("barrier", [self.frames[0][0]], why)  # a barrier before the enclosing loop / if
+            raise why
         mine.setdefault(buffer.name, set()).add(self.statement)
         t = ctx.active()
         if write and t is not None and self.at_loop_level(t):
