@@ -5,6 +5,7 @@
 #include "gemm/gemv.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "tessera/core/memory.h"
@@ -79,9 +80,48 @@ void run_chunks(const GemmProblem& p, const GemvScales& sc, cpu::GemvFn gemv, in
   finalize_tile(p, buf, n1 - n0, false, 0, p.m, n0, n1 - n0);
 }
 
-// The FP4-weight kernel over chunks [c0, c1) of p; false if an exponent was out of its range.
-bool run_fp4_chunks(const GemmProblem& p, const std::vector<float>& a_scale, cpu::GemvFp4Fn gemv, int64_t c0,
-                    int64_t c1) {
+int64_t activation_group(const GemmProblem& p) { return int64_t(p.group) * p.sa.g_div; }
+
+// Whether an e4m3 activation times scale s is a normal bf16 for every e4m3 value: s is a power of two
+// whose exponent keeps 2^-9 * s >= 2^-126 and 448 * s < 2^128. The product is then exact.
+bool folds_exactly(float s) {
+  uint32_t bits;
+  std::memcpy(&bits, &s, 4);
+  const uint32_t e = (bits >> 23) & 0xFF;
+  return (bits & 0x807FFFFFu) == 0 && e >= 10 && e <= 246;
+}
+
+// The FP4 kernels convert and scale 128 K-values per step. Activation scale groups narrower than that
+// (per-32 UE8M0, as Mega MoE re-quantises) are folded into bf16 activations when every scale folds
+// exactly; the kernel then runs unscaled.
+bool folds_activation_scales(const GemmProblem& p) {
+  if (p.a.type != cpu::GemmSrcType::kE4M3) return false;
+  const int64_t a_group = activation_group(p), groups = (p.k + a_group - 1) / a_group;
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t m = 0; m < p.m; ++m)
+      if (!folds_exactly(p.sa.at(g * p.sa.g_div, m))) return false;
+  return true;
+}
+
+// a[m][k] * scale(m, k) as bf16 rows of K values (exact: folds_activation_scales).
+std::vector<uint16_t> fold_activations(const GemmProblem& p) {
+  const int64_t a_group = activation_group(p);
+  std::vector<uint16_t> out(size_t(p.m * p.k));
+  for (int64_t m = 0; m < p.m; ++m) {
+    const uint8_t* row = static_cast<const uint8_t*>(p.a.data) + m * p.a.stride_r;
+    for (int64_t k0 = 0; k0 < p.k; k0 += a_group) {
+      const float s = p.sa.at((k0 / a_group) * p.sa.g_div, m);
+      for (int64_t k = k0; k < std::min(p.k, k0 + a_group); ++k)
+        out[size_t(m * p.k + k)] = f32_to_bf16(e4m3_to_f32(row[k * p.a.stride_k]) * s);
+    }
+  }
+  return out;
+}
+
+// The FP4-weight kernel over chunks [c0, c1) of p; false if an exponent was out of its range. With
+// `folded` (fold_activations), the kernel reads those bf16 rows unscaled instead of p's activations.
+bool run_fp4_chunks(const GemmProblem& p, const std::vector<float>& a_scale, const std::vector<uint16_t>& folded,
+                    cpu::GemvFp4Fn gemv, int64_t c0, int64_t c1) {
   const int64_t k_pad = (p.k + 127) / 128 * 128;
   const int64_t n0 = c0 * kChunk, n1 = std::min(p.n, c1 * kChunk);
   float* buf = static_cast<float*>(thread_scratch(6, size_t(p.m) * (n1 - n0) * sizeof(float)));
@@ -97,9 +137,15 @@ bool run_fp4_chunks(const GemmProblem& p, const std::vector<float>& a_scale, cpu
   g.exp_row_bytes = p.sb.row_bytes;
   g.exp_word_bytes = p.sb.word_bytes;
   g.w_row0 = n0;
-  g.a_group = p.group * p.sa.g_div;
+  g.a_group = int(activation_group(p));
   g.a_scale = a_scale.data();
   g.a_scale_stride = kGemvMaxM;
+  if (!folded.empty()) {
+    g.a = folded.data();
+    g.a_stride = p.m > 1 ? p.k : 0;
+    g.a_type = cpu::GemmSrcType::kBF16;
+    g.a_scale = nullptr;
+  }
   g.out = buf;
   g.ldo = n1 - n0;
   g.n0 = 0;
@@ -121,27 +167,36 @@ const char* gemv_fp4_refusal(const GemmProblem& p) {
   if (p.group <= 0) return "unscaled";
   if (!p.sb.ue8m0 || p.sb.r_div != 1 || p.group * p.sb.g_div != 32)
     return "weight scales are not packed UE8M0 per row and 32 K-values";
-  // The kernel converts and scales 128 K-values per step: an activation scale must cover whole steps.
-  if ((p.group * p.sa.g_div) % 128 != 0) return "activation scale group is not a multiple of 128";
+  // The kernel converts and scales 128 K-values per step: an activation scale must cover whole steps,
+  // or fold into the activations.
+  if (activation_group(p) % 128 != 0 && !folds_activation_scales(p))
+    return "activation scale group is not a multiple of 128, and its scales do not fold exactly into bf16 "
+           "activations (e4m3 with power-of-two scales do)";
   return nullptr;
 }
 
 std::vector<GemmProblem> run_gemv_fp4_batch(const GemmProblem* problems, int64_t count, cpu::GemvFp4Fn gemv) {
   std::vector<std::vector<float>> a_scales(static_cast<size_t>(count));
+  std::vector<std::vector<uint16_t>> folded(static_cast<size_t>(count));
   std::vector<int64_t> first_chunk(static_cast<size_t>(count) + 1, 0);
   for (int64_t i = 0; i < count; ++i) {
     const GemmProblem& p = problems[i];
-    const int64_t a_group = p.group * p.sa.g_div, groups = (p.k + a_group - 1) / a_group;
-    a_scales[i].assign(size_t(groups * kGemvMaxM), 0.0f);
-    for (int64_t g = 0; g < groups; ++g)
-      for (int64_t m = 0; m < p.m; ++m) a_scales[i][size_t(g * kGemvMaxM + m)] = p.sa.at(g * p.sa.g_div, m);
+    const int64_t a_group = activation_group(p), groups = (p.k + a_group - 1) / a_group;
+    if (a_group % 128 != 0) {
+      folded[size_t(i)] = fold_activations(p);  // gemv_fp4_refusal accepted it: the scales fold exactly
+    } else {
+      a_scales[i].assign(size_t(groups * kGemvMaxM), 0.0f);
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t m = 0; m < p.m; ++m) a_scales[i][size_t(g * kGemvMaxM + m)] = p.sa.at(g * p.sa.g_div, m);
+    }
     first_chunk[i + 1] = first_chunk[i] + (p.n + kChunk - 1) / kChunk;
   }
   std::vector<char> failed(static_cast<size_t>(count), 0);
   parallel_for(first_chunk[size_t(count)], [&](int64_t b, int64_t e) {
     for (int64_t i = 0; i < count; ++i) {
       const int64_t c0 = std::max(b, first_chunk[i]), c1 = std::min(e, first_chunk[i + 1]);
-      if (c0 < c1 && !run_fp4_chunks(problems[i], a_scales[i], gemv, c0 - first_chunk[i], c1 - first_chunk[i]))
+      if (c0 < c1 &&
+          !run_fp4_chunks(problems[i], a_scales[i], folded[size_t(i)], gemv, c0 - first_chunk[i], c1 - first_chunk[i]))
         failed[size_t(i)] = 1;  // distinct threads only ever store 1
     }
   });

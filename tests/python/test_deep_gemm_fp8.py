@@ -5,6 +5,9 @@ Two references: the unquantised product in float64 (DeepGEMM's test, threshold 1
 of the dequantised operands (q * sf) in float64, which the kernel must match up to the one rounding of
 d (threshold 1e-5) - this second check catches scale-factor indexing mistakes the first one tolerates."""
 import inspect
+import os
+import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -153,6 +156,51 @@ def test_fp8_times_packed_ue8m0_fp4_at_decode_sizes(rng, m, exponents):
     diff = calc_diff(d, deq_ref)
     print(f"fp8 x fp4 (packed ue8m0, {exponents} exponents) m={m}: diff vs dequantised={diff:.2e}")
     assert np.all(np.isfinite(d)) and diff < 1e-5
+
+
+def per32_fp8_times_fp4(rng, m, n, k):
+    """FP8 activations with power-of-two scales per 32 K-values (Mega MoE's re-quantisation) times
+    UE8M0-packed FP4 weights: the operands, and the float64 product of their dequantised values."""
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    qa, sfa = deep_gemm.per_token_cast_to_fp8(x, use_ue8m0=True, gran_k=32)
+    codes = rng.integers(0, 16, size=(n, k), dtype=np.uint8)
+    e = rng.integers(120, 134, size=(n, k // 32)).astype(np.uint8)
+    packed = np.zeros((n, -(-(k // 32) // 4) * 4), np.uint8)
+    packed[:, :k // 32] = e
+    values_b = codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64) * 2.0 ** (f64(e) - 127)[:, np.arange(k) // 32]
+    deq_ref = (f64(qa) * f64(sfa)[:, np.arange(k) // 32]) @ values_b.T
+    return (qa, sfa), (pack_fp4(codes), packed.view(np.int32)), deq_ref
+
+
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_fp8_per32_scales_times_fp4_at_decode_sizes(rng, m):
+    """Per-32 power-of-two activation scales fold exactly into bf16 activations for the FP4 GEMVs."""
+    n, k = 80, 736  # K: not a multiple of 128
+    a, b, deq_ref = per32_fp8_times_fp4(rng, m, n, k)
+    d = poisoned((m, n), np.float32)
+    deep_gemm.fp8_fp4_gemm_nt(a, b, d, recipe_a=(1, 32), recipe_b=(1, 32))
+    diff = calc_diff(d, deq_ref)
+    print(f"fp8 (1,32) x fp4 m={m}: diff vs dequantised={diff:.2e}")
+    assert np.all(np.isfinite(d)) and diff < 1e-5
+
+
+PER32_CHILD = """
+import numpy as np
+from tessera import deep_gemm
+import test_deep_gemm_fp8 as t
+a, b, _ = t.per32_fp8_times_fp4(np.random.default_rng(1), 4, 64, 512)
+deep_gemm.fp8_fp4_gemm_nt(a, b, np.zeros((4, 64), np.float32), recipe_a=(1, 32), recipe_b=(1, 32))
+"""
+
+
+def test_fp8_per32_scales_take_an_fp4_gemv():
+    """The decode call streams the FP4 weights through a GEMV rather than widening them to bf16 panels."""
+    env = dict(os.environ, TESSERA_VERBOSE_DISPATCH="1", PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", PER32_CHILD], env=env, capture_output=True, text=True, timeout=120,
+                       cwd=os.path.dirname(os.path.abspath(__file__)))
+    assert r.returncode == 0, r.stderr
+    chosen = [line for line in r.stderr.splitlines() if "fp8_fp4_gemm_nt" in line and line.endswith("chosen")]
+    assert chosen and "gemv_fp4" in chosen[0], r.stderr
 
 
 @pytest.mark.parametrize("sf_style", ["fp32", "ue8m0"])

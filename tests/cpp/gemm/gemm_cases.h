@@ -128,6 +128,8 @@ inline const std::vector<ScaleRecipe>& scale_recipes() {
       {"fp8 x fp4 f32 (defaults)",              kE4m3,    kFp4,     1, 128,   1,  32, f32k,  f32k,  dflt, 1e-2},
       {"fp8 x fp4 ue8m0 packed",                kE4m3,    kFp4Int8, 1, 128,   1,  32, ue8mn, ue8mn, pair, 1e-2},
       {"fp8 a(1,64) x fp4 ue8m0 packed",        kE4m3,    kFp4Int8, 1,  64,   1,  32, f32k,  ue8mn, pair, 1e-2},
+      // per-32 power-of-two activation scales (Mega MoE's): decode folds them into bf16 activations
+      {"fp8 (1,1,32) x fp4, both ue8m0 packed", kE4m3,    kFp4Int8, 1,  32,   1,  32, ue8mn, ue8mn, pair, 1e-2},
       // f32 activation scales (not powers of two): the FP4 tile GEMV folds them per group
       {"fp8 f32 x fp4 ue8m0 packed",            kE4m3,    kFp4Int8, 1, 128,   1,  32, f32k,  ue8mn, pair, 1e-2},
       {"fp4 x fp8 block(128,128)",              kFp4,     kE4m3,    1,  32, 128, 128, f32k,  f32mn, dflt, 1e-2},
