@@ -110,6 +110,13 @@ void prepare_activations(const GemvArgs& p, float* HWY_RESTRICT dst, int64_t k_p
   }
 }
 
+// bf16 weights at M = 3 or 4 on 256-bit vectors: two weight rows per block, each with one accumulator
+// chain per activation row (single rows too, so every row sums in one order), so two rows share each
+// activation load. e4m3 rows also need their widening registers and spill that way (lab note
+// docs/notes/2026-12-05-x86-decode-and-combine.md).
+template <int M, bool kFp8>
+constexpr bool kPairedBf16Rows = kL == 8 && !kFp8 && (M == 3 || M == 4);
+
 // out[m][n .. n + NB) over the whole K: per scale group, fresh accumulators (one chain per activation
 // row and weight row), then scaled into the totals.
 template <int M, int NB, bool kFp8, bool kScaled>
@@ -142,7 +149,7 @@ void row_block(const GemvArgs& p, const float* HWY_RESTRICT a, int64_t k_pad, in
   // Accumulator chains per (activation row, weight row): a piece's 2-4 products in one chain wait on
   // each other (4 cycles each), which bounded M = 4 over e4m3 at ~2 bytes per cycle with one weight
   // row per block; two chains (even and odd vectors) where the registers allow.
-  constexpr int kSplit = (NB == 1 ? M <= 5 : M * NB <= 4 && NB <= 2) ? 2 : 1;
+  constexpr int kSplit = (NB == 1 ? M <= 5 && !kPairedBf16Rows<M, kFp8> : M * NB <= 4 && NB <= 2) ? 2 : 1;
   V tot[M][NB];
   VU8 magnitudes[NB];
   for (int j = 0; j < NB; ++j) {
@@ -192,7 +199,7 @@ template <int M, bool kFp8, bool kScaled>
 void rows(const GemvArgs& p, const float* a, int64_t k_pad) {
   // Weight rows per block: independent streams and chains, as many as the registers hold without
   // spilling accumulators (AVX2 has 16: M=4 with two e4m3 rows spilled them and ran at half the speed).
-  constexpr int kNb = M == 1 ? 4 : M == 2 || (M <= 4 && kL == 16) ? 2 : 1;
+  constexpr int kNb = M == 1 ? 4 : M == 2 || (M <= 4 && kL == 16) || kPairedBf16Rows<M, kFp8> ? 2 : 1;
   int64_t n = p.n0;
   for (; n + kNb <= p.n1; n += kNb) row_block<M, kNb, kFp8, kScaled>(p, a, k_pad, n);
   for (; n < p.n1; ++n) row_block<M, 1, kFp8, kScaled>(p, a, k_pad, n);
