@@ -213,6 +213,35 @@ def test_thread_return_at_trace_time_ends_the_kernel(only_copy):
     np.testing.assert_array_equal(maybe_scale(only_copy)(x), x if only_copy else x * 4.0)
 
 
+@T.macro
+def scale_then_maybe_stop(y, row, stop_early):
+    y[row] = y[row] * 2.0
+    if stop_early:  # a Python-level condition: T.thread_return() ends the enclosing branch
+        T.thread_return()
+
+
+@tessera.jit(out_idx=[-1])
+def branch_return(n, stop_early):
+    @T.prim_func
+    def main(x: T.Tensor((n,), "float32"), y: T.Tensor((n,), "float32")):
+        with T.Kernel(n) as row:
+            y[row] = x[row]
+            if row % 2 == 0:  # the body's last if: a return in its branch skips the rest of that branch
+                scale_then_maybe_stop(y, row, stop_early)
+                y[row] = y[row] + 100.0
+            else:
+                y[row] = -x[row]
+    return main
+
+
+@pytest.mark.parametrize("stop_early", [False, True])
+def test_thread_return_in_a_branch_of_the_last_if_skips_the_rest_of_it(stop_early):
+    x = RNG.standard_normal(9).astype(np.float32)
+    even = np.arange(9) % 2 == 0
+    expect = np.where(even, x * 2.0 + (0.0 if stop_early else 100.0), -x).astype(np.float32)
+    np.testing.assert_array_equal(branch_return(9, stop_early)(x), expect)
+
+
 def test_thread_return_inside_a_loop_raises():
     with pytest.raises(NotImplementedInTessera, match=r"T.thread_return\(\) inside a loop or an if"):
         @T.prim_func

@@ -137,6 +137,12 @@ class _Helpers:
         return declare(name, annotation, scope.get(name))
 
     @staticmethod
+    def last_statement():
+        t = ctx.active()
+        if t is not None:
+            t.last_statement = True
+
+    @staticmethod
     def unsupported(what):
         raise ctx.not_implemented(what)
 
@@ -160,7 +166,8 @@ class _IfScope:
             t.simt.open_inside(t)
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
+        ended = _branch_returned(exc_type)
+        if exc_type is None or ended:
             t = ctx.current()
             if self.has_else:
                 if t.if_tokens[-1] == "block":
@@ -170,7 +177,17 @@ class _IfScope:
                     t.simt.reopen_inside(t)
             else:
                 _end_if(t)
+        return ended
+
+
+def _branch_returned(exc_type):
+    """T.thread_return() ended a branch of the kernel body's last `if` (nothing follows that if)."""
+    from ._threads import KernelReturn
+
+    if exc_type is None or not issubclass(exc_type, KernelReturn):
         return False
+    t = ctx.current()
+    return getattr(t, "last_statement", False) and t.if_depth == 1 and t.loop_depth == 0 and t.simt is None
 
 
 def _end_if(t):
@@ -190,9 +207,10 @@ class _ElseScope:
         return None
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
+        ended = _branch_returned(exc_type)
+        if exc_type is None or ended:
             _end_if(ctx.current())
-        return False
+        return ended
 
 
 # ---------------- the AST transformer ----------------
@@ -288,8 +306,13 @@ class _Rewriter(ast.NodeTransformer):
         self.params = set(params)
 
     def visit_With(self, node):
-        if any(_is_kernel_item(item) for item in node.items):
+        kernel = any(_is_kernel_item(item) for item in node.items)
+        if kernel:
             node.body = _thread_return_as_else(node.body)
+            if node.body and isinstance(node.body[-1], ast.If):
+                # T.thread_return() in a branch of the body's last `if` ends that branch (_threads.thread_return)
+                marker = _located(ast.Expr(_call("last_statement")), node.body[-1])
+                node.body = node.body[:-1] + [marker, node.body[-1]]
         self.generic_visit(node)
         return node
 

@@ -143,17 +143,19 @@ def thread_return():
     """Ends the kernel for the calling threads. Supported where that is the rest of the block's code
     for every thread it applies to: at the T.Kernel body's top level (or the per-thread loop's level),
     including inside Python-level ifs and @T.macro bodies, and as the last statement of an `if` placed
-    directly in the T.Kernel body (the rewriter turns the statements after that `if` into its else)."""
+    directly in the T.Kernel body (the rewriter turns the statements after that `if` into its else), and
+    anywhere in a branch (outside loops and nested ifs) of the T.Kernel body's last `if` statement."""
     t = ctx.current("T.thread_return")
     level = (t.loop_depth, t.if_depth)
     if t.simt is not None and t.simt.depth is not None:
         ok = t.simt.at_loop_level(t) and not t.simt.outer
     else:
-        ok = level == (0, 0)
+        # also: directly in a branch of the kernel body's last `if` (the rest of that branch is skipped)
+        ok = level == (0, 0) or (level == (0, 1) and getattr(t, "last_statement", False))
     if not ok:
         raise ctx.not_implemented("T.thread_return() inside a loop or an if (other than the last statement of an if "
-                                  "directly in the T.Kernel body) is not supported: tessera has no early exit from "
-                                  "the middle of a block's code")
+                                  "directly in the T.Kernel body, or a branch of the body's last if) is not supported: "
+                                  "tessera has no early exit from the middle of a block's code")
     raise KernelReturn()
 
 
