@@ -157,8 +157,8 @@ void ukr_tiles(const UkrArgs& p) {
     return;
   }
   // One K group at a time into zeroed tiles, stored to t and folded into the call's sum with its
-  // scales. (Folding group g - 1 only after issuing group g's tile products, from a second buffer,
-  // measured no faster: fp8 M=1024 N=7168 K=2048 stayed at ~0.75 of the unscaled rate.)
+  // scales. (Folding group g - 1 only after issuing group g's tile products, from a second buffer, was
+  // no faster; measurements: docs/notes/2026-12-05-measurements-moved-from-source.md.)
   alignas(64) float t[32 * 32];
   alignas(64) float acc[32 * 32];
   const int groups = (p.kc + p.group - 1) / p.group;

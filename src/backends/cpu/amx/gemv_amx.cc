@@ -1,9 +1,10 @@
 // Decode GEMV (M <= 8) on AMX tiles: weight rows are the a-operand (16 rows x 32 K values per tile,
 // read as stored), the activations the b-operand (32 K values x M columns, K pairs interleaved), so a
-// tdpbf16ps yields 16 weight rows x M outputs. On an AMX Xeon vdpbf16ps runs at half the fp32 FMA rate
-// (113 GFLOP/s per core), which left the vector GEMV compute-bound below DRAM speed; a tile product does
-// 16 x 32 x M multiply-adds in ~16 cycles. This file is the bf16-weight kernel; e4m3 weights go to
-// gemv_amx_e4m3.cc (converted once per element, one sequential pass per block of rows).
+// tdpbf16ps yields 16 weight rows x M outputs. On an AMX Xeon vdpbf16ps runs at half the fp32 FMA rate,
+// which left the vector GEMV compute-bound below DRAM speed; a tile product does 16 x 32 x M
+// multiply-adds in ~16 cycles. This file is the bf16-weight kernel; e4m3 weights go to gemv_amx_e4m3.cc
+// (converted once per element, one sequential pass per block of rows).
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 //
 // Tiles: 0-2 accumulate three 16-row blocks (48 weight rows, three independent chains to cover the
 // product's latency), 3-5 hold their weight tiles, 6 the activation tile. Weights are loaded straight
@@ -42,8 +43,8 @@ void configure(int m) {
 
 // Activations a[m][k] (bf16) as K pairs: bt[(k/2) * m * 2 + mi * 2 + k % 2], zero past K up to k_pad
 // (a multiple of 32). Each 32-value step is an 8-column transpose in registers (store_b_step, the
-// missing columns zero), then m of every 8 dwords kept: element by element it took ~60 us per call at
-// M=8 K=7168 (bf16 M=8 N=32 K=7168: 90 us per call).
+// missing columns zero), then m of every 8 dwords kept: element by element it cost more than the
+// products of a small call.
 void interleave_activations(const GemvArgs& p, int64_t k_pad, uint16_t* bt) {
   const int m = p.m;
   const __mmask8 keep = __mmask8((1u << m) - 1);

@@ -3,17 +3,15 @@
 // products and folds are gemv_units.h's (shared with the FP4 kernel); this file converts and prefetches.
 //
 // Each row's piece of the unit kPrefetchUnits later is prefetched as the row is converted: 16 rows
-// side by side in short pieces are too many streams for the hardware prefetcher (M=4, N=4096,
-// K=7168, 2 threads from DRAM: 1.78 -> 1.38-1.43 ms; 1 unit ahead 1.43, 2 1.38, 4 1.46-1.53). The
-// lines go to L2, not L1: two units of weights in L1 beside the two 16 KiB staging buffers evicted
-// those (weights in L2, no tiles: conversion 357 -> 240 ns per unit), and from DRAM, M=4, 2 threads,
-// GB/s, L1 -> L2: N=32768 K=512 13.8-14.5 -> 17.3-18.7, N=24576 K=1536 15.8-16.4 -> 19.0-19.5,
-// N=4096 K=7168 17.6-19.8 -> 20.0-21.9.
+// side by side in short pieces are too many streams for the hardware prefetcher; 2 units ahead was the
+// best distance tried. The lines go to L2, not L1: two units of weights in L1 beside the two 16 KiB
+// staging buffers evicted those, and from DRAM the L2 hint read faster.
 //
 // Why not the 48-row tile GEMV of gemv_amx.cc for e4m3: it staged 48 rows x 1024 values in natural
-// order (96 KiB: L2) with the 4-permute conversion, after which the tiles ran; M=5..8 took 1.7-2.2x
-// the time of this kernel, and M <= 4 stayed on the vector GEMV, which vdpbf16ps (half the fp32 FMA
-// rate on AMX Xeons) holds at ~9 GB/s per core at M=4 (this kernel: ~15, weights in L2, 1 thread).
+// order (96 KiB: L2) with the 4-permute conversion, after which the tiles ran; M=5..8 were slower than
+// this kernel, and M <= 4 stayed on the vector GEMV, which vdpbf16ps (half the fp32 FMA rate on AMX
+// Xeons) holds below this kernel's rate.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 //
 // Conversion is the vector GEMV's "lane order" lookup (fp8_convert.h): 64 e4m3 values become two bf16
 // vectors whose K pairs are permuted within the 64-block; the activations are interleaved in the same

@@ -9,7 +9,8 @@
 // Two buffers alternate: while unit i+1 is converted, unit i's tile products run interleaved with it
 // (one 16th of its K steps after each converted row), so the tile unit works while the vector unit
 // converts. The stager prefetches each row's piece of the unit kPrefetchUnits later as it converts the
-// row (see gemv_amx_e4m3.cc for the measurements behind the distance and the L2 hint).
+// row (see gemv_amx_e4m3.cc for the reasons behind the distance and the L2 hint).
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 //
 // Two accumulator tiles take alternate scale groups; one group after its end, a group's tile is stored
 // and folded into fp32 row sums with a_scale[g][m] * w_scale(g, row), the per-group promotion of the
@@ -30,8 +31,7 @@ namespace tessera::cpu::amx {
 namespace {
 
 constexpr int kRows = 16;             // weight rows per block (a tile's rows)
-constexpr int64_t kMaxPieceK = 512;   // K values per unit (e4m3, weights in L2, 1 thread, M=4: 256 /
-                                      // 512 / 1024 / 2048 / 8192: 0.068 / 0.064 / 0.064 / 0.079 / 0.091 ms)
+constexpr int64_t kMaxPieceK = 512;   // K values per unit (among the fastest piece lengths tried)
 constexpr int kPrefetchUnits = 2;
 
 // Tiles: 0-1 the accumulators of alternate scale groups (a 16-row product is throughput-bound, ~17
@@ -155,10 +155,10 @@ class BlockRunner {
   void begin_block(const Unit& u) {
     for (auto& v : sum_) v = _mm512_setzero_ps();
     // Each row's weight-scale row, with one division per block instead of one per row: at short K a
-    // block is one unit (M=4 N=1792 K=512, weights in L2, 1 thread: 58-59 -> 54-57 us). A block inside
-    // one scale row (16 rows of a 128-row block, or no weight scales) needs only that row's index; the
-    // others build the per-row vector through memory, whose load waits for the 16 stores to complete
-    // (no store forwarding), and with them every older store: the staging rows and tile stores.
+    // block is one unit. A block inside one scale row (16 rows of a 128-row block, or no weight scales)
+    // needs only that row's index; the others build the per-row vector through memory, whose load waits
+    // for the 16 stores to complete (no store forwarding), and with them every older store: the staging
+    // rows and tile stores.
     first_scale_row_ = 0;
     uniform_scale_ = true;
     if (p_.w_scale) {

@@ -7,12 +7,11 @@
 // o itself is kept in tile order between calls: the rows of each full 16-row query tile are stored as
 // d_v/16 contiguous 1 KiB tiles (tile (qt, ct) at o + qt * 16 * d_v + ct * 256), so the products
 // accumulate straight onto o's tiles; a last partial tile's rows stay row-major and go through c_tmp.
-// mla_o_to_natural_amx restores the natural layout. Per 256 tokens x 128 rows x d_v 512 (11.3 us of
-// products at peak): tiles of row-major o, rows 2 KiB apart, took 27 us of products; storing the products
-// to a buffer and folding o = o * alpha + tile with vector FMAs 17 us + 9 us; o in tile order 21.7 us.
-// 512-token tiles were no faster per token (85 us of p.v per 512 tokens against 40 us per 256).
+// mla_o_to_natural_amx restores the natural layout. Tile order beat both row-major o (rows 2 KiB apart)
+// and folding stored products into o with vector FMAs; 512-token tiles were no faster per token.
 // Rows whose max moved (alpha != 1; exp(0) is exactly 1) are rescaled in place before the products:
 // after the first tiles of tokens, few.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +66,7 @@ void pack_p_tiles(const uint16_t* p_pairs, int pairs, int mp, int steps, uint16_
 
 // v_pairs[(ct * pairs_pad + tp) * 32 ...]: column tile ct (16 columns, permuted as in the avx512bf16 set),
 // token pair tp; pairs past the tile's tokens are zero. Column pairs outside, so the stores run along
-// one tile column: with token pairs outside, the 32 stores of a pair were 8 KiB apart, all in one L1 set
-// (9 us for 256 tokens x 512 columns; 2.5 us this way).
+// one tile column: with token pairs outside, the 32 stores of a pair were 8 KiB apart, all in one L1 set.
 void pack_v_pairs(const void* const* v_rows, int nt, int d_v, int pairs_pad, uint16_t* v_pairs) {
   for (int c = 0; c < d_v; c += 32) {
     uint16_t* dst = v_pairs + int64_t(c / 16) * pairs_pad * 32;

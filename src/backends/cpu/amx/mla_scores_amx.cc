@@ -103,9 +103,9 @@ void mla_scores_amx(const void* const* k_rows, int nt, const void* q_packed, int
   for (int g = 0; g < groups; ++g) rows[g] = group_rows(k_rows, nt, g, d_qk, k_stage);
   // K in chunks of kChunk steps, token pairs, then query tiles: a token pair's chunk (18 KiB) stays in L1
   // while the query tiles stream past it. Unchunked (18 steps at d_qk 576) a K pair and a query pair were
-  // 72 KiB per block, more than L1, and the K tiles came from L2: 36 us per 256 tokens x 128 rows (12.7 us
-  // of products at peak); chunks of 4, 6, 9 steps: 28.6, 26.1, 24.0 us (partial sums go through s;
-  // keeping them in contiguous 1 KiB tiles instead measured the same, 24.0 us).
+  // 72 KiB per block, more than L1, and the K tiles came from L2; 9 steps was the fastest chunk tried
+  // (partial sums go through s; contiguous 1 KiB tiles for them were no faster).
+  // (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
   constexpr int kChunk = 9;
   for (int k0 = 0; k0 < ksteps; k0 += kChunk) {
     const int k1 = k0 + kChunk < ksteps ? k0 + kChunk : ksteps;

@@ -18,11 +18,9 @@
 // Key, panel and tile shapes are the drivers' (dim 32, 64 or 128); any other even dim takes the
 // vdpbf16ps set's rows kernel (AMX implies that level).
 //
-// Measured (one thread, keys in L1, H 64, D 128, 64 rows per call): ~1.25 TFLOP/s, 40% of one thread's
-// tdpbf16ps peak (the vdpbf16ps set: 0.10). The tile part alone ran at ~11 ns per tdpbf16ps against
-// 5.3 in the peak loop: every C tile gets only D / 32 = 4 products before it is stored. Per call the
-// AMX set beat the vdpbf16ps set at every shape tried (heads 1-64, 1-64 rows; 1 head x 1 row 106 ns
-// against 970), so no problem is refused to it.
+// Well below the tdpbf16ps peak: every C tile gets only D / 32 = 4 products before it is stored. Still
+// the AMX set beat the vdpbf16ps set at every shape tried, so no problem is refused to it.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -167,10 +165,9 @@ inline void block_logits(const MqaRowsArgs& a, int k0, int n, __mmask16 last_mas
 }
 
 // Blocks of 32 keys: tiles, then the epilogue. (Issuing block j's tiles before block j - 1's epilogue,
-// from two score buffers, or the epilogue's 16-key groups in between the head pairs, measured no faster:
-// H=64 D=128, 64 rows in L1, one thread, 830 ns per call either way or worse; the vector work did
-// not overlap the tile products. Nor did staggering two sets of 16 x 32 C tiles half a D-chain apart,
-// so that one set's last products and store overlap the other's: 810-880 ns against 840-860.)
+// from two score buffers, or the epilogue's 16-key groups in between the head pairs, was no faster: the
+// vector work did not overlap the tile products. Nor did staggering two sets of 16 x 32 C tiles half a
+// D-chain apart, so that one set's last products and store overlap the other's.)
 template <int HV>
 void rows_amx(const MqaRowsArgs& a) {
   configure();
@@ -235,9 +232,8 @@ const MqaLogitsKernels* mqa_kernels_amx() {
     s.pack_query = pack_query;
     s.rows = rows;
     // Whole blocks of 32 keys (a tail block is copied and padded), and the FP8 key conversion shared
-    // by more queries: it took 15% of a prefill call at 4. Prefill 512 x 2048 (H 64, D 128), 2 threads,
-    // best of 21, two alternating passes: 4 queries x 72 rows (the vector sets' shape) 8.7-9.2 ms,
-    // 4 x 64 8.4-8.8, 8 x 64 7.5-8.2, 8 x 128 7.3-7.6, 8 x 256 7.0-7.4, 16 x 128 6.9-7.5 (noise ~5%).
+    // by more queries: it took 15% of a prefill call at 4; 8 queries x 128 rows was among the fastest
+    // shapes tried.
     s.tile_rows = 128;
     s.query_block = 8;
     return s;

@@ -2,6 +2,7 @@
 // columns of bf16 K-pairs, nr a multiple of 16). fp8 sources are converted to bf16 here, exactly (every
 // e4m3 value is a bf16 value), with the lookups of fp8_convert.h: in "lane order" when the driver asks
 // for it (src.lane_order; both operands then use it), else in natural order.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include <immintrin.h>
 #include <string.h>
 
@@ -211,8 +212,8 @@ void pack_b(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0,
 }
 
 // Copies/converts rows x kc K-values into buf (row stride kc), zero beyond k_total: 64 values per step.
-// fp8 rows whose chunk lies entirely inside K: unmasked loads and stores, conversion chosen once
-// (measured in L1: 0.165 cycles per value through the general path, dominated by per-chunk branching).
+// fp8 rows whose chunk lies entirely inside K: unmasked loads and stores, conversion chosen once (the
+// general path is dominated by per-chunk branching).
 template <bool kLane>
 void copy_fp8_rows_full(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, uint16_t* buf) {
   const E4m3Tables t = luts().e4m3;
@@ -314,8 +315,8 @@ const GemmKernelSet* gemm_kernels_avx512bf16() {
       /*num_tiles=*/2,  accepts,
       prepare_a,        pack_b,
       /*n_step=*/16,    // gemm_ukr_bf16.cc skips the empty vectors of a tail panel
-      // Tails of up to 8 columns by dot products (gemm_tail_dot_bf16.cc): measured ~2 column-equivalents
-      // per column against 16 columns at 0.34-0.68 of full rate; wider tails measured no better.
+      // Tails of up to 8 columns by dot products (gemm_tail_dot_bf16.cc): cheaper than a 16-column tail
+      // panel; wider tails gained nothing.
       gemm_tail_dot_avx512bf16(), /*tail_dot_cols=*/8,
       /*fuses_e4m3_convert=*/true,  // gemm_ukr_bf16.cc
   };

@@ -4,9 +4,8 @@
 // 576/2112/24576; 32 columns divide every M that is a multiple of 32, 14 rows divide 7168).
 //
 // Per K pair: NV zmm loads of the packed b-panel, M dword broadcasts of a-panel pairs (one per row),
-// M*NV vdpbf16ps. >= 24 independent accumulators cover the instruction's latency (measured on Zen 5:
-// 8 accumulators reach 67% of peak, 16 reach 100%). Measured in L1 (1 thread): 8x48 536 GFLOP/s = 94%
-// of the 570 GFLOP/s single-core vdpbf16ps peak; with fp32 scales every 128 K: 521 GFLOP/s.
+// M*NV vdpbf16ps. >= 24 independent accumulators cover the instruction's latency.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include <immintrin.h>
 
 #include "backends/cpu/avx512bf16/fp8_convert.h"

@@ -5,16 +5,14 @@
 //    multiplied into every activation row with vdpbf16ps;
 //  - NB weight rows are processed together (NB independent streams and accumulator chains); while one
 //    block of rows is processed, a later block's lines (at least 4 KiB on) are prefetched at the same K
-//    offsets: rows are only a few KiB, too short for the hardware prefetcher to ramp up (measured: 12 ->
-//    20 GB/s on 2 cores for M=1, N=K=7168 fp8, then ~59 GB/s with the kernel's other fixes);
+//    offsets: rows are only a few KiB, too short for the hardware prefetcher to ramp up;
 //  - the main loop has no masks; a K tail is one masked chunk;
 //  - per 128-wide scale group, accumulators of row pairs fold into one register before scaling (below).
 //  - M = 4 and 8 (5..7 padded to 8) fold each weight row's accumulators over activation rows instead
 //    (gemv_quads_block), when K is whole 128-value groups;
 //  - M <= 3 over streamed weights reads whole rows in K order instead, two at a time from the two halves
 //    of the thread's range (gemv_sequential_rows): two sequential streams per thread.
-// Single core, weights in L2 (cycles per 64 weight bytes, fp8 / bf16): M=1 6.0 / 2.6 -> 3.9 / 2.6 (fp8
-// bytes copied in registers, not reloaded); M=4 14.0 / 4.5 -> 8.1 / 3.9; M=8 40 / 11.7 -> 14.7 / 7.7.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include <immintrin.h>
 
 #include <type_traits>
@@ -53,8 +51,8 @@ inline void load_chunk(const E4m3Tables& t, const char* src, int64_t valid, __m5
 
 // Byte distance from a block of nb weight rows (starting at row n, k_len values each) to the same K
 // offset of the block it prefetches: the first one at least 4 KiB of weights on, since with short rows
-// the next block is closer than the DRAM latency (M=4, K=512: 16.9 -> 23.3 GB/s; long rows unchanged,
-// 16 KiB worse). 0 when that block is past the caller's last row.
+// the next block is closer than the DRAM latency (long rows unchanged, further ahead worse). 0 when that
+// block is past the caller's last row.
 int64_t prefetch_rows_ahead(const GemvArgs& p, int64_t n, int nb, int64_t k_len, int es) {
   constexpr int64_t kPrefetchBytes = 4096;
   const int64_t block_bytes = nb * k_len * es;
@@ -63,7 +61,7 @@ int64_t prefetch_rows_ahead(const GemvArgs& p, int64_t n, int nb, int64_t k_len,
 }
 
 // Fetches the lines of one 64-value chunk (one line of fp8, two of bf16) into L1. Prefetching only the
-// first of bf16's two lines left M=4 at 38 GB/s (N=4096, K=7168, 2 threads; 50 GB/s with both).
+// first of bf16's two lines left M=4 well below the rate with both.
 template <bool kFp8>
 inline void prefetch_chunk(const char* src) {
   _mm_prefetch(src, _MM_HINT_T0);
@@ -211,13 +209,11 @@ inline __m512 fold_quad(__m512 x0, __m512 x1, __m512 x2, __m512 x3) {
 // register per group ({m0, m1, m2, m3} per 128-bit block: two rounds of in-lane shuffles and adds),
 // which one FMA scales into the row's total. M = 4 does not fold: each accumulator is scaled into its
 // own total (4 FMAs per row and group instead of 6 shuffles, 3 adds and an FMA; the 12 totals live
-// mostly in memory, touched once per group): 1 thread, weights in L2, M=4 N=96 K=7168 23.5 -> 21.6 us;
-// M=8 unfolded was 4% slower. A row's arithmetic never involves the other rows of its block, so NB
-// (4, 3 or 2 in the main loop, 1 for the rest) does not change its bits. 3 weight rows x 4 activation
+// mostly in memory, touched once per group), which was faster at M=4; M=8 unfolded was slower. A row's
+// arithmetic never involves the other rows of its block, so NB (4, 3 or 2 in the main loop, 1 for the
+// rest) does not change its bits. 3 weight rows x 4 activation
 // rows give 12 independent vdpbf16ps chains (latency ~6 cycles, 2 per cycle) without spilling the tables.
-// Single core, weights in L2, cycles per 64 weight bytes (fp8 / bf16): M=4 14.0 / 4.5 -> 8.1 / 3.9,
-// M=8 40 / 11.7 -> 14.7 / 7.7 (against the pair-folding gemv_block, which M=4 and 8 still use for K
-// tails), before M = 4 stopped folding.
+// Faster than the pair-folding gemv_block, which M=4 and 8 still use for K tails.
 template <int M, int NB, bool kFp8, bool kScaled, bool kFold>
 void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, int64_t k_begin,
                       int64_t k_end, bool first) {
@@ -309,13 +305,9 @@ void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t
 
 // M <= 3 over streamed weights: whole weight rows in K order, two at a time (a row from each half of
 // the thread's range), so each thread reads two sequential streams, each with a software prefetch
-// kSequentialPrefetchBytes ahead, instead of NB rows a row apart. One stream per thread, fp8, 2
-// threads, GB/s (% of the DRAM read measured alongside), on a Zen 4 EPYC: M=1 N=4096 K=7168 30.7 (73%)
-// -> 41.4 (99%), M=1 N=32768 K=512 35.0 (72%) -> 49.8 (105%), bf16 M=1 N=32768 K=512 29.5 (62%) ->
-// 47.2 (100%); without the prefetch M=2 fell to 16 GB/s (4 KiB ahead: 38, 8 KiB: 47, 16 KiB: 47). M = 3
-// is compute-bound there at ~38 GB/s (weights in L3; M=2 64, M=1 88). On an AMX Xeon, where a plain
-// read loop gets 23 GB/s from one stream per thread and 27 from two, two rows at a time took M=1 fp8
-// from 24.4 to 28.2-28.7 GB/s (N=4096 K=7168), 18-21 to 25-27 (N=7168 K=2048, N=32768 K=512).
+// kSequentialPrefetchBytes ahead, instead of NB rows a row apart: NB short rows read a row apart fall
+// well short of the DRAM read rate, two sequential streams reach it, and without the software prefetch
+// they fall short again (8 KiB ahead is the shortest distance that gets the full rate).
 // Two accumulator chains per activation row (even and odd chunks of a group) are summed at the end of
 // each group, then scaled into the row's total. A row's arithmetic is the same alone or paired and
 // never depends on its neighbours, so neither does its result on how rows were split between threads.
@@ -460,15 +452,13 @@ void sweep(const GemvArgs& p, int64_t k_pad, int64_t kblock, bool rows_outside, 
 }
 
 // Cached weights: K blocks whose activation rows (M x kblock bf16) stay in L1 (~16 KiB), outside the
-// rows; otherwise every weight row re-reads all activations from L2 (measured M=8, K=4096: 30 cycles
-// per 64 weight bytes, L2-bandwidth bound). Streamed weights: rows outside, each in K blocks as long as
-// the combined scales allow (128-wide groups: whole rows up to K = 16384-65536 by M), activations from
-// L2.
-// K blocks split a row into pieces a row apart, a pattern DRAM serves far below its sequential rate
-// (fp8, 2 threads, same process, GB/s: N=4096, K=7168 M=4 32.9 -> 42.7, M=8 20.1 -> 26.1, M=2 41.2 ->
-// 45.7; N=7168, K=16384 M=1 37.9 -> 41.9); with cached weights whole rows cost M=4 8.6 -> 10.7 cycles
-// per 64 bytes, hence both orders. The blocking depends on M, K, the group and p.streamed, never on
-// threads. M <= 3 over streamed weights takes gemv_sequential_rows instead (whole rows, two at a time).
+// rows; otherwise every weight row re-reads all activations from L2 (L2-bandwidth bound). Streamed
+// weights: rows outside, each in K blocks as long as the combined scales allow (128-wide groups: whole
+// rows up to K = 16384-65536 by M), activations from L2.
+// K blocks split a row into pieces a row apart, a pattern DRAM serves far below its sequential rate;
+// with cached weights whole rows cost more cycles per 64 bytes than K blocks, hence both orders. The
+// blocking depends on M, K, the group and p.streamed, never on threads. M <= 3 over streamed weights
+// takes gemv_sequential_rows instead (whole rows, two at a time).
 template <int M, bool kFp8, bool kScaled>
 void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
   if constexpr (M <= 3) {

@@ -3,11 +3,9 @@
 // the same way once per call). In that order every 128-bit lane of a chunk's products comes from one
 // 32-value block, so the per-32 power-of-two scales multiply each chunk's fp32 partial sums lane-wise
 // (exact), together with the activation scale in one FMA per row and chunk. Each chunk starts fresh
-// accumulators, so chunks do not wait on each other's vdpbf16ps chains.
-// Measured (2 threads, N=32768, K=2048, weights from DRAM): the previous kernel (scales folded into the
-// bf16 exponents, byte lookups and zips, one running chain per row, the next block prefetched) read
-// 30 GB/s at M=1 and 22 GB/s at M=4; this one 40-47 and 25-26 GB/s (prefetch distance +25%, the rest
-// from fewer ops per chunk).
+// accumulators, so chunks do not wait on each other's vdpbf16ps chains. This replaced a kernel that
+// folded the scales into the bf16 exponents and used byte lookups and zips: fewer ops per chunk.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include <immintrin.h>
 
 #include "backends/cpu/avx512bf16/fp4_lanes.h"
@@ -45,9 +43,8 @@ bool gemv_block(const GemvFp4Args& p, const uint16_t* a, int64_t lda, int64_t n)
     w[j] = p.w + (n + j) * p.ldw;
     ex[j] = p.w_exp + (p.w_row0 + n + j) * p.exp_row_bytes;
   }
-  // Prefetch distance: the first block at least kPrefetchBytes on. The next block (2 KiB at K=2048,
-  // ~100 ns of work) was closer than the DRAM latency: 1 thread read 14.7 GB/s, 8 KiB ahead 21.5 GB/s
-  // (2 threads 30 -> 37-45 GB/s), 16 KiB no better.
+  // Prefetch distance: the first block at least kPrefetchBytes on. The next block (2 KiB at K=2048)
+  // was closer than the DRAM latency; 16 KiB ahead was no better than 8.
   constexpr int64_t kPrefetchBytes = 8192;
   const int64_t block_bytes = NB * ((p.k + 1) / 2);
   const int64_t ahead = (kPrefetchBytes + block_bytes - 1) / block_bytes;
@@ -77,10 +74,9 @@ bool gemv_block(const GemvFp4Args& p, const uint16_t* a, int64_t lda, int64_t n)
     const float* as = kScaled ? p.a_scale + (k / group) * p.a_scale_stride : nullptr;
 #pragma GCC unroll 8
     for (int m = 0; m < M; ++m) {
-      // M = 1: two short vdpbf16ps chains per row (even and odd q), added before scaling (1 thread from
-      // DRAM read 21 GB/s with one chain of four, 23 GB/s with these). M >= 2 has chains enough across
-      // its activation rows, and the add is one op in ~40 per 64 bytes: one chain of four measured
-      // M=4 17.9 -> 16.1 and M=2 11.1 -> 10.5 cycles per 64 bytes (single core, L2).
+      // M = 1: two short vdpbf16ps chains per row (even and odd q), added before scaling: faster than one
+      // chain of four. M >= 2 has chains enough across its activation rows, and the add is one op in ~40
+      // per 64 bytes: there one chain of four is faster.
       constexpr bool kSplit = M == 1;
       __m512 part[NB], part2[NB];
 #pragma GCC unroll 4
@@ -154,8 +150,8 @@ bool dispatch(const GemvFp4Args& p, const uint16_t* a, int64_t lda) {
 bool gemv_fp4(const GemvFp4Args& p) {
   const int64_t k_pad = (p.k + 127) / 128 * 128;
   uint16_t* a = static_cast<uint16_t*>(p.scratch);
-  // Power-of-two activation scales ride on the activations for M >= 2 (M = 1 measured faster with the
-  // scaled kernel: 6.4 vs 9.3 cycles per 64 packed bytes).
+  // Power-of-two activation scales ride on the activations for M >= 2 (M = 1 is faster with the scaled
+  // kernel).
   int* exps = avx512bf16::fp4_exponent_scratch(p, k_pad);
   const int64_t groups = p.a_scale ? (k_pad + p.a_group - 1) / p.a_group : 0;
   const bool carried = p.m >= 2 && avx512bf16::fp4_pow2_activation_scales(p, groups, 100, exps);

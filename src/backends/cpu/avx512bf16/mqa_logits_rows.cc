@@ -3,11 +3,11 @@
 // panel is loaded as whole vectors and each key row contributes one dword broadcast per pair of D:
 // no transposition of K is ever needed, and K rows can come straight from an FP8 cache converted in
 // place. Block shapes keep <= 24 accumulators live (NV head vectors x R rows): H=64 -> 4 x 6, which
-// per pair of D issues 4 vector loads, 6 broadcasts and 24 vdpbf16ps. Measured in L1 on Zen 5 (one
-// thread, 72 rows): H=64 515 GFLOP/s (90% of the vdpbf16ps peak), H=128 520, H=32 489 (keeping the
-// four query vectors in registers instead of the broadcasts gave 355 at H=64). The epilogue scales by the
-// token's fp32 scale, applies relu, multiplies by the head weights and sums heads in a fixed order
+// per pair of D issues 4 vector loads, 6 broadcasts and 24 vdpbf16ps, close to the vdpbf16ps peak in L1
+// (keeping the query vectors in registers instead of the broadcasts was much slower). The epilogue
+// scales by the token's fp32 scale, applies relu, multiplies by the head weights and sums heads in a fixed order
 // (vector by vector, then lanes), so a row's result does not depend on which block computed it.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include <immintrin.h>
 #include <string.h>
 
