@@ -1,5 +1,6 @@
 // Chooses the implementation of a GemmProblem: an ordered list from most specialised to the reference;
 // each refuses with a reason (printed with TESSERA_VERBOSE_DISPATCH=1). The reference never refuses.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -33,32 +34,21 @@ const cpu::GemmKernelSet* choose_packed(const GemmProblem& p) {
 }
 
 // Decode rows on AMX tiles (gemv_amx.cc, gemv_amx_e4m3.cc) where they beat the vector GEMV with the
-// weights streamed from DRAM, as a decode step streams them, measured on an AMX Xeon (2 threads, GB/s of
-// weights, medians of 30 calls alternating in one process over 1.5 GB of rotated weight copies,
-// 2026-12-01, tiles vs vector): bf16 from M = 5 (M=5 N=4096 K=7168 13.1 vs 11.9, M=6 12.4 vs 7.8 and
-// N=7168 K=2048 11.3 vs 10.7, M=8 15.0 vs 12.4). At M <= 4 the vector GEMV's sequential row streams
-// beat the tiles' 48 rows read side by side: M=4 N=4096 K=7168 12.4 vs 16.8, N=32768 K=512 7.2 vs 9.5,
-// N=24576 K=1536 10.1 vs 14.7, N=7168 K=2048 13.6 vs 17.4; M=3 N=24576 K=1536 10.3 vs 18.8; M=2
-// N=4096 K=7168 12.4 vs 17.8 (with L3-resident weights the tiles had won from M = 2: M=4 1.20 vs
-// 1.44 ms). M = 1 never (one weight row per output row, nothing for a tile to share). e4m3 from M = 4
-// (N=4096 K=7168 1.30-1.42 vs 1.61-1.83 ms, N=7168 K=2048 0.82-0.86 vs 0.91-1.19): its kernel stages
-// each row's 512-value pieces in turn and prefetches them. e4m3 M = 2 and 3 read two rows at a time on
-// the vector GEMV at about the tiles' speed (N=4096 K=7168 M=3 1.57-1.62 vs 1.32-1.63) or faster
-// (N=7168 K=2048 M=3 0.85-0.86 vs 0.93-0.97). Depends only on the problem, so the bits do not depend
-// on the thread count. TESSERA_GEMV_NO_AMX=1 keeps every row on the vector GEMV.
+// weights streamed from DRAM, as a decode step streams them: bf16 from M = 5. At M <= 4 the vector GEMV's
+// sequential row streams beat the tiles' 48 rows read side by side (with L3-resident weights the tiles
+// would win from M = 2). M = 1 never (one weight row per output row, nothing for a tile to share). e4m3
+// from M = 4: its kernel stages each row's 512-value pieces in turn and prefetches them. e4m3 M = 2 and 3
+// read two rows at a time on the vector GEMV at about the tiles' speed or faster. Depends only on the
+// problem, so the bits do not depend on the thread count. TESSERA_GEMV_NO_AMX=1 keeps every row on the
+// vector GEMV.
 bool gemv_no_amx() {
   static const bool off = env::flag("TESSERA_GEMV_NO_AMX");
   return off;
 }
 
-// FP4-weight decode rows on AMX tiles (gemv_amx_fp4.cc) from M = 4. Measured on the AMX Xeon in a slow
-// phase of the host (tile rate 1.0 TFLOP/s per core), 2 threads, weights from DRAM (1.5 GB of rotated
-// copies), the two kernels alternating call by call, medians of 20-30, ms, tiles vs vector, N=4096
-// K=2048: M=3 0.73-0.96 vs 0.62-0.69, M=5 0.97-1.09 vs 1.05, M=6 0.58-0.98 vs 1.10-1.23, M=8 0.91-0.97
-// vs 1.51-1.62; K=7168 M=5 3.67 vs 3.93, M=8 3.37 vs 5.76. M=4 took 0.89-1.02 vs 0.78-0.80 until the
-// activations went into the tiles by register transposes instead of scatters, then 0.53-0.87 vs
-// 0.75-0.87 at K=2048 (5 pairs, tiles/vector 0.71-1.00) and 2.45-3.20 vs 2.77-2.93 at K=7168 (0.88,
-// 1.10, 0.89). The tile kernel's time moves with the host's tile rate; the vector kernel's grows with
+// FP4-weight decode rows on AMX tiles (gemv_amx_fp4.cc) from M = 4, where the tiles (activations
+// loaded by register transposes) match or beat the vector kernel with weights from DRAM; below it they
+// lose. The tile kernel's time moves with the host's tile rate; the vector kernel's grows with
 // M (its vdpbf16ps count does), the tiles' does not; M = 1 stays on the vector kernel by 2x
 // (conversion, which both do, is most of the work there). TESSERA_GEMV_NO_AMX=1 keeps every FP4 row
 // on the vector kernel.

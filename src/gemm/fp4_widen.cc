@@ -1,8 +1,7 @@
 // FP4 -> e4m3 operand widening (fp4_widen.h). Without it, an ISA whose packed kernels take e4m3 but not
-// e2m1 (AVX2) ran FP4-weight GEMMs on the scalar reference: 2.7 GFLOP/s against 128 for the same
-// problem in e4m3 (m_grouped_fp8_fp4_gemm_nt_contiguous, M=533 N=1536 K=1792, 4 groups, recipe_b (1, 32),
-// TESSERA_ISA=avx2, 2 threads), so DeepGEMM's M=2132 case took minutes. The copy costs one pass over
-// the FP4 operand.
+// e2m1 (AVX2) ran FP4-weight GEMMs on the scalar reference, far slower than the same problem in e4m3.
+// The copy costs one pass over the FP4 operand.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include "gemm/fp4_widen.h"
 
 #include "backends/cpu/gemm_kernel_set.h"

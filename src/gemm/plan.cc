@@ -1,3 +1,5 @@
+// Packed GEMM planning: block sizes, split side and loop order from a cost model.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include "gemm/plan.h"
 
 #include <algorithm>
@@ -36,8 +38,8 @@ struct Choice {
   int tile;
 };
 
-// Reading one byte costs ~4 units from L3 and ~12 from DRAM (Zen 5: ~50 GB/s from L3, ~15 GB/s from DRAM
-// per core against 65 lane-FMAs per cycle at ~4.4 GHz); an operand larger than half the L3, or one of a
+// Reading one byte costs ~4 units from L3 and ~12 from DRAM (per-core bandwidths against the lane-FMA
+// rate on Zen 5); an operand larger than half the L3, or one of a
 // batch whose operands together are (MoE groups: the other groups' weights evict it), is assumed to
 // come from DRAM every time it is read.
 double read_units(double bytes, bool cold) {
@@ -54,9 +56,8 @@ int tail_dot_cols(const cpu::GemmSrc& b_side, const cpu::GemmKernelSet& ks) {
 
 double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, bool x_cold, bool y_cold, int64_t x, int64_t y,
                    int64_t k, const cpu::GemmTile& t, int n_step, int dot_cols, int64_t nc) {
-  // An a-side read in place streams t.mr source rows at once: 14 rows ran 4-10% below 8 (bf16, M=128,
-  // 2 threads: N=7168 K=16384 870 vs 954 GFLOP/s, K=2048 906 vs 946, N=32768 K=512 811 vs 848), which
-  // the tile's rate alone (measured on packed panels) does not show.
+  // An a-side read in place streams t.mr source rows at once: 14 rows ran below 8, which the tile's
+  // rate alone (taken on packed panels) does not show.
   const bool a_converted = a_prep_units(xs) > 0.0;
   const double in_place = !a_converted && t.mr > 8 ? 0.9 : 1.0;
   const double rate = (t.rate > 0 ? double(t.rate) : 1.0) * in_place;
@@ -82,15 +83,11 @@ double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, bool x_cold, 
 // Column-equivalents a tile spends on y b-side columns: whole panels, except that a set whose kernels
 // skip a tail panel's empty vectors computes the tail in n_step units. A tail panel has fewer
 // accumulators and runs below full rate, by how much depends on where its a-panel comes from:
-// - read in place (streamed from memory under the kernel), measured (bf16, N=4096, 2 threads) at about
-//   accumulators / 24 of full rate at K=7168 - 8 rows x 1 vector 0.34, 14 x 1 0.64, 8 x 2 0.68 - and
-//   closer at K=2048 (8 x 1: 0.46): cost cols * clamp(24 / accumulators, 1, 2);
-// - converted (a-panel in L1, panel-outer order), fitted to fp8 (N=7168, K=2048, 2 threads, 8x48 vs
-//   14x32 at M = 64, 80, 112): 8 x 1 ~1.65 column-equivalents per column, 14 x 1 ~1.2, 8 x 2 ~1.03:
-//   cols * clamp(16 / accumulators, 1, 2).
+// - read in place (streamed from memory under the kernel), about accumulators / 24 of full rate:
+//   cost cols * clamp(24 / accumulators, 1, 2);
+// - converted (a-panel in L1, panel-outer order), fitted to fp8: cols * clamp(16 / accumulators, 1, 2).
 // A tail costs at most a whole panel. A tail of at most dot_cols columns goes to the kernel set's
-// dot-product path instead: measured ~2 column-equivalents per column (bf16, N=4096, K=2048: M=97 903
-// GFLOP/s with it, 738 without, M=96 909).
+// dot-product path instead, ~2 column-equivalents per column.
 double computed_cols(int64_t y, const cpu::GemmTile& t, int n_step, int dot_cols, bool a_converted) {
   const int64_t whole = y / t.nr * t.nr, tail = y - whole;
   if (tail == 0) return double(whole);
@@ -127,11 +124,8 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   // NC: the b-side block packed for the whole K and reused by every a-side block: ~2 MiB (L3-resident).
   const int64_t nc_budget = (2 << 20) / (plan.k_pad * ks.elem_bytes);
   // A b-side small enough to pack whole (<= 6 MiB, well inside the shared L3) is one block: every extra
-  // block re-reads (and re-converts) the whole a-side (measured: M=128, N=7168, K=16384 fp8 took two
-  // 64-column blocks and ran at 52% of peak).
-  // A set that copies every a-panel (amx) repeats that copy per b-block: up to 32 MiB is packed whole
-  // (amx, bf16, 2 threads, two alternating runs: M=1024 N=576 K=7168 5.6-5.9 -> 4.0-4.1 ms, M=128 1.0
-  // -> 0.86-0.91, M=1024 N=2112 K=7168 18.4-18.5 -> 15.5-15.9; fp8 and L3-sized shapes unchanged).
+  // block re-reads (and re-converts) the whole a-side.
+  // A set that copies every a-panel (amx) repeats that copy per b-block: up to 32 MiB is packed whole.
   const int64_t whole_budget = (int64_t(ks.copies_a ? 32 : 6) << 20) / (plan.k_pad * ks.elem_bytes);
   auto block_cols = [&](int64_t y, int nr) {
     const int64_t whole = round_up(y, nr);
@@ -169,8 +163,7 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   // Split the side that gives the shorter per-thread time (per K value): its share of the panels (a
   // thread with one panel more than another sets the pace) plus the duplicated work: splitting y makes
   // every thread prepare (or read) the whole a-side, splitting x makes every thread pack the whole b-side.
-  // A side needs >= threads panels. (Measured: M=128, N=576, K=7168 bf16 with 8x48 tiles split y into
-  // 3 panels, 2 + 1, and ran at 658 GFLOP/s; split x, 931.)
+  // A side needs >= threads panels.
   // A set that copies every a-panel (amx) pays for that copy like a conversion, bf16 read along K
   // included. Every a-block of a thread reads the thread's packed b-side again; splitting x gives every
   // thread the whole b-side, so `threads` copies of it compete for the shared cache, and past its budget
@@ -204,14 +197,10 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   plan.nc = int(round_up(env_int("TESSERA_GEMM_NC", int(nc)), nr));
   // Panel-outer (each a-panel meets the whole b-block, the next a-panel prefetched meanwhile; packed.cc)
   // when the a-side is converted, or read in place with K at most two chunks: there BLIS order starts
-  // most a-panels from DRAM (measured bf16, 2 threads, BLIS -> panel-outer GFLOP/s: M=64 N=32768 K=512
-  // 687 -> 865, N=24576 K=1536 762 -> 891, N=7168 K=2048 836 -> 865; M=128 N=32768 K=512 793 -> 887;
-  // with K=7168 equal or 1-3% slower, so longer K keeps BLIS order). A set that copies every a-panel
-  // (amx) counts as converting: its BLIS order copies a whole a-block from DRAM in one go, panel-outer
-  // one panel at a time with the next prefetched through the calls (amx, bf16, 2 threads, panel-outer
-  // vs BLIS in separate processes, 6 rounds: M=128 N=4096 K=7168 x1.13, N=7168 K=16384 x1.17, N=2112
-  // K=7168 x1.12, N=576 K=7168 x1.00; M=64 N=4096 K=7168 x1.11; larger b-blocks, M=1024 among them,
-  // stay BLIS order by the size rule).
+  // most a-panels from DRAM (longer K gains nothing, so it keeps BLIS order). A set that copies every
+  // a-panel (amx) counts as converting: its BLIS order copies a whole a-block from DRAM in one go,
+  // panel-outer one panel at a time with the next prefetched through the calls (larger b-blocks stay
+  // BLIS order by the size rule).
   plan.a_converted = a_prep_units(xs) > 0;
   plan.panel_outer = (plan.a_converted || ks.copies_a || plan.k_pad <= 2 * int64_t(plan.kc)) &&
                      int64_t(plan.nc) * plan.kc * ks.elem_bytes <= (512 << 10);

@@ -25,8 +25,8 @@ constexpr int64_t kMinSplitLength = 32768;
 constexpr int kMaxParts = 16;
 
 // Runs fn(i0, i1) over [0, n) in chunks taken from a shared counter rather than a static split: a
-// thread slowed by other load on the machine then simply takes fewer chunks (measured here: a static
-// split of 6 rows of 128K on 2 threads took 4x the one-thread time while the second CPU was busy).
+// thread slowed by other load on the machine then simply takes fewer chunks, where a static split
+// waits for it. (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 void for_each_chunk(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   const int64_t chunk = std::clamp<int64_t>(n / (8 * num_threads()), 1, 16);
   std::atomic<int64_t> next{0};

@@ -4,8 +4,8 @@
 // "Width templates").
 //  read_sum: one block's loads into 8 independent vaddps chains (the adds never limit a load-bound
 //    loop), one block from each of kReadStreams quarters of the range in turn: one sequential stream
-//    per core left DRAM bandwidth unused here (2 threads: 40-44 GB/s with one stream each, 48-50 GB/s
-//    with two or four, measured in one run), and the library's GEMV kernels read several rows at once.
+//    per core left DRAM bandwidth unused here, and the library's GEMV kernels read several rows at
+//    once (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md).
 //  copy: a block's loads and stores; non-temporal stores skip the read-for-ownership of the
 //    destination, which is how large memcpy implementations copy.
 #pragma once

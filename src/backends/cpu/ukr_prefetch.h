@@ -1,7 +1,7 @@
 // The micro-kernels' share of the driver's prefetching (UkrArgs::pf_*): the lines a later call will
 // read, issued a few at a time through the K loop. A burst of a panel's few hundred prefetches before a
-// call was mostly dropped (measured: 224 lines 7 KiB apart per row read back at ~7 cycles per line
-// after a burst, ~0.7 when issued 16 at a time).
+// call was mostly dropped: lines read back almost as slowly as without a prefetch.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #pragma once
 
 #include "backends/cpu/gemm_kernel_set.h"
@@ -14,8 +14,7 @@ namespace {
 
 // Walks lines [pf_begin, pf_end) of UkrArgs' prefetch block in order. The position is kept as a row
 // pointer and a line within the row, so issuing a line costs an add and a compare. Computing it from
-// the line index took a division and a multiply per line: perf put ~14% of a 14 x 16 tile's samples
-// there at M = 16 (fp8, weights in L2, 1 thread); the cursor measured 2-4% faster on that case.
+// the line index took a division and a multiply per line, a visible share of a tile's time.
 struct UkrPrefetcher {
   int per_step = 0;  // lines per step of 32 K values (16 bf16 pairs), so a call's share spans its K loop
   int left = 0;      // lines not yet issued

@@ -2,9 +2,8 @@
 //
 // A grid T.Kernel(ceildiv(N, bn), ceildiv(M, bm)) whose blocks each stream a bm x bn tile of row-major
 // tensors gives every thread bm short row segments per block: the hardware prefetcher restarts on
-// every segment and a DRAM-bound kernel reaches about half of its bandwidth (measured, 8192 x 8192
-// bf16 add with 4 x 4096 tiles, streaming stores: 0.61x of a same-run memcpy by blocks, 1.27x by
-// bands). When the body allows it,
+// every segment and a DRAM-bound kernel reaches about half of its bandwidth
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md). When the body allows it,
 // the CPU backend also emits a "band" function that runs every block of grid dimension 0 for one
 // (by, bz): for each row of the tile, for bx in [0, grid[0]), the tile's vector loop - so a thread
 // streams whole rows. The launch picks it when there are enough bands for the threads.

@@ -9,8 +9,8 @@ namespace tessera::cpu {
 void gemm_ukr_avx2_6x16(const UkrArgs& p);
 
 const GemmKernelSet* gemm_kernels_avx2() {
-  // kc = 256: a 256 x 16 fp32 b-panel (16 KiB) and a 6-row a-panel (6 KiB) stay in L1; measured equal
-  // or up to 3% faster than 128 and 384 on Zen 5 (1 thread, bf16 nt).
+  // kc = 256: a 256 x 16 fp32 b-panel (16 KiB) and a 6-row a-panel (6 KiB) stay in L1; no slower than
+  // 128 or 384 (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md).
   static const GemmKernelSet set = {
       "avx2",
       /*k_align=*/1,

@@ -1,7 +1,8 @@
 // The avx2 GEMM micro-kernel: gemm_ukr_f32-inl.h on 8-lane ymm vectors, one 6 x 16 tile.
 // 12 accumulators + 2 b vectors + 1 broadcast use 15 of the 16 ymm registers, and 12 independent
 // chains cover two FMA pipes with 4-cycle latency.
-// Measured on Zen 5 (1 thread, ymm peak 139 GFLOP/s): ~137 GFLOP/s with panels in L1 or over a 256 x 512 block.
+// It runs close to the ymm peak with panels in L1 or over a 256 x 512 block.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include "backends/cpu/avx2/f32_vec.h"
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/gemm_ukr_f32-inl.h"

@@ -10,8 +10,8 @@ void gemm_ukr_avx512_8x48(const UkrArgs& p);
 void gemm_ukr_avx512_14x32(const UkrArgs& p);
 
 const GemmKernelSet* gemm_kernels_avx512() {
-  // kc = 256: fewer c-tile passes per K; measured 2-8% faster than 128 on Zen 5 (1 thread, bf16 nt,
-  // 1024^3 / 256x2112x7168 / 512x7168x2048) although a 256 x 48 fp32 b-panel (48 KiB) leaves L1.
+  // kc = 256: fewer c-tile passes per K; faster than 128 on Zen 5 although a 256 x 48 fp32 b-panel
+  // (48 KiB) leaves L1 (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md).
   static const GemmKernelSet set = {
       "avx512",
       /*k_align=*/1,

@@ -2,8 +2,8 @@
 // same shapes as the avx512bf16 set: 8 x 48 (24 accumulators) and 14 x 32 (28 accumulators); the plan
 // picks the one that pads least. Two FMA pipes with 4-cycle latency need >= 8 independent chains;
 // 24-28 leave room for the loads.
-// Measured on Zen 5 (1 thread, peak 276 GFLOP/s): 8x48 and 14x32 ~271 GFLOP/s with panels in L1, 259-268
-// over a 256 x 512 block with kc = 256 (unscaled), 253-261 with fp32 scales every 128 K.
+// Both tiles run close to peak in L1 and over a 256 x 512 block.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include "backends/cpu/avx512/f32_vec.h"
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/gemm_ukr_f32-inl.h"

@@ -13,8 +13,8 @@ namespace {
 
 constexpr int kUnroll = 4;
 // Elements ahead of the collect pass that it prefetches: the row comes from memory once, and the
-// hardware prefetchers stop at page boundaries (measured on Zen 5, one thread: 4096 ahead beats 1024,
-// 2048 and 8192 by 5-20% on 32K-1M rows).
+// hardware prefetchers stop at page boundaries; 4096 was the best distance tried.
+// (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 constexpr int64_t kPrefetchAhead = 4096;
 
 inline __m512i key16(__m512i h) {
@@ -121,9 +121,7 @@ void collect_impl(SelectCollectArgs* a) {
 }
 
 // Below about one hit per 128-element block, most blocks have none and skipping them pays; above it
-// the skip branch mispredicts more often than it saves. Below one hit per 16 lanes, narrow stores pay
-// (measured on Zen 5, in cache: 128K rows with k = 2048 22.8K -> 17.5K cycles per row; 32K rows, about
-// 1.3 hits per 16 lanes, slightly slower with them).
+// the skip branch mispredicts more often than it saves. Below one hit per 16 lanes, narrow stores pay.
 void collect(SelectCollectArgs* a) {
   const int per_1024 = a->expected_hits_per_1024;
   if (per_1024 * 128 < 1024) {

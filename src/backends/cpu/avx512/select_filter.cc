@@ -14,7 +14,7 @@ namespace {
 
 constexpr int kUnroll = 4;
 // fp32 elements ahead of the scan that it prefetches (8 KiB): the hardware prefetchers stop at page
-// boundaries (measured on Zen 5, one thread, 129280-element rows: +10%).
+// boundaries (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md).
 constexpr int64_t kPrefetchAhead = 2048;
 
 // a ^ (b & c): the ordered key of value bits a with sign mask b and magnitude mask c.
