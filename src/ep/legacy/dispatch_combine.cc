@@ -173,8 +173,8 @@ LegacyDispatchResult Buffer::dispatch(const LegacyDispatchArgs& a) {
   if (a.num_worst_tokens > 0) op->rows = a.num_worst_tokens;
   // Direct receive (as ElasticBuffer.dispatch): with every rank on this node and an output arena, the
   // counts go first and every sender writes its x rows straight into the receivers' recv_x, instead of
-  // into the receive region and then a second time into recv_x (FP8, 2 ranks, 4096 tokens of hidden
-  // 7168, with get_dispatch_layout: 4.1-4.8 -> 2.7-3.0 ms per call in 5 alternating pairs).
+  // into the receive region and then a second time into recv_x.
+  // (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
   const bool direct = comm.has_arena() && topo.num_nodes == 1;
   if (direct)
     op->out.recv_x = start_direct_receive(comm, op->seq, plan, &op->direct_x, a.x.dtype, in.hidden,

@@ -198,7 +198,7 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
             const int32_t flat = lanes[size_t(i * data->lanes + m)];
             if (flat < 0) break;
             // Plain stores: steady-state calls rewrite the same rows, which stay in L3 (streaming
-            // stores measured slower: 550 -> 590 us per 128-token dispatch).
+            // stores were slower; measurements: docs/notes/2026-12-05-measurements-moved-from-source.md).
             std::memcpy(x + int64_t(flat) * x_bytes, g.rows.x + t * g.rows.x_stride, size_t(x_bytes));
             if (sc)
               std::memcpy(&staged[size_t((staged_first[size_t(flat / rows)] + flat % rows) * pack_bytes)],
