@@ -340,7 +340,8 @@ class BufferRef(Expr):
     def dtype(self):
         return self.buffer.dtype
 
-    def region(self):
+    def region_bounds(self):
+        """(mins, extents, sliced): per dimension the first index and the count a slice or an index covers."""
         mins, extents, sliced = [], [], False
         for d, i in enumerate(self.indices):
             if isinstance(i, slice):
@@ -352,6 +353,10 @@ class BufferRef(Expr):
             else:
                 mins.append(as_node(i))
                 extents.append(as_node(1))
+        return mins, extents, sliced
+
+    def region(self):
+        mins, extents, sliced = self.region_bounds()
         ctx.set_loc()
         return _C.tl_region(self.buffer.handle, mins, extents if sliced else None)
 

@@ -81,18 +81,10 @@ class ThreadLocalRef(BufferRef):
         return _C.tl_load(self.buffer.handle, nodes)
 
     def region(self):
-        mins, extents = [self.buffer.thread_node("a tile of")], [as_node(1)]
-        for d, i in enumerate(self.indices):
-            if isinstance(i, slice):
-                start = 0 if i.start is None else i.start
-                stop = self.buffer.shape[d] if i.stop is None else i.stop
-                mins.append(as_node(start))
-                extents.append(as_node(stop - start))
-            else:
-                mins.append(as_node(i))
-                extents.append(as_node(1))
+        mins, extents, _ = self.region_bounds()
         ctx.set_loc()
-        return _C.tl_region(self.buffer.handle, mins, extents)
+        return _C.tl_region(self.buffer.handle, [self.buffer.thread_node("a tile of")] + mins,
+                            [as_node(1)] + extents)
 
 
 def threads_of(t):
