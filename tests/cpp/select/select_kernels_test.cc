@@ -101,14 +101,30 @@ int32_t key_quantile(const std::vector<uint8_t>& row, int elem_bytes, int64_t n,
   return keys[size_t(std::min<int64_t>(n - 1, int64_t(double(n) * (1.0 - fraction))))];
 }
 
+// A random row (no ties) sorted by key, rising: the hits of any threshold sit at its end (a streamed
+// pass then finds its last segment's region full and scans again in one stream).
+std::vector<uint8_t> rising_row(Rng& rng, int64_t n, int elem_bytes) {
+  std::vector<uint8_t> row = random_row(rng, n, elem_bytes, false);
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[size_t(i)] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return key_of(row, elem_bytes, x) < key_of(row, elem_bytes, y); });
+  std::vector<uint8_t> out(row.size());
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(out.data() + i * elem_bytes, row.data() + order[size_t(i)] * elem_bytes, size_t(elem_bytes));
+  return out;
+}
+
 TEST(SelectKernels, FilterMatchesScalar) {
   const SelectKernelTable* ref = cpu::select_kernels_scalar();
   Rng rng = Rng::for_current_test();
   for (const NamedSet& set : vector_sets()) {
     for (int elem : {2, 4})
-      for (int64_t n : {1, 15, 16, 31, 33, 64, 127, 129, 1000, 4099, 20000})
-        for (bool ties : {false, true}) {
-          const std::vector<uint8_t> row = random_row(rng, n, elem, ties);
+      for (int64_t n : {1, 15, 16, 31, 33, 64, 127, 129, 1000, 4099, 20000, 40000})  // 40000 fp32: streams
+        for (int kind : {0, 1, 2}) {                                                 // random bits, ties, rising
+          const bool ties = kind == 1;
+          if (kind == 2 && n < 20000) continue;
+          const std::vector<uint8_t> row = kind == 2 ? rising_row(rng, n, elem) : random_row(rng, n, elem, ties);
           const int32_t sparse = key_quantile(row, elem, n, 0.01);
           for (int32_t threshold :
                {INT_MIN, -32769, -32768, -5, 0, sparse, 1 << 20, 32766, 32767, INT_MAX - 1, INT_MAX})
@@ -129,8 +145,9 @@ TEST(SelectKernels, FilterMatchesScalar) {
                     ref->filter(&a);
                     set.table->filter(&b);
                     const std::string what = set.name + " elem=" + std::to_string(elem) + " n=" + std::to_string(n) +
-                                             " thr=" + std::to_string(threshold) + " cap=" + std::to_string(cap) +
-                                             " hint=" + std::to_string(hint) + " call=" + std::to_string(call);
+                                             " kind=" + std::to_string(kind) + " thr=" + std::to_string(threshold) +
+                                             " cap=" + std::to_string(cap) + " hint=" + std::to_string(hint) +
+                                             " call=" + std::to_string(call);
                     ASSERT_EQ(a.pos, b.pos) << what;
                     ASSERT_EQ(a.count, b.count) << what;
                     ASSERT_EQ(a.min_key, b.min_key) << what;
@@ -208,9 +225,11 @@ TEST(SelectKernels, Bf16CollectWindowEmitMatchScalar) {
   const SelectKernelTable* ref = cpu::select_kernels_scalar();
   Rng rng = Rng::for_current_test();
   for (const NamedSet& set : vector_sets())
-    for (int64_t n : {1, 31, 33, 129, 5000, 65536 + 77})
-      for (bool ties : {false, true}) {
-        const std::vector<uint8_t> row = random_row(rng, n, 2, ties);
+    for (int64_t n : {1, 31, 33, 129, 5000, 65536 + 77})  // 65536 elements: streams
+      for (int kind : {0, 1, 2}) {                        // random bits, ties, rising
+        const bool ties = kind == 1;
+        if (kind == 2 && n < 5000) continue;
+        const std::vector<uint8_t> row = kind == 2 ? rising_row(rng, n, 2) : random_row(rng, n, 2, ties);
         const int32_t sparse = key_quantile(row, 2, n, 0.02);
         for (int32_t lo : {-32769, -32768, -5, sparse, 32766, 32767})
           for (int64_t cap : {int64_t(64), int64_t(100), n + 64})
@@ -223,7 +242,7 @@ TEST(SelectKernels, Bf16CollectWindowEmitMatchScalar) {
               ref->bf16.collect(&a);
               set.table->bf16.collect(&b);
               std::string what = set.name + " n=" + std::to_string(n) + " lo=" + std::to_string(lo) +
-                                 " cap=" + std::to_string(cap) + " ties=" + std::to_string(ties) +
+                                 " cap=" + std::to_string(cap) + " kind=" + std::to_string(kind) +
                                  " hint=" + std::to_string(hint);
               ASSERT_EQ(a.pos, b.pos) << what;
               ASSERT_EQ(a.count, b.count) << what;

@@ -4,6 +4,8 @@
 // register and plain stores (the memory form is microcoded and slow on AMD Zen 4/5). Must match
 // select_bf16.cc in scalar/ entry for entry.
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "backends/cpu/avx512/key_range.h"
 #include "backends/cpu/select_kernels.h"
@@ -70,6 +72,32 @@ inline int64_t append_packed(__mmask32 m, __m512i k, int32_t at, __m512i order, 
   return count;
 }
 
+#include "backends/cpu/select_streams.inc"
+
+constexpr int64_t kCollectBlock = 32 * kUnroll;
+
+// One block of kCollectBlock elements at pos: running min / max, its candidates appended to packed.
+template <bool kSparse, bool kSkip>
+inline int64_t collect_block(const int16_t* row, int64_t pos, int64_t base, __m512i lo1, __mmask32 enable,
+                             __m512i order, __m512i* mn, __m512i* mx, int32_t* packed, int64_t count) {
+  __m512i k[kUnroll];
+  __mmask32 m[kUnroll];
+#pragma GCC unroll 4
+  for (int j = 0; j < kUnroll; ++j) {
+    k[j] = key16(_mm512_loadu_si512(row + pos + 32 * j));
+    m[j] = _mm512_cmpge_epi16_mask(k[j], lo1) & enable;
+    *mn = _mm512_min_epi16(*mn, k[j]);
+    *mx = _mm512_max_epi16(*mx, k[j]);
+  }
+  // Dense passes compress every vector (no branch to mispredict); sparse ones skip blocks without hits.
+  if (!kSkip || (uint64_t(m[0]) | uint64_t(m[1]) | uint64_t(m[2]) | uint64_t(m[3])) != 0) {
+#pragma GCC unroll 4
+    for (int j = 0; j < kUnroll; ++j)
+      count = append_packed<kSparse>(m[j], k[j], int32_t(pos + 32 * j - base), order, packed, count);
+  }
+  return count;
+}
+
 template <bool kSparse, bool kSkip>
 void collect_impl(SelectCollectArgs* a) {
   const int16_t* row = static_cast<const int16_t*>(a->row);
@@ -78,32 +106,38 @@ void collect_impl(SelectCollectArgs* a) {
   const __m512i lo1 = _mm512_set1_epi16(clamp16(a->lo + 1));
   const __m512i order = unpack_order();
   __m512i mn = _mm512_set1_epi16(clamp16(a->min_key)), mx = _mm512_set1_epi16(clamp16(a->max_key));
-  int64_t pos = a->pos, count = a->count;
-  const int64_t start = pos, end = a->end, base = a->base, cap = a->capacity;
+  const int64_t start = a->pos, end = a->end, base = a->base, cap = a->capacity;
   int32_t* packed = a->packed;
 
-  while (pos + 32 * kUnroll <= end && count + 32 * kUnroll <= cap) {
+  // The whole blocks in several streams (select_streams.inc) when every candidate fits.
+  const int64_t nblocks = (end - start) / kCollectBlock;
+  const StreamRegions r = stream_regions(a->count, cap, kCollectBlock);
+  if (streams_pay(nblocks * kCollectBlock * 2, a->expected_hits_per_1024 * (end - start) / 1024, r)) {
+    __m512i smn = mn, smx = mx;
+    int64_t counts[kSelectStreams];
+    const bool done =
+        scan_streams<kCollectBlock, 2>(row, start, nblocks, r.region, counts, [&](int s, int64_t pos, int64_t c) {
+          return collect_block<kSparse, kSkip>(row, pos, base, lo1, enable, order, &smn, &smx, packed + r.start(s), c);
+        });
+    if (done) {
+      a->count = join_regions(r, counts, [&](int64_t from, int64_t to, int64_t n) {
+        memmove(packed + to, packed + from, size_t(n) * sizeof(int32_t));
+      });
+      a->pos = start + nblocks * kCollectBlock;
+      mn = smn;
+      mx = smx;
+    }
+  }
+  int64_t pos = a->pos, count = a->count;
+
+  while (pos + kCollectBlock <= end && count + kCollectBlock <= cap) {
     if (pos + kPrefetchAhead < end) {
 #pragma GCC unroll 4
       for (int j = 0; j < kUnroll; ++j)
         _mm_prefetch(reinterpret_cast<const char*>(row + pos + kPrefetchAhead + 32 * j), _MM_HINT_T0);
     }
-    __m512i k[kUnroll];
-    __mmask32 m[kUnroll];
-#pragma GCC unroll 4
-    for (int j = 0; j < kUnroll; ++j) {
-      k[j] = key16(_mm512_loadu_si512(row + pos + 32 * j));
-      m[j] = _mm512_cmpge_epi16_mask(k[j], lo1) & enable;
-      mn = _mm512_min_epi16(mn, k[j]);
-      mx = _mm512_max_epi16(mx, k[j]);
-    }
-    // Dense passes compress every vector (no branch to mispredict); sparse ones skip blocks without hits.
-    if (!kSkip || (uint64_t(m[0]) | uint64_t(m[1]) | uint64_t(m[2]) | uint64_t(m[3])) != 0) {
-#pragma GCC unroll 4
-      for (int j = 0; j < kUnroll; ++j)
-        count = append_packed<kSparse>(m[j], k[j], int32_t(pos + 32 * j - base), order, packed, count);
-    }
-    pos += 32 * kUnroll;
+    count = collect_block<kSparse, kSkip>(row, pos, base, lo1, enable, order, &mn, &mx, packed, count);
+    pos += kCollectBlock;
   }
   while (pos < end && count + 32 <= cap) {
     const __mmask32 live = live_mask32(end - pos);
@@ -161,10 +195,10 @@ void count2(const int16_t* keys, int64_t n, const int32_t t[2], int64_t counts[2
   int64_t a = 0, b = 0, i = 0;
   for (; i + 64 <= n; i += 64) {
     const __m512i k0 = _mm512_loadu_si512(keys + i), k1 = _mm512_loadu_si512(keys + i + 32);
-    a += __builtin_popcountll(uint64_t(_mm512_cmpgt_epi16_mask(k0, t0)) |
-                              uint64_t(_mm512_cmpgt_epi16_mask(k1, t0)) << 32);
-    b += __builtin_popcountll(uint64_t(_mm512_cmpgt_epi16_mask(k0, t1)) |
-                              uint64_t(_mm512_cmpgt_epi16_mask(k1, t1)) << 32);
+    a += __builtin_popcountll(uint64_t(_mm512_cmpgt_epi16_mask(k0, t0)) | uint64_t(_mm512_cmpgt_epi16_mask(k1, t0))
+                                                                              << 32);
+    b += __builtin_popcountll(uint64_t(_mm512_cmpgt_epi16_mask(k0, t1)) | uint64_t(_mm512_cmpgt_epi16_mask(k1, t1))
+                                                                              << 32);
   }
   for (; i < n; i += 32) {
     const __mmask32 live = live_mask32(n - i);
@@ -251,8 +285,8 @@ void emit_impl(SelectEmitArgs* a) {
       // The key map is its own inverse: bits = key ^ ((key >> 15) & 0x7FFF) on the low 16 bits.
       if (kValues)
         store16x16(values, count, selected,
-                   _mm512_cvtepi32_epi16(_mm512_ternarylogic_epi32(ck, _mm512_srai_epi32(ck, 15),
-                                                                   _mm512_set1_epi32(0x7FFF), 0x78)));
+                   _mm512_cvtepi32_epi16(
+                       _mm512_ternarylogic_epi32(ck, _mm512_srai_epi32(ck, 15), _mm512_set1_epi32(0x7FFF), 0x78)));
       if (kKeys) store32x16(keys, count, selected, ck);
     }
     count += __builtin_popcount(keep);

@@ -5,6 +5,8 @@
 // the common no-hit case is a handful of ops per 256 bytes. Must match the scalar filter entry
 // for entry (tests/cpp/select checks it).
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "backends/cpu/avx512/key_range.h"
 #include "backends/cpu/select_kernels.h"
@@ -70,40 +72,81 @@ inline void append16(__mmask16 m, __m512i keys, __m512i index, SelectFilterArgs*
   *count += __builtin_popcount(m);
 }
 
+#include "backends/cpu/select_streams.inc"
+
+constexpr int64_t kBlockF32 = 16 * kUnroll;
+
+// One block of kBlockF32 elements at pos: running min / max, and its hits appended to a's arrays.
+inline int64_t f32_block(const int32_t* row, int64_t pos, __m512i thr, __m512i mag, int dense, __m512i* mn, __m512i* mx,
+                         SelectFilterArgs* a, int64_t count) {
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i k[kUnroll];
+  __mmask16 m[kUnroll];
+#pragma GCC unroll 4
+  for (int j = 0; j < kUnroll; ++j) {
+    k[j] = key_f32(_mm512_loadu_si512(row + pos + 16 * j), mag);
+    m[j] = _mm512_cmpgt_epi32_mask(k[j], thr);
+    *mn = _mm512_min_epi32(*mn, k[j]);
+    *mx = _mm512_max_epi32(*mx, k[j]);
+  }
+  const uint64_t hits = uint64_t(m[0]) | uint64_t(m[1]) << 16 | uint64_t(m[2]) << 32 | uint64_t(m[3]) << 48;
+  if (hits) {
+    if (__builtin_popcountll(hits) >= dense) {
+#pragma GCC unroll 4
+      for (int j = 0; j < kUnroll; ++j)
+        append16(m[j], k[j], _mm512_add_epi32(iota, _mm512_set1_epi32(int32_t(pos + 16 * j))), a, &count);
+    } else {
+      count = append_bits_f32(hits, row, pos, a, count);
+    }
+  }
+  return count;
+}
+
+// The whole blocks of [a->pos, a->end) in several streams (select_streams.inc): true when done, with
+// a->pos and a->count advanced past them; false with nothing changed.
+bool f32_blocks_in_streams(SelectFilterArgs* a, __m512i thr, __m512i mag, int dense, __m512i* mn, __m512i* mx) {
+  const int64_t nblocks = (a->end - a->pos) / kBlockF32;
+  const StreamRegions r = stream_regions(a->count, a->capacity, kBlockF32);
+  if (!streams_pay(nblocks * kBlockF32 * 4, a->expected_hits_per_1024 * (a->end - a->pos) / 1024, r)) return false;
+  const int32_t* row = static_cast<const int32_t*>(a->row);
+  SelectFilterArgs region = *a;
+  __m512i smn = *mn, smx = *mx;
+  int64_t counts[kSelectStreams];
+  const bool done =
+      scan_streams<kBlockF32, 4>(a->row, a->pos, nblocks, r.region, counts, [&](int s, int64_t pos, int64_t c) {
+        region.keys = a->keys + r.start(s);
+        region.index = a->index + r.start(s);
+        return f32_block(row, pos, thr, mag, dense, &smn, &smx, &region, c);
+      });
+  if (!done) return false;
+  a->count = join_regions(r, counts, [&](int64_t from, int64_t to, int64_t n) {
+    memmove(a->keys + to, a->keys + from, size_t(n) * sizeof(int32_t));
+    memmove(a->index + to, a->index + from, size_t(n) * sizeof(int32_t));
+  });
+  a->pos += nblocks * kBlockF32;
+  *mn = smn;
+  *mx = smx;
+  return true;
+}
+
 void filter_f32(SelectFilterArgs* a) {
   const int32_t* row = static_cast<const int32_t*>(a->row);
   const __m512i mag = _mm512_set1_epi32(0x7FFFFFFF), thr = _mm512_set1_epi32(a->threshold);
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i mn = _mm512_set1_epi32(a->min_key), mx = _mm512_set1_epi32(a->max_key);
+  const int dense = dense_hits(a, kBlockF32);
+  f32_blocks_in_streams(a, thr, mag, dense, &mn, &mx);
   int64_t pos = a->pos, count = a->count;
   const int64_t end = a->end, cap = a->capacity;
-  const int dense = dense_hits(a, 16 * kUnroll);
 
-  while (pos + 16 * kUnroll <= end && count + 16 * kUnroll <= cap) {
+  while (pos + kBlockF32 <= end && count + kBlockF32 <= cap) {
     if (pos + kPrefetchAhead < end) {
 #pragma GCC unroll 4
-      for (int j = 0; j < kUnroll; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + pos + kPrefetchAhead + 16 * j), _MM_HINT_T0);
+      for (int j = 0; j < kUnroll; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(row + pos + kPrefetchAhead + 16 * j), _MM_HINT_T0);
     }
-    __m512i k[kUnroll];
-    __mmask16 m[kUnroll];
-#pragma GCC unroll 4
-    for (int j = 0; j < kUnroll; ++j) {
-      k[j] = key_f32(_mm512_loadu_si512(row + pos + 16 * j), mag);
-      m[j] = _mm512_cmpgt_epi32_mask(k[j], thr);
-      mn = _mm512_min_epi32(mn, k[j]);
-      mx = _mm512_max_epi32(mx, k[j]);
-    }
-    const uint64_t hits = uint64_t(m[0]) | uint64_t(m[1]) << 16 | uint64_t(m[2]) << 32 | uint64_t(m[3]) << 48;
-    if (hits) {
-      if (__builtin_popcountll(hits) >= dense) {
-#pragma GCC unroll 4
-        for (int j = 0; j < kUnroll; ++j)
-          append16(m[j], k[j], _mm512_add_epi32(iota, _mm512_set1_epi32(int32_t(pos + 16 * j))), a, &count);
-      } else {
-        count = append_bits_f32(hits, row, pos, a, count);
-      }
-    }
-    pos += 16 * kUnroll;
+    count = f32_block(row, pos, thr, mag, dense, &mn, &mx, a, count);
+    pos += kBlockF32;
   }
   while (pos < end && count + 16 <= cap) {
     const __mmask16 live = end - pos >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (end - pos)) - 1);

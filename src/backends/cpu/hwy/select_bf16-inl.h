@@ -11,9 +11,11 @@
 
 #include <hwy/highway.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backends/cpu/hwy/select_filter-inl.h"
 #include "backends/cpu/hwy/select_lanes-inl.h"
+#include "backends/cpu/hwy/select_streams-inl.h"
 #include "backends/cpu/select_kernels.h"
 
 // Built for the AVX2 and AVX3 targets only (levels.h); the baseline target of foreach_target gets none.
@@ -112,36 +114,71 @@ struct CollectScan {
   V16 mn, mx;
 };
 
-// The whole blocks of a collect pass. Dense passes (a couple of hits or more per block expected) zip
-// and gather every vector as they go, without a branch on the hits; sparse ones check each block's
-// maximum first. lo: key >= lo passes; every key passes the check of a disabled pass.
+constexpr int64_t kCollectBlock = 4 * kStepBf16;
+
+// One block of a collect pass. Dense passes (a couple of hits or more per block expected) zip and gather
+// every vector, without a branch on the hits; sparse ones check the block's maximum first. lo: key >= lo
+// passes; every key passes the check of a disabled pass.
+template <bool kDense>
+HWY_INLINE int64_t collect_block(const int16_t* row, int64_t pos, int64_t base, V16 lo, bool enable, int64_t dense,
+                                 const PackedLayout& layout, V16* mn, V16* mx, int32_t* packed, int64_t count) {
+  const D16 d;
+  if (kDense) {
+    const V32 lo_packed = hn::ShiftLeft<16>(widen_lower(lo));
+    const V16 step = hn::Set(d, int16_t(kLanes16));
+    V16 positions = hn::Add(layout.positions, hn::Set(d, int16_t(uint16_t(pos - base))));
+#pragma GCC unroll 8
+    for (int64_t at = 0; at < kCollectBlock; at += kLanes16) {
+      const V16 k = ordered_key_bf16(hn::LoadU(d, row + pos + at));
+      *mn = hn::Min(*mn, k);
+      *mx = hn::Max(*mx, k);
+      count = append_packed_at(k, positions, layout, lo_packed, packed, count);
+      positions = hn::Add(positions, step);  // wraps like the int16 sum of append_packed
+    }
+  } else if (bf16_block_passes<kCollectBlock>(row + pos, lo, mn, mx) && enable) {
+    count = collect_block_hits<kCollectBlock>(row, pos, base, lo, dense, layout, packed, count);
+  }
+  return count;
+}
+
+// The whole blocks of a collect pass in several streams (select_streams-inl.h): true when done, with
+// scan->pos and scan->count advanced past them; false with nothing changed.
+template <bool kDense>
+HWY_INLINE bool collect_blocks_in_streams(const int16_t* row, int64_t end, int64_t base, int64_t cap, V16 lo,
+                                          bool enable, int64_t dense, int expected_hits_per_1024, CollectScan* scan,
+                                          int32_t* packed) {
+  const int64_t nblocks = (end - scan->pos) / kCollectBlock;
+  const StreamRegions r = stream_regions(scan->count, cap, kCollectBlock);
+  if (!streams_pay(nblocks * kCollectBlock * 2, expected_hits_per_1024 * (end - scan->pos) / 1024, r)) return false;
+  const PackedLayout layout = packed_layout();
+  V16 mn = scan->mn, mx = scan->mx;
+  int64_t counts[kSelectStreams];
+  const bool done =
+      scan_streams<kCollectBlock, 2>(row, scan->pos, nblocks, r.region, counts, [&](int s, int64_t pos, int64_t c) {
+        return collect_block<kDense>(row, pos, base, lo, enable, dense, layout, &mn, &mx, packed + r.start(s), c);
+      });
+  if (!done) return false;
+  const int64_t count = join_regions(r, counts, [&](int64_t from, int64_t to, int64_t n) {
+    memmove(packed + to, packed + from, size_t(n) * sizeof(int32_t));
+  });
+  *scan = {scan->pos + nblocks * kCollectBlock, count, mn, mx};
+  return true;
+}
+
+// The whole blocks of a collect pass, then its whole steps, up to the capacity.
 template <bool kDense>
 HWY_INLINE void collect_blocks(const int16_t* row, int64_t end, int64_t base, int64_t cap, V16 lo, bool enable,
-                               int64_t dense, CollectScan* scan, int32_t* packed) {
-  const D16 d;
-  constexpr int64_t kBlock = 4 * kStepBf16;
+                               int64_t dense, int expected_hits_per_1024, CollectScan* scan, int32_t* packed) {
+  collect_blocks_in_streams<kDense>(row, end, base, cap, lo, enable, dense, expected_hits_per_1024, scan, packed);
   const PackedLayout layout = packed_layout();
-  const V32 lo_packed = hn::ShiftLeft<16>(widen_lower(lo));
   int64_t pos = scan->pos, count = scan->count;
   V16 mn = scan->mn, mx = scan->mx;
-  const V16 step = hn::Set(d, int16_t(kLanes16));
-  V16 positions = hn::Add(layout.positions, hn::Set(d, int16_t(uint16_t(pos - base))));
-  while (pos + kBlock <= end && count + kBlock <= cap) {
+  while (pos + kCollectBlock <= end && count + kCollectBlock <= cap) {
     if (pos + kPrefetchBytes / 2 < end)
-      for (int64_t b = 0; b < kBlock * 2; b += 64)
+      for (int64_t b = 0; b < kCollectBlock * 2; b += 64)
         __builtin_prefetch(reinterpret_cast<const char*>(row + pos) + kPrefetchBytes + b);
-    if (kDense) {
-      for (int64_t at = 0; at < kBlock; at += kLanes16) {
-        const V16 k = ordered_key_bf16(hn::LoadU(d, row + pos + at));
-        mn = hn::Min(mn, k);
-        mx = hn::Max(mx, k);
-        count = append_packed_at(k, positions, layout, lo_packed, packed, count);
-        positions = hn::Add(positions, step);  // wraps like the int16 sum of append_packed
-      }
-    } else if (bf16_block_passes<kBlock>(row + pos, lo, &mn, &mx) && enable) {
-      count = collect_block_hits<kBlock>(row, pos, base, lo, dense, layout, packed, count);
-    }
-    pos += kBlock;
+    count = collect_block<kDense>(row, pos, base, lo, enable, dense, layout, &mn, &mx, packed, count);
+    pos += kCollectBlock;
   }
   while (pos + kStepBf16 <= end && count + kStepBf16 <= cap) {
     if (bf16_block_passes<kStepBf16>(row + pos, lo, &mn, &mx) && enable)
@@ -163,9 +200,9 @@ void bf16_collect(SelectCollectArgs* a) {
   CollectScan scan = {start, a->count, hn::Set(d, int16_t(32767)), hn::Set(d, int16_t(-32768))};
   const int64_t dense = dense_hits(a->expected_hits_per_1024, 4 * kStepBf16);
   if (enable && a->expected_hits_per_1024 >= kDenseCollectPer1024) {
-    collect_blocks<true>(row, end, base, cap, lo, enable, dense, &scan, packed);
+    collect_blocks<true>(row, end, base, cap, lo, enable, dense, a->expected_hits_per_1024, &scan, packed);
   } else {
-    collect_blocks<false>(row, end, base, cap, lo, enable, dense, &scan, packed);
+    collect_blocks<false>(row, end, base, cap, lo, enable, dense, a->expected_hits_per_1024, &scan, packed);
   }
   int64_t pos = scan.pos, count = scan.count;
   int32_t tail_min = INT32_MAX, tail_max = INT32_MIN;

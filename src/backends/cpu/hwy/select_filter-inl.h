@@ -14,8 +14,10 @@
 
 #include <hwy/highway.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backends/cpu/hwy/select_lanes-inl.h"
+#include "backends/cpu/hwy/select_streams-inl.h"
 #include "backends/cpu/select_kernels.h"
 
 // Built for the AVX2 and AVX3 targets only (levels.h); the baseline target of foreach_target gets none.
@@ -50,8 +52,10 @@ HWY_INLINE int64_t f32_block(const int32_t* row, int64_t pos, V32 thr, int64_t d
   static_assert(kElems <= 64, "the hits are one 64-bit mask");
   const D32 d;
   V32 k[kVecs];
+#pragma GCC unroll 8
   for (int64_t j = 0; j < kVecs; ++j) k[j] = ordered_key_f32(hn::LoadU(d, row + pos + j * kLanes32));
   V32 lo = k[0], hi = k[0];
+#pragma GCC unroll 8
   for (int64_t j = 1; j < kVecs; ++j) {
     lo = hn::Min(lo, k[j]);
     hi = hn::Max(hi, k[j]);
@@ -60,9 +64,11 @@ HWY_INLINE int64_t f32_block(const int32_t* row, int64_t pos, V32 thr, int64_t d
   *mx = hn::Max(*mx, hi);
   if (hn::AllFalse(d, hn::Gt(hi, thr))) return count;
   uint64_t bits = 0;
+#pragma GCC unroll 8
   for (int64_t j = 0; j < kVecs; ++j) bits |= mask_bits(d, hn::Gt(k[j], thr)) << (j * kLanes32);
   if (int64_t(hwy::PopCount(bits)) >= dense) {
     const V32 iota = hn::Iota(d, 0);
+#pragma GCC unroll 8
     for (int64_t j = 0; j < kVecs; ++j)
       count = append_lanes(bits >> (j * kLanes32) & live_bits(kLanes32, kLanes32), k[j],
                            hn::Add(iota, hn::Set(d, int32_t(pos + j * kLanes32))), a->keys, a->index, count);
@@ -80,15 +86,44 @@ HWY_INLINE int64_t f32_block(const int32_t* row, int64_t pos, V32 thr, int64_t d
   return count;
 }
 
+// The whole blocks of [a->pos, a->end) in several streams (select_streams-inl.h): true when done, with
+// a->pos and a->count advanced past them; false with nothing changed.
+template <int64_t kBlock>
+HWY_INLINE bool f32_blocks_in_streams(SelectFilterArgs* a, V32 thr, int64_t dense, V32* mn, V32* mx) {
+  const int64_t nblocks = (a->end - a->pos) / kBlock;
+  const StreamRegions r = stream_regions(a->count, a->capacity, kBlock);
+  if (!streams_pay(nblocks * kBlock * 4, a->expected_hits_per_1024 * (a->end - a->pos) / 1024, r)) return false;
+  const int32_t* row = static_cast<const int32_t*>(a->row);
+  SelectFilterArgs region = *a;
+  V32 smn = *mn, smx = *mx;
+  int64_t counts[kSelectStreams];
+  const bool done =
+      scan_streams<kBlock, 4>(a->row, a->pos, nblocks, r.region, counts, [&](int s, int64_t pos, int64_t c) {
+        region.keys = a->keys + r.start(s);
+        region.index = a->index + r.start(s);
+        return f32_block<kBlock>(row, pos, thr, dense, &smn, &smx, &region, c);
+      });
+  if (!done) return false;
+  a->count = join_regions(r, counts, [&](int64_t from, int64_t to, int64_t n) {
+    memmove(a->keys + to, a->keys + from, size_t(n) * sizeof(int32_t));
+    memmove(a->index + to, a->index + from, size_t(n) * sizeof(int32_t));
+  });
+  a->pos += nblocks * kBlock;
+  *mn = smn;
+  *mx = smx;
+  return true;
+}
+
 void filter_f32(SelectFilterArgs* a) {
   const D32 d;
   const int32_t* row = static_cast<const int32_t*>(a->row);
   const V32 thr = hn::Set(d, a->threshold);
   V32 mn = hn::Set(d, INT32_MAX), mx = hn::Set(d, INT32_MIN);
-  int64_t pos = a->pos, count = a->count;
-  const int64_t end = a->end, cap = a->capacity;
   constexpr int64_t kBlock = 4 * kStepF32;
   const int64_t dense = dense_hits(a->expected_hits_per_1024, kBlock);
+  f32_blocks_in_streams<kBlock>(a, thr, dense, &mn, &mx);
+  int64_t pos = a->pos, count = a->count;
+  const int64_t end = a->end, cap = a->capacity;
   while (pos + kBlock <= end && count + kBlock <= cap) {
     if (pos + kPrefetchBytes / 4 < end)
       for (int64_t b = 0; b < kBlock * 4; b += 64)
