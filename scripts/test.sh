@@ -8,6 +8,8 @@ printf '\n==> tree checks (scripts/check_tree.sh)\n'
 scripts/check_tree.sh
 printf '\n==> C++ format (scripts/check_format.sh)\n'
 scripts/check_format.sh
+printf '\n==> level objects define no shared symbols (scripts/check_isa_objects.sh)\n'
+scripts/check_isa_objects.sh
 printf '\n==> Python lint (ruff check: pyflakes rules, pyproject.toml)\n'
 .venv/bin/ruff check .
 printf '\n==> C++ tests (ctest)\n'
