@@ -82,8 +82,11 @@ Row base_row(const std::string& op, const EpCase& c, int64_t tokens) {
 
 // Adds the local-excluded row (with its limit and peer) and the logical row. `ceiling`: the traffic
 // pattern whose copy loops alone (measured right after the case, like the limit) set the row's ceiling.
+// `layout_bytes` (instead): bytes the call's output layout makes this rank write at the least; moved at
+// the limit they take layout_bytes / limit, so the ceiling in % of the limit is remote / layout bytes.
 void add_rows(Run& run, Row row, double ms, double remote_bytes, double all_bytes, const std::vector<int64_t>& send,
-              const std::vector<int64_t>& recv, std::optional<ep::ShmPattern> ceiling = std::nullopt) {
+              const std::vector<int64_t>& recv, std::optional<ep::ShmPattern> ceiling = std::nullopt,
+              double layout_bytes = 0) {
   const int R = run.group->size();
   const double remote = sum_over_ranks(*run.group, remote_bytes) / R, all = sum_over_ranks(*run.group, all_bytes) / R;
   // The limit is measured again right after each case: on a shared machine the copy rate drifts.
@@ -93,6 +96,7 @@ void add_rows(Run& run, Row row, double ms, double remote_bytes, double all_byte
     const double best = ep::measure_shm_pattern_gbps_in_group(*run.group, *ceiling, kLimitBytes);
     if (best > 0) row.pct_ceiling = 100.0 * best / limit;
   }
+  if (layout_bytes > 0) row.pct_ceiling = 100.0 * remote / (sum_over_ranks(*run.group, layout_bytes) / R);
   row.time_ms = ms;
   row.gbps = remote / (ms * 1e-3) * 1e-9;
   row.pct_of_limit = limit > 0 ? 100.0 * row.gbps / limit : kNotAvailable;
@@ -244,8 +248,8 @@ void low_latency_cases(Run& run) {
       const int32_t t = plain.handle->src_info.view.ptr<int32_t>()[e * plain.handle->src_info.view.strides[0] + i];
       int src = 0;
       while (src + 1 < c.ranks && (range[e * c.ranks + src + 1] >> 32) <= i) ++src;
-      if (std::memcmp(plain.recv_x.view.ptr<uint16_t>() + row * c.hidden, &all[size_t(src)].x[size_t(t) * size_t(c.hidden)],
-                      size_t(c.hidden) * 2) != 0)
+      if (std::memcmp(plain.recv_x.view.ptr<uint16_t>() + row * c.hidden,
+                      &all[size_t(src)].x[size_t(t) * size_t(c.hidden)], size_t(c.hidden) * 2) != 0)
         status = "wrong result: low-latency row " + std::to_string(i) + " of expert " + std::to_string(e);
     }
   }
@@ -255,7 +259,8 @@ void low_latency_cases(Run& run) {
     for (int s = 0; s < c.ranks; ++s) {
       const int64_t first_row = range[e * c.ranks + s] >> 32, count = range[e * c.ranks + s] & 0xFFFFFFFF;
       for (int64_t i = first_row; i < first_row + count; ++i)
-        seen[size_t(s)][size_t(plain.handle->src_info.view.ptr<int32_t>()[e * plain.handle->src_info.view.strides[0] + i])] = true;
+        seen[size_t(s)]
+            [size_t(plain.handle->src_info.view.ptr<int32_t>()[e * plain.handle->src_info.view.strides[0] + i])] = true;
     }
   for (int s = 0; s < c.ranks; ++s)
     for (bool b : seen[size_t(s)]) in_tokens[size_t(s)] += b;
@@ -265,8 +270,11 @@ void low_latency_cases(Run& run) {
   row.status = status;
   const double ms = median_call_ms(*run.group, kWarmup, run.reps * 5, [&] { buf.low_latency_dispatch(a); });
   const int64_t bytes = dispatch_token_bytes(c, true);
+  // The layout's floor: one e4m3 row and its scales per (token, expert) the token goes to.
+  const double layout_bytes = double(std::count_if(in.idx.begin(), in.idx.end(), [](int64_t e) { return e >= 0; })) *
+                              double(c.hidden + c.hidden / 128 * 4);
   add_rows(run, row, ms, remote_sum(scaled(out_tokens, bytes), me), all_sum(scaled(out_tokens, bytes)),
-           scaled(out_tokens, bytes), scaled(in_tokens, bytes));
+           scaled(out_tokens, bytes), scaled(in_tokens, bytes), std::nullopt, layout_bytes);
 
   // Combine: the rows of the bf16 dispatch, weighted by this rank's topk weights.
   const ep::LowLatencyDispatchResult fresh = [&] {
@@ -276,7 +284,8 @@ void low_latency_cases(Run& run) {
   std::vector<uint16_t> y(size_t(fresh.recv_x.view.shape[0] * fresh.recv_x.view.shape[1] * c.hidden));
   std::memcpy(y.data(), fresh.recv_x.view.data, y.size() * 2);
   ep::LowLatencyCombineArgs ca;
-  ca.x = TensorView(y.data(), DType::kBF16, {fresh.recv_x.view.shape[0], fresh.recv_x.view.shape[1], int64_t(c.hidden)});
+  ca.x =
+      TensorView(y.data(), DType::kBF16, {fresh.recv_x.view.shape[0], fresh.recv_x.view.shape[1], int64_t(c.hidden)});
   ca.topk_idx = a.topk_idx;
   ca.topk_weights = TensorView(const_cast<float*>(in.w.data()), DType::kF32, {c.tokens, int64_t(c.topk)});
   Row crow = base_row("ll_combine_bf16", c, c.tokens);
@@ -294,7 +303,8 @@ void low_latency_cases(Run& run) {
         break;
       }
     }
-  const double cms = median_call_ms(*run.group, kWarmup, run.reps * 5, [&] { buf.low_latency_combine(ca, *fresh.handle); });
+  const double cms =
+      median_call_ms(*run.group, kWarmup, run.reps * 5, [&] { buf.low_latency_combine(ca, *fresh.handle); });
   // Combine moves one row per (token, local expert): count lanes per destination rank.
   std::vector<int64_t> lanes_out(size_t(c.ranks), 0), lanes_in(size_t(c.ranks), 0);
   for (int64_t v : in.idx) ++lanes_out[size_t(v / epr)];
