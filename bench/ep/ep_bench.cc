@@ -32,7 +32,8 @@ experts (uniformly random), non-expanded layout:
   combine_bf16_private_x  the same with x in private memory (the rows are copied to the sources)
   ll_dispatch_fp8 / ll_combine_bf16: low-latency mode, 128 tokens per rank (latency in time_ms); its
                   dispatch writes one row per (token, destination expert), while its MPI peer moves
-                  each token once per destination rank (about top-k / ranks times fewer bytes)
+                  each token once per destination rank (about top-k / ranks times fewer bytes); the
+                  summary prints the layout's floor: its bytes moved at the copy limit
 --full adds the expanded layout (dispatch_bf16_expand, expert_alignment 128): it writes every token once
 per local expert (about 4x the bytes here), which the per-token accounting below does not count.
 
