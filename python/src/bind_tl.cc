@@ -144,8 +144,12 @@ void bind_tl(nb::module_& m) {
       .def("scalar", [](KernelBuilder& b, const std::string& name, const std::string& dtype) {
         return b.scalar(name, type_from_name(dtype));
       })
+      .def("scratch_tensor", [](KernelBuilder& b, const std::string& name, const std::vector<Expr>& shape,
+                                const std::string& dtype) { return b.scratch_tensor(name, shape, type_from_name(dtype)); })
       .def("begin_kernel", &KernelBuilder::begin_kernel)
       .def("end_kernel", &KernelBuilder::end_kernel)
+      .def("split_launch", &KernelBuilder::split_launch)
+      .def("kernel_allocs", &KernelBuilder::kernel_allocs)
       .def("alloc", [](KernelBuilder& b, const std::string& name, const std::vector<int64_t>& shape, const std::string& dtype,
                        const std::string& scope) { return b.alloc(name, shape, type_from_name(dtype), scope_from(scope)); })
       .def("begin_for", [](KernelBuilder& b, const std::string& var, const Expr& mn, const Expr& extent, const std::string& kind,

@@ -46,10 +46,20 @@ class KernelBuilder {
   Expr dynamic(const std::string& name);  // an int32 dimension bound from tensor shapes at call time
   Buffer tensor(const std::string& name, const std::vector<Expr>& shape, DataType dtype);
   Expr scalar(const std::string& name, DataType dtype);
+  // A global tensor parameter declared anywhere (also inside T.Kernel): scratch the caller never sees,
+  // such as the per-block state T.sync_grid carries from one launch to the next.
+  Buffer scratch_tensor(const std::string& name, const std::vector<Expr>& shape, DataType dtype);
 
   // ---- the grid ----
   std::vector<Expr> begin_kernel(const std::vector<Expr>& grid, int threads = 128);
   void end_kernel();
+  // T.sync_grid(): ends the open launch and opens another over the same grid, block variables, threads
+  // and buffers (every block of the first finishes before any block of the second starts). Lets bound
+  // at the kernel body's level are bound again at the start of the second launch; buffer contents are
+  // not carried (the caller copies what lives across through scratch tensors).
+  // The builder must be at the kernel body's level (not inside a loop or an if).
+  void split_launch();
+  std::vector<Buffer> kernel_allocs() const;  // the buffers allocated so far in the open T.Kernel
   // On-chip buffers (inside the kernel). kLocal buffers live in registers/stack of the block.
   Buffer alloc(const std::string& name, const std::vector<int64_t>& shape, DataType dtype, Scope scope);
 

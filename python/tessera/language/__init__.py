@@ -31,7 +31,8 @@ from ._expr import Buffer as BufferProxy
 from ._expr import BufferRef, DynamicDim, Expr, VarBuffer
 from ._kernel import (FragmentBuffer, Kernel, LocalBuffer, ParamInfo, PrimFunc, SharedBuffer, StridedTensor, Tensor,
                       alloc_global, dynamic, macro, prim_func, symbolic)
-from ._bits import reinterpret
+from ._bits import popcount, reinterpret
+from ._extern import call_extern
 from ._reducers import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from ._threads import (get_lane_idx, get_thread_binding, get_warp_group_idx, get_warp_idx, get_warp_idx_sync,
                        thread_return)
@@ -42,6 +43,7 @@ from ._loops import Parallel, Persistent, Pipelined, grid, serial, unroll, vecto
 from ._math import (Cast, Select, abs, bitwise_and, bitwise_or, bitwise_xor, ceil, ceildiv, clamp, copysign, cos,  # noqa: A004
                     decode_e2m1, erf, exp, exp2, floor, floordiv, floormod, fma, isfinite, truncmod, if_then_else, infinity, isinf, isnan, log, log1p, log2, max, max_value, min, min_value, pow, round,
                     rsqrt, sigmoid, sin, sqrt, tanh, truncdiv, trunc)
+from ._grid_sync import sync_grid
 from ._ops import (Fragment, Layout, alloc_fragment, assume, async_copy, device_assert, pdl_sync, pdl_trigger,
                    ptx_commit_group, ptx_wait_group, alloc_local, alloc_shared, alloc_var, annotate_layout, atomic_add, atomic_max,
                    atomic_min, clear, copy, cumsum, fill, gemm, no_set_max_nreg, reduce, reduce_absmax, reduce_abssum,

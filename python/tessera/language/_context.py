@@ -36,6 +36,7 @@ class Trace:
         self.local_names = set()  # names of T.alloc_local / T.alloc_var buffers (per-thread storage)
         self.if_tokens = []  # per open symbolic if: how it stands to per-thread code (_simt.enter_frame)
         self.local_counts = {}  # requested name -> T.alloc_local calls with that name so far
+        self.grid_phase = 0  # T.sync_grid() barriers passed in the open T.Kernel (_grid_sync.py)
 
     def symbol(self, name):
         node = self.symbols.get(name)

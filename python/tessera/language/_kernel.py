@@ -298,6 +298,7 @@ class Kernel:
         block_vars = [Expr(v) for v in t.builder.begin_kernel(nodes, self.threads)]
         t.kernel_depth += 1
         t.kernel_threads = self.thread_extents
+        t.kernel_grid, t.kernel_block_vars = self.grid, [v.node for v in block_vars]  # for T.sync_grid()
         t.last_statement = False  # set by the rewriter before the body's last `if` (T.thread_return)
         return BlockIndex(block_vars[0].node) if len(block_vars) == 1 else tuple(block_vars)
 

@@ -25,6 +25,7 @@ import textwrap
 
 from . import _context as ctx
 from ._expr import BufferRef, Expr, VarBuffer, is_symbolic, logical_and, logical_not, logical_or
+from ._grid_sync import phase_value
 from ._math import if_then_else
 
 _HELPER = "__tl"
@@ -95,7 +96,7 @@ class _Helpers:
             if t.simt.is_block_uniform(node):
                 return value  # no loads, no per-thread values: the same expression is valid after a barrier
             return t.simt.bind(t, name, node, ctx.user_loc() + (name,))
-        return Expr(t.builder.let(name, node))
+        return phase_value(t, name, t.builder.let(name, node), node)
 
     @staticmethod
     def and_(a, b):

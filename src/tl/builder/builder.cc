@@ -88,6 +88,14 @@ Expr KernelBuilder::scalar(const std::string& name, DataType dtype) {
   return v;
 }
 
+Buffer KernelBuilder::scratch_tensor(const std::string& name, const std::vector<Expr>& shape, DataType dtype) {
+  for (const Param& p : params_)
+    if (p.name == name) fail_at(loc_, "scratch tensor '" + name + "': a parameter with this name already exists");
+  Buffer b = make_buffer(name, dtype, Scope::kGlobal, shape, loc_);
+  params_.push_back(Param{name, b, {}});
+  return b;
+}
+
 std::vector<Expr> KernelBuilder::begin_kernel(const std::vector<Expr>& grid, int threads) {
   if (stack_->size() != 1) fail_at(loc_, "T.Kernel: must be at the top level of the program, not nested");
   if (grid.empty() || grid.size() > 3) fail_at(loc_, "T.Kernel: the grid must have 1 to 3 dimensions");
@@ -114,6 +122,30 @@ void KernelBuilder::end_kernel() {
   for (size_t i = f.allocs.size(); i-- > 0;) body = AllocateNode::make(f.allocs[i], body, f.allocs[i]->loc);
   emit(LaunchNode::make(f.grid, f.block_vars, f.threads, body, f.loc));
   kernel_done_ = true;
+}
+
+std::vector<Buffer> KernelBuilder::kernel_allocs() const {
+  for (const Frame& f : *stack_)
+    if (f.kind == Frame::Kind::kKernel) return f.allocs;
+  return {};
+}
+
+void KernelBuilder::split_launch() {
+  if (top().kind != Frame::Kind::kKernel)
+    fail_at(loc_, "T.sync_grid(): only at the top level of the T.Kernel body (not inside a loop or an if)");
+  const Frame& f = top();
+  Frame next;
+  next.kind = Frame::Kind::kKernel;
+  next.loc = loc_;
+  next.grid = f.grid;
+  next.block_vars = f.block_vars;
+  next.threads = f.threads;
+  next.allocs = f.allocs;
+  // Lets bound at the body's level stay visible after the barrier: bind them again (same variable).
+  for (const Frame::Entry& e : f.entries)
+    if (e.let_var.defined()) next.entries.push_back(Frame::Entry{{}, e.let_var, e.let_value, e.loc});
+  end_kernel();
+  push(std::move(next));
 }
 
 Buffer KernelBuilder::alloc(const std::string& name, const std::vector<int64_t>& shape, DataType dtype, Scope scope) {

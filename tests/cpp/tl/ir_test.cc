@@ -77,6 +77,47 @@ TEST(TlIr, PrinterShowsTheProgram) {
   EXPECT_NE(text.find("A[((bx * 128) + i)] = (A[((bx * 128) + i)] * 2)"), std::string::npos) << text;
 }
 
+// T.sync_grid(): the launch splits in two over the same grid, block variables and buffers; a let of
+// the body's level is bound again in the second launch; scratch tensors may be declared inside it.
+TEST(TlIr, SplitLaunchKeepsGridVarsBuffersAndLets) {
+  KernelBuilder kb("two_phase");
+  Buffer a = kb.tensor("A", {make_int(6)}, DataType::kFloat32);
+  std::vector<Expr> block_vars = kb.begin_kernel({make_int(3)}, 32);
+  Buffer tile = kb.alloc("tile", {2}, DataType::kFloat32, Scope::kShared);
+  const Expr base = kb.let("base", block_vars[0] * 2);
+  kb.store(tile, {make_int(0)}, kb.load(a, {base}));
+  Buffer carry = kb.scratch_tensor("carry", {make_int(3), make_int(2)}, DataType::kFloat32);
+  ASSERT_EQ(kb.kernel_allocs().size(), 1u);
+  kb.split_launch();
+  kb.store(a, {base + 1}, kb.load(tile, {make_int(0)}) + kb.load(carry, {block_vars[0], make_int(0)}));
+  kb.end_kernel();
+  const Program prog = kb.finish();
+  ASSERT_EQ(prog.params.size(), 2u);
+  EXPECT_EQ(prog.params[1].name, "carry");
+  const SeqNode* seq = prog.body.as<SeqNode>();
+  ASSERT_NE(seq, nullptr);
+  ASSERT_EQ(seq->stmts.size(), 2u);
+  const LaunchNode* first = seq->stmts[0].as<LaunchNode>();
+  const LaunchNode* second = seq->stmts[1].as<LaunchNode>();
+  ASSERT_TRUE(first && second);
+  EXPECT_TRUE(first->block_vars[0].same_as(second->block_vars[0]));
+  const std::string text = to_string(prog);
+  EXPECT_NE(text.find("with T.Kernel(3, threads=32) as (bx):"), text.rfind("with T.Kernel(3, threads=32) as (bx):"))
+      << "expected two launches\n" << text;
+  size_t lets = 0, allocs = 0;
+  for (size_t at = text.find("base = "); at != std::string::npos; at = text.find("base = ", at + 1)) ++lets;
+  for (size_t at = text.find("tile = T.alloc_shared"); at != std::string::npos; at = text.find("tile = T.alloc_shared", at + 1)) ++allocs;
+  EXPECT_EQ(lets, 2u) << text;
+  EXPECT_EQ(allocs, 2u) << text;
+}
+
+TEST(TlIr, SplitLaunchOnlyAtTheKernelBodysLevel) {
+  KernelBuilder kb("nested");
+  kb.begin_kernel({make_int(2)}, 32);
+  kb.begin_for("i", make_int(0), make_int(4), ForKind::kSerial);
+  EXPECT_THROW(kb.split_launch(), Error);
+}
+
 TEST(TlIr, MutatorKeepsUnchangedTrees) {
   const Expr i = var("i");
   const Expr e = (i + 1) * 2;

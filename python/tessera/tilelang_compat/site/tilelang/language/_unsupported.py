@@ -9,7 +9,7 @@ _SIMT = ("a CPU block runs its threads one after another (per-thread kernels are
 _REASONS = {
     **{n: _SIMT for n in ("get_thread_bindings", "thread_binding", "shfl_xor", "shfl_sync", "shfl_down", "shfl_up",
                           "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
-                          "tvm_thread_allreduce", "sync_grid", "alloc_barrier", "barrier_wait",
+                          "tvm_thread_allreduce", "alloc_barrier", "barrier_wait",
                           "barrier_arrive", "mbarrier_wait_parity", "mbarrier_arrive", "tma_copy", "tma_load",
                           "set_max_nreg", "dec_max_nreg", "inc_max_nreg")},
     **{n: "pointers into a buffer (and views of one with another element type) need new IR"
