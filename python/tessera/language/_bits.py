@@ -79,3 +79,19 @@ def _float32_bits(value):
     magnitude = if_then_else(isinf(x), cast("int64", 0x7F800000), magnitude)
     sign = if_then_else(x < 0.0, cast("int64", 1 << 31), cast("int64", 0))
     return if_then_else(isnan(x), cast("int64", 0x7FC00000), sign | magnitude)
+
+
+def popcount(x):
+    """The number of set bits of an integer (its dtype's width; a signed value counts its two's
+    complement bits), as int32: a sum of its bits, shifted out one by one."""
+    node = as_node(x)
+    widths = {"int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32, "int64": 64, "uint64": 64}
+    bits = widths.get(str(node.dtype))
+    if bits is None:
+        raise ctx.error(f"T.popcount: the argument must be an integer, got {node.dtype}")
+    unsigned = cast("uint" + str(bits), Expr(node)) if not str(node.dtype).startswith("u") else Expr(node)
+    total = None
+    for k in range(bits):
+        bit = cast("int32", (unsigned >> k) & 1)
+        total = bit if total is None else total + bit
+    return total

@@ -48,6 +48,17 @@ def deferred_outside_trace(a, *rest):
     return ctx.active() is None and any(isinstance(x, (DynamicDim, Deferred)) for x in operands)
 
 
+def _thread_dependent_ref(x):
+    if not isinstance(x, BufferRef) or _building:
+        return False
+    t = ctx.active()
+    if t is None or t.simt is None:
+        return False
+    from ._simt import is_thread_dependent
+
+    return is_thread_dependent(x)
+
+
 def _undeclared_in_kernel(x):
     """A T.dynamic symbol no tensor declares, used inside a T.Kernel (``T.assume(stride % 8 == 0)`` on a
     stride symbol): deferred, so hints that never build it work; building it raises the builder's error."""
@@ -80,6 +91,10 @@ def _is_bool(x):
 def cast(dtype, value):
     from ._dtypes import canonical
 
+    if deferred_outside_trace(value) or _thread_dependent_ref(value):
+        # a cast of a thread-index expression (or of a load at one) is rebuilt where it is used too, so
+        # an expression holding it (a T.Select on a per-thread condition) does not keep an old thread loop's index
+        return Deferred(lambda: cast(dtype, value))
     node = as_node(value)
     ctx.set_loc()
     return wrap(_C.tl_cast(canonical(dtype), node))

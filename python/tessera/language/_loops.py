@@ -31,6 +31,11 @@ class _Loop:
             return
         if t.simt is not None:
             t.simt.before_frame(t)
+            if t.simt.is_guarded_here(t):
+                from ._guarded_loop import guarded_loop
+
+                yield from guarded_loop(t, self)
+                return
         extent = self.stop - self.start if self.step == 1 else (self.stop - self.start + self.step - 1) // self.step
         n_min, n_ext = as_node(0 if self.step != 1 else self.start), as_node(extent)
         start = self.start if self.step != 1 else 0
@@ -68,7 +73,7 @@ def _enter_frame(t, *bounds):
     """In per-thread code: whether this loop runs inside the thread loop or block-level (_simt.py)."""
     if t.simt is None:
         return None
-    return t.simt.enter_frame(t, all(t.simt.is_uniform(b) for b in bounds))
+    return t.simt.enter_frame(t, all(t.simt.is_uniform(b) for b in bounds), loop=True)
 
 
 def _open_inside(t, token):

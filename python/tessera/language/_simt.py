@@ -51,6 +51,7 @@ class Plan:
 
     def __init__(self):
         self.uniform, self.expand, self.spill, self.barrier = set(), set(), set(), set()
+        self.guarded = set()  # loops with per-thread bounds run block-level over the most trips (_guarded_loop.py)
 
     def extend(self, kind, keys, why):
         """Adds keys to the plan and raises Replan; raises `why` when nothing new was learnt."""
@@ -81,6 +82,8 @@ class SimtState:
         # shared buffer name -> ids of the thread-loop-level statements that loaded / stored it since the barrier
         self.shared_read, self.shared_written = {}, {}
         self.statement = 0  # id of the current statement at the thread loop's level
+        self.loop_keys = set()  # keys of the frames that are loops (ifs cannot be guarded)
+        self.guards = []  # per open guarded loop: fn(thread var) -> the condition its thread loops run under
 
     # ---- the loop ----
     def _open(self, t):
@@ -88,9 +91,13 @@ class SimtState:
 
         ctx.set_loc()
         self.var = t.builder.begin_for("tid", as_node(0), as_node(self.total), "serial", 0)
+        for guard in self.guards:
+            t.builder.begin_if(as_node(guard(self.var)))
         self.shared_read, self.shared_written = {}, {}
 
     def _close(self, t):
+        for _ in self.guards:
+            t.builder.end_if()
         t.builder.end_for()
         self.var = None
 
@@ -131,8 +138,13 @@ class SimtState:
         why = ctx.not_implemented(
             f"{what} inside a loop or an if of per-thread code whose bounds or condition differ between threads: "
             f"tessera runs the block's threads as loops split at barriers, and such a barrier has no place to split")
-        if self.frames and all(uniform for _, uniform in self.frames):
-            self.plan.extend("uniform", [key for key, _ in self.frames], why)
+        if self.frames and all(uniform or key in self.loop_keys for key, uniform in self.frames):
+            new_uniform = {key for key, uniform in self.frames if uniform} - self.plan.uniform
+            new_guarded = {key for key, uniform in self.frames if not uniform} - self.plan.guarded
+            if new_uniform or new_guarded:  # a loop with per-thread bounds: guarded trips (_guarded_loop.py)
+                self.plan.uniform |= new_uniform
+                self.plan.guarded |= new_guarded
+                raise Replan()
         raise why
 
     # ---- loops and ifs inside per-thread code ----
@@ -151,7 +163,11 @@ class SimtState:
         if self.var is not None and ctx.user_loc() in self.plan.barrier and self.at_loop_level(t):
             self.split(t)
 
-    def enter_frame(self, t, uniform):
+    def is_guarded_here(self, t):
+        """A loop with per-thread bounds the plan runs block-level (_guarded_loop.py)."""
+        return self.var is not None and ctx.user_loc() in self.plan.guarded and self.at_loop_level(t)
+
+    def enter_frame(self, t, uniform, loop=False):
         """Called before a loop or an if opens. Returns None outside per-thread code, "thread" for a frame
         inside the thread loop, "block" for a block-level frame: the thread loop was closed, and
         open_inside must be called once the frame is open."""
@@ -163,6 +179,8 @@ class SimtState:
             self.segment += 1
             return "block"
         self.frames.append((key, uniform))
+        if loop:
+            self.loop_keys.add(key)
         return "thread"
 
     def open_inside(self, t):

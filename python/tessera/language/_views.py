@@ -102,6 +102,13 @@ class ViewRef(Expr):
     def dtype(self):
         return self.view.dtype
 
+    @property
+    def thread_lazy(self):
+        """At a per-thread index it is rebuilt where used (with the thread loop open there), like the index."""
+        from ._simt import is_thread_dependent
+
+        return any(is_thread_dependent(i) for i in self.indices)
+
 
 def _zero(dtype):
     from ._expr import cast

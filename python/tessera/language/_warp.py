@@ -141,3 +141,26 @@ def warp_reduce_bitand(value):
 
 def warp_reduce_bitor(value):
     return _warp_reduce(value, lambda a, b: a | b, "T.warp_reduce_bitor")
+
+
+def match_any_sync(value, mask=0xFFFFFFFF):
+    """CUDA's ``__match_any_sync``: a uint32 with bit j set for every lane j of the calling thread's warp
+    whose value equals this thread's (the full mask only: every lane takes part)."""
+    if not (isinstance(mask, int) and mask & 0xFFFFFFFF == 0xFFFFFFFF):
+        raise ctx.not_implemented(f"__match_any_sync: only the full mask 0xFFFFFFFF is supported, got {mask!r}")
+    t, s, buf = _exchange(value, "__match_any_sync")
+    w = _width(s, WARP_SIZE, "__match_any_sync")
+    tid = Expr(s.var)
+    base = tid - tid % w
+    mine = _load(buf, tid)
+    bits = None
+    for j in range(w):
+        bit = if_then_else(_load(buf, base + j) == mine, _uint32(1 << j), _uint32(0))
+        bits = bit if bits is None else bits | bit
+    return _result(t, s, as_node(bits), "__match_any_sync")
+
+
+def _uint32(v):
+    from ._expr import cast
+
+    return cast("uint32", v)
