@@ -70,7 +70,7 @@ def test_match_any_ranks_equal_values_per_step(n):
 def popcounts():
     @T.prim_func
     def main(a: T.Tensor((37,), "int32"), b: T.Tensor((37,), "int64"), out: T.Tensor((37, 2), "int32")):
-        with T.Kernel(1, threads=1) as bx:
+        with T.Kernel(1, threads=1):
             for i in T.serial(37):
                 out[i, 0] = T.popcount(a[i])
                 out[i, 1] = T.popcount(b[i])
