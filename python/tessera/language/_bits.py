@@ -1,12 +1,14 @@
 """``T.reinterpret``: an integer's bits read as a float16 / bfloat16 / float32, computed from the
 sign, exponent and mantissa fields with exact arithmetic (the IR has no bit cast). Other directions
 of float bits as an integer: float32 as int32 / uint32, computed from the value (exponent by log2,
-corrected against exact powers of two; mantissa by exact scaling). -0.0 gives the bits of +0.0 and
-every NaN the canonical quiet NaN 0x7fc00000; other directions raise NotImplementedInTessera."""
+corrected against exact powers of two; mantissa by exact scaling), and float16 as int16 / uint16.
+-0.0 keeps its sign bit (found as 1 / -0.0 < 0); every NaN gives the canonical quiet NaN 0x7fc00000
+(0x7e00 for float16); other directions raise NotImplementedInTessera. ``__float2half_rz`` (T.call_extern)
+rounds a float32 toward zero to float16 through the same fields."""
 from . import _context as ctx
 from ._dtypes import DType, canonical
 from ._expr import Expr, as_node, cast
-from ._math import floor, if_then_else, infinity, isinf, isnan, log2, max as tl_max
+from ._math import floor, if_then_else, infinity, isinf, isnan, log2, max as tl_max, min as tl_min
 
 _FORMATS = {"float16": (5, 10, 16), "bfloat16": (8, 7, 16), "float32": (8, 23, 32)}  # exponent, mantissa, width
 _INT_WIDTH = {"int16": 16, "uint16": 16, "int32": 32, "uint32": 32}
@@ -44,6 +46,8 @@ def reinterpret(a, b):
     source = value.dtype
     if source == "float32" and target in ("int32", "uint32"):
         return cast(target, _float32_bits(value))
+    if source == "float16" and target in ("int16", "uint16"):  # exact: a float16 is a float32 too
+        return cast(target, _half_bits_toward_zero(_float32_bits(cast("float32", value))))
     if target not in _FORMATS or _INT_WIDTH.get(source) != _FORMATS[target][2]:
         raise ctx.not_implemented(f"T.reinterpret({source} -> {target}): only the bits of a 16-bit integer as float16 / "
                                   f"bfloat16 and of a 32-bit integer as float32 are supported")
@@ -62,6 +66,28 @@ def reinterpret(a, b):
     return cast(target, if_then_else(sign == 1, magnitude * -1.0, magnitude))  # -1.0 * 0 is -0.0
 
 
+def _half_bits_toward_zero(bits):
+    """The float16 bits of the float32 whose bits (int64) are given, rounded toward zero (CUDA's
+    __float2half_rz): finite values past the float16 range give its largest finite value."""
+    b = _let("hb_bits", bits)
+    e = _let("hb_exp", (b >> 23) & 0xFF)
+    m = _let("hb_man", b & 0x7FFFFF)
+    e16 = e - 112
+    normal = (e16 << 10) | (m >> 13)
+    # below float16's normal range: the value * 2^24, truncated = (m + 2^23) >> (126 - e)
+    subnormal = if_then_else(e >= 103, (m | 0x800000) >> tl_min(126 - e, 63), cast("int64", 0))
+    special = cast("int64", 0x7C00) | if_then_else(m != 0, cast("int64", 0x200), cast("int64", 0))
+    magnitude = if_then_else(e == 255, special, if_then_else(e16 >= 31, cast("int64", 0x7BFF),
+                                                             if_then_else(e16 >= 1, normal, subnormal)))
+    return (((b >> 31) & 1) << 15) | magnitude
+
+
+def float2half_rz(value):
+    """CUDA's __float2half_rz: a float32 to float16, rounding toward zero."""
+    bits = _half_bits_toward_zero(_float32_bits(cast("float32", value)))
+    return reinterpret(cast("uint16", bits), "float16")
+
+
 def _float32_bits(value):
     """The IEEE-754 bits of a float32 value, as an int64 in [0, 2^32)."""
     x = _let("fb_x", cast("float64", value))
@@ -77,7 +103,8 @@ def _float32_bits(value):
     exponent = if_then_else(normal, cast("int64", e) + 127, cast("int64", 0))
     magnitude = if_then_else(a == 0.0, cast("int64", 0), (exponent << 23) | mantissa)
     magnitude = if_then_else(isinf(x), cast("int64", 0x7F800000), magnitude)
-    sign = if_then_else(x < 0.0, cast("int64", 1 << 31), cast("int64", 0))
+    negative = (x < 0.0) | ((x == 0.0) & (1.0 / if_then_else(x == 0.0, x, 1.0) < 0.0))  # 1 / -0.0 is -inf
+    sign = if_then_else(negative, cast("int64", 1 << 31), cast("int64", 0))
     return if_then_else(isnan(x), cast("int64", 0x7FC00000), sign | magnitude)
 
 

@@ -10,7 +10,13 @@ def _match_any_sync(mask, value):
     return match_any_sync(value, mask)
 
 
-_KNOWN = {"__match_any_sync": _match_any_sync}
+def _float2half_rz(value):
+    from ._bits import float2half_rz
+
+    return float2half_rz(value)
+
+
+_KNOWN = {"__match_any_sync": _match_any_sync, "__float2half_rz": _float2half_rz}
 
 
 def call_extern(dtype, name, *args):
