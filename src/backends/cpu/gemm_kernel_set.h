@@ -178,6 +178,7 @@ const GemmKernelSet* gemm_kernels_amx();  // AMX tiles; reuses the avx512bf16 se
 const GemmKernelSet* gemm_kernels_avx512bf16();
 const GemmKernelSet* gemm_kernels_avx512();
 const GemmKernelSet* gemm_kernels_avx2();
+const GemmKernelSet* gemm_kernels_neon();  // AArch64 NEON fp32 FMA (neon/)
 
 // ---- decode GEMV (M <= 8): D rows streamed over K-contiguous weights ----
 // out[m * ldo + n] (fp32) = sum_g (sum_{k in g} a[m][k] * w[n][k]) * a_scale[g*ass + m] * w_scale(g, n)

@@ -32,6 +32,7 @@ const void* gemm_set(Isa) {
 }
 
 const KernelImpl kGemmPacked[] = {
+    {"packed_neon", Isa::kNeon, gemm_set<gemm_kernels_neon>},
     {"packed_amx", Isa::kAmx, gemm_set<gemm_kernels_amx>},
     {"packed_avx512bf16", Isa::kAvx512Bf16, gemm_set<gemm_kernels_avx512bf16>},
     {"packed_avx512", Isa::kAvx512, gemm_set<gemm_kernels_avx512>},
