@@ -18,6 +18,7 @@ import ast
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -58,10 +59,14 @@ def run_test_file(checkout, test, args, alias, logdir, cache):
         cmd = ["flock", args.lock] + cmd
     start = time.time()
     with open(log, "w") as f:
+        # its own process group: on a timeout the test process under flock is ended too (killing only
+        # flock left it running, holding the CPU lock, so the next files timed out waiting for it)
+        proc = subprocess.Popen(cmd, cwd=checkout, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            rc = subprocess.run(cmd, cwd=checkout, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                timeout=args.timeout).returncode
+            rc = proc.wait(timeout=args.timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             rc = "timeout"
     data = {"items": [], "compiled": {}, "ran": {}}
     if os.path.exists(result):
