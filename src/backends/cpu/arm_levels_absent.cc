@@ -5,6 +5,8 @@
 
 namespace tessera::cpu {
 
-const GemmKernelSet* gemm_kernels_neon() { return nullptr; }
+const GemmKernelSet* gemm_kernels_neon() {
+  return nullptr;
+}
 
 }  // namespace tessera::cpu

@@ -1,8 +1,8 @@
 // Packing for the neon (fp32-FMA) kernel set: gemm_pack_f32-inl.h on 4-lane q registers, and the set
 // itself (one 5 x 16 tile, gemm_ukr_f32.cc).
-#include "backends/cpu/neon/f32_vec.h"
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/gemm_pack_f32-inl.h"
+#include "backends/cpu/neon/f32_vec.h"
 
 namespace tessera::cpu {
 

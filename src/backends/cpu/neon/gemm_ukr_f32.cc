@@ -7,9 +7,9 @@
 //   8 x 12: 8*3 + 3 + 8 = 35 (spills: 15 stack accesses per two K values in the compiled loop)
 // 20 independent accumulator chains cover 4 FMA pipes x 4 cycles of latency (16 needed).
 // Per-step estimate on Neoverse V1/V2: docs/cpu.md, section ARM64.
-#include "backends/cpu/neon/f32_vec.h"
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/gemm_ukr_f32-inl.h"
+#include "backends/cpu/neon/f32_vec.h"
 
 namespace tessera::cpu {
 
