@@ -102,40 +102,19 @@ inline int64_t f32_block(const int32_t* row, int64_t pos, __m512i thr, __m512i m
   return count;
 }
 
-// The whole blocks of [a->pos, a->end) in several streams (select_streams.inc): true when done, with
-// a->pos and a->count advanced past them; false with nothing changed.
-bool f32_blocks_in_streams(SelectFilterArgs* a, __m512i thr, __m512i mag, int dense, __m512i* mn, __m512i* mx) {
-  const int64_t nblocks = (a->end - a->pos) / kBlockF32;
-  const StreamRegions r = stream_regions(a->count, a->capacity, kBlockF32);
-  if (!streams_pay(nblocks * kBlockF32 * 4, a->expected_hits_per_1024 * (a->end - a->pos) / 1024, r)) return false;
-  const int32_t* row = static_cast<const int32_t*>(a->row);
-  SelectFilterArgs region = *a;
-  __m512i smn = *mn, smx = *mx;
-  int64_t counts[kSelectStreams];
-  const bool done =
-      scan_streams<kBlockF32, 4>(a->row, a->pos, nblocks, r.region, counts, [&](int s, int64_t pos, int64_t c) {
-        region.keys = a->keys + r.start(s);
-        region.index = a->index + r.start(s);
-        return f32_block(row, pos, thr, mag, dense, &smn, &smx, &region, c);
-      });
-  if (!done) return false;
-  a->count = join_regions(r, counts, [&](int64_t from, int64_t to, int64_t n) {
-    memmove(a->keys + to, a->keys + from, size_t(n) * sizeof(int32_t));
-    memmove(a->index + to, a->index + from, size_t(n) * sizeof(int32_t));
-  });
-  a->pos += nblocks * kBlockF32;
-  *mn = smn;
-  *mx = smx;
-  return true;
-}
-
 void filter_f32(SelectFilterArgs* a) {
   const int32_t* row = static_cast<const int32_t*>(a->row);
   const __m512i mag = _mm512_set1_epi32(0x7FFFFFFF), thr = _mm512_set1_epi32(a->threshold);
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i mn = _mm512_set1_epi32(a->min_key), mx = _mm512_set1_epi32(a->max_key);
   const int dense = dense_hits(a, kBlockF32);
-  f32_blocks_in_streams(a, thr, mag, dense, &mn, &mx);
+  __m512i smn = mn, smx = mx;  // kept only when the streamed scan completes
+  if (filter_blocks_in_streams<kBlockF32, 4>(a, [&](int64_t pos, SelectFilterArgs* region, int64_t c) {
+        return f32_block(row, pos, thr, mag, dense, &smn, &smx, region, c);
+      })) {
+    mn = smn;
+    mx = smx;
+  }
   int64_t pos = a->pos, count = a->count;
   const int64_t end = a->end, cap = a->capacity;
 

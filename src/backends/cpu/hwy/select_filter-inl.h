@@ -86,34 +86,6 @@ HWY_INLINE int64_t f32_block(const int32_t* row, int64_t pos, V32 thr, int64_t d
   return count;
 }
 
-// The whole blocks of [a->pos, a->end) in several streams (select_streams-inl.h): true when done, with
-// a->pos and a->count advanced past them; false with nothing changed.
-template <int64_t kBlock>
-HWY_INLINE bool f32_blocks_in_streams(SelectFilterArgs* a, V32 thr, int64_t dense, V32* mn, V32* mx) {
-  const int64_t nblocks = (a->end - a->pos) / kBlock;
-  const StreamRegions r = stream_regions(a->count, a->capacity, kBlock);
-  if (!streams_pay(nblocks * kBlock * 4, a->expected_hits_per_1024 * (a->end - a->pos) / 1024, r)) return false;
-  const int32_t* row = static_cast<const int32_t*>(a->row);
-  SelectFilterArgs region = *a;
-  V32 smn = *mn, smx = *mx;
-  int64_t counts[kSelectStreams];
-  const bool done =
-      scan_streams<kBlock, 4>(a->row, a->pos, nblocks, r.region, counts, [&](int s, int64_t pos, int64_t c) {
-        region.keys = a->keys + r.start(s);
-        region.index = a->index + r.start(s);
-        return f32_block<kBlock>(row, pos, thr, dense, &smn, &smx, &region, c);
-      });
-  if (!done) return false;
-  a->count = join_regions(r, counts, [&](int64_t from, int64_t to, int64_t n) {
-    memmove(a->keys + to, a->keys + from, size_t(n) * sizeof(int32_t));
-    memmove(a->index + to, a->index + from, size_t(n) * sizeof(int32_t));
-  });
-  a->pos += nblocks * kBlock;
-  *mn = smn;
-  *mx = smx;
-  return true;
-}
-
 void filter_f32(SelectFilterArgs* a) {
   const D32 d;
   const int32_t* row = static_cast<const int32_t*>(a->row);
@@ -121,7 +93,13 @@ void filter_f32(SelectFilterArgs* a) {
   V32 mn = hn::Set(d, INT32_MAX), mx = hn::Set(d, INT32_MIN);
   constexpr int64_t kBlock = 4 * kStepF32;
   const int64_t dense = dense_hits(a->expected_hits_per_1024, kBlock);
-  f32_blocks_in_streams<kBlock>(a, thr, dense, &mn, &mx);
+  V32 smn = mn, smx = mx;  // kept only when the streamed scan completes
+  if (filter_blocks_in_streams<kBlock, 4>(a, [&](int64_t pos, SelectFilterArgs* region, int64_t c) {
+        return f32_block<kBlock>(row, pos, thr, dense, &smn, &smx, region, c);
+      })) {
+    mn = smn;
+    mx = smx;
+  }
   int64_t pos = a->pos, count = a->count;
   const int64_t end = a->end, cap = a->capacity;
   while (pos + kBlock <= end && count + kBlock <= cap) {
