@@ -38,8 +38,8 @@ Program lower_program(const Program& p, const Target& target) {
     if (print && changed) std::fprintf(stderr, "[tessera tl] after %s (%.2f ms):\n%s\n", name, ms, to_string(out).c_str());
   };
   run("infer_regions", infer_regions);
-  run("plan_pipeline", plan_pipeline);
   run("elide_gemm_copies", elide_gemm_copies);
+  run("plan_pipeline", plan_pipeline);
   run("lower_tile_ops", [&](const Stmt& s) { return lower_tile_ops(s, target); });
   run("legalize_bounds", legalize_bounds);
   run("simplify", [](const Stmt& s) { return simplify(s); });
