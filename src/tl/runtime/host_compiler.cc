@@ -46,8 +46,15 @@ const HostCompiler& host_compiler() {
 }
 
 std::vector<std::string> kernel_compile_flags(const Target& target, const CompileOptions& options) {
-  std::vector<std::string> f = {"-std=c++20", "-O3", "-fPIC", "-shared", "-fvisibility=hidden",
-                                "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast", "-Wno-psabi"};
+  std::vector<std::string> f = {"-std=c++20",
+                                "-O3",
+                                "-fPIC",
+                                "-shared",
+                                "-fvisibility=hidden",
+                                "-fno-math-errno",
+                                "-fno-trapping-math",
+                                "-ffp-contract=off",
+                                "-Wno-psabi"};
   f.insert(f.end(), target.isa_flags.begin(), target.isa_flags.end());
   f.insert(f.end(), options.extra_flags.begin(), options.extra_flags.end());
   return f;

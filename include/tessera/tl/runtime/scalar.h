@@ -21,14 +21,18 @@ inline float from_bits(uint32_t u) {
 }
 
 // ---- bfloat16 ----
-inline float bf16_to_f32(uint16_t h) { return from_bits(uint32_t(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return from_bits(uint32_t(h) << 16);
+}
 inline uint16_t f32_to_bf16(float x) {
   uint32_t u = bits(x);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t(((u >> 16) & 0x8000u) | 0x7FC0u);
   u += 0x7FFFu + ((u >> 16) & 1u);
   return uint16_t(u >> 16);
 }
-inline float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+inline float round_bf16(float x) {
+  return bf16_to_f32(f32_to_bf16(x));
+}
 
 // Rounds |x| (f32 bits without sign) to the code (e << man | m) of a small float, ties to even.
 template <int kMan, int kBias>
@@ -63,7 +67,9 @@ inline uint16_t f32_to_f16(float x) {
   const uint32_t code = round_small<10, 15>(a);
   return uint16_t(sign | (code >= 0x7C00u ? 0x7C00u : code));
 }
-inline float round_f16(float x) { return f16_to_f32(f32_to_f16(x)); }
+inline float round_f16(float x) {
+  return f16_to_f32(f32_to_f16(x));
+}
 
 // ---- float8 e4m3fn (no inf; 0x7F / 0xFF are NaN; overflow -> NaN) ----
 inline float e4m3_to_f32(uint8_t b) {
@@ -79,10 +85,14 @@ inline uint8_t f32_to_e4m3(float x) {
   const uint32_t code = round_small<3, 7>(a);
   return uint8_t(sign | (code > 0x7Eu ? 0x7Fu : code));
 }
-inline float round_e4m3(float x) { return e4m3_to_f32(f32_to_e4m3(x)); }
+inline float round_e4m3(float x) {
+  return e4m3_to_f32(f32_to_e4m3(x));
+}
 
 // ---- float8 e5m2 ----
-inline float e5m2_to_f32(uint8_t b) { return f16_to_f32(uint16_t(uint16_t(b) << 8)); }
+inline float e5m2_to_f32(uint8_t b) {
+  return f16_to_f32(uint16_t(uint16_t(b) << 8));
+}
 inline uint8_t f32_to_e5m2(float x) {
   const uint32_t u = bits(x), sign = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return uint8_t(sign | 0x7Eu);
@@ -90,7 +100,9 @@ inline uint8_t f32_to_e5m2(float x) {
   const uint32_t code = round_small<2, 15>(a);
   return uint8_t(sign | (code >= 0x7Cu ? 0x7Cu : code));
 }
-inline float round_e5m2(float x) { return e5m2_to_f32(f32_to_e5m2(x)); }
+inline float round_e5m2(float x) {
+  return e5m2_to_f32(f32_to_e5m2(x));
+}
 
 // ---- float4 e2m1 (a code in the low nibble) ----
 inline float decode_e2m1(int32_t code) {
@@ -114,9 +126,24 @@ inline T floormod(T a, T b) {
 
 // min / max with the lane semantics of the vector versions (a NaN in `a` selects b)
 template <class T>
-inline T min(T a, T b) { return a < b ? a : b; }
+inline T min(T a, T b) {
+  return a < b ? a : b;
+}
 template <class T>
-inline T max(T a, T b) { return a > b ? a : b; }
+inline T max(T a, T b) {
+  return a > b ? a : b;
+}
+
+// a * b + c rounded once where the target has FMA instructions, twice where it has none (the scalar
+// level). Kernels compile with -ffp-contract=off, so a plain a * b + c always rounds twice (as torch does);
+// the math below asks for the fused form where it wants it.
+inline float mad(float a, float b, float c) {
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  return __builtin_fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
 
 // ---- math: exp2/exp use the same polynomial as the vector versions ----
 inline float exp2(float x) {
@@ -129,13 +156,13 @@ inline float exp2(float x) {
   const float f = x - (t - magic);  // in [-0.5, 0.5]
   // 2^f = e^(f ln2): Taylor series to degree 7 (relative error < 5e-9 on [-0.5, 0.5])
   float p = 1.5252733804059841e-05f;
-  p = p * f + 1.5403530393381608e-04f;
-  p = p * f + 1.3333558146428443e-03f;
-  p = p * f + 9.6181291076284772e-03f;
-  p = p * f + 5.5504108664821580e-02f;
-  p = p * f + 2.4022650695910071e-01f;
-  p = p * f + 6.9314718055994531e-01f;
-  p = p * f + 1.0f;
+  p = mad(p, f, 1.5403530393381608e-04f);
+  p = mad(p, f, 1.3333558146428443e-03f);
+  p = mad(p, f, 9.6181291076284772e-03f);
+  p = mad(p, f, 5.5504108664821580e-02f);
+  p = mad(p, f, 2.4022650695910071e-01f);
+  p = mad(p, f, 6.9314718055994531e-01f);
+  p = mad(p, f, 1.0f);
   return from_bits(bits(p) + uint32_t(n << 23));
 }
 inline float exp(float x) {
@@ -144,18 +171,18 @@ inline float exp(float x) {
   if (x < -87.33f) return 0.0f;  // below the smallest normal float (results that would be subnormal flush to 0)
   if (x > 88.8f) x = 88.8f;
   const float magic = 12582912.0f;
-  const float t = x * 1.4426950408889634f + magic;
+  const float t = mad(x, 1.4426950408889634f, magic);
   const float nf = t - magic;
   const int32_t n = int32_t(bits(t) - bits(magic));
-  const float r = (x - nf * 0.693145751953125f) - nf * 1.428606765330187e-06f;  // x - n ln2, in [-ln2/2, ln2/2]
+  const float r = mad(-nf, 1.428606765330187e-06f, mad(-nf, 0.693145751953125f, x));  // x - n ln2, in [-ln2/2, ln2/2]
   float p = 1.9841269841269841e-04f;
-  p = p * r + 1.3888888888888889e-03f;
-  p = p * r + 8.3333333333333332e-03f;
-  p = p * r + 4.1666666666666664e-02f;
-  p = p * r + 1.6666666666666666e-01f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  p = mad(p, r, 1.3888888888888889e-03f);
+  p = mad(p, r, 8.3333333333333332e-03f);
+  p = mad(p, r, 4.1666666666666664e-02f);
+  p = mad(p, r, 1.6666666666666666e-01f);
+  p = mad(p, r, 0.5f);
+  p = mad(p, r, 1.0f);
+  p = mad(p, r, 1.0f);
   if (n > 127) return from_bits(bits(p) + uint32_t(127 << 23)) * 2.0f;
   return from_bits(bits(p) + uint32_t(n << 23));
 }
@@ -166,12 +193,26 @@ inline float tanh(float x) {
   const float r = a > 9.0f ? 1.0f : 1.0f - 2.0f / (tlrt::exp(2.0f * a) + 1.0f);
   return std::copysign(r, x);
 }
-inline double tanh(double x) { return std::tanh(x); }
-inline double exp2(double x) { return std::exp2(x); }
-inline double exp(double x) { return std::exp(x); }
-inline float rsqrt(float x) { return 1.0f / std::sqrt(x); }
-inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
-inline float sigmoid(float x) { return 1.0f / (1.0f + tlrt::exp(-x)); }
-inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+inline double tanh(double x) {
+  return std::tanh(x);
+}
+inline double exp2(double x) {
+  return std::exp2(x);
+}
+inline double exp(double x) {
+  return std::exp(x);
+}
+inline float rsqrt(float x) {
+  return 1.0f / std::sqrt(x);
+}
+inline double rsqrt(double x) {
+  return 1.0 / std::sqrt(x);
+}
+inline float sigmoid(float x) {
+  return 1.0f / (1.0f + tlrt::exp(-x));
+}
+inline double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
 }  // namespace tlrt

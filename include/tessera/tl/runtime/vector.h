@@ -52,10 +52,16 @@ inline vi iota() {
   for (int l = 0; l < VW; ++l) r[l] = l;
   return r;
 }
-inline vm all_m() { return vm{} - 1; }
-inline vm bmask(bool b) { return b ? all_m() : vm{}; }
+inline vm all_m() {
+  return vm{} - 1;
+}
+inline vm bmask(bool b) {
+  return b ? all_m() : vm{};
+}
 // Lanes [0, n) active.
-inline vm first_n(int64_t n) { return iota() < splat<vi>(int32_t(n < VW ? n : VW)); }
+inline vm first_n(int64_t n) {
+  return iota() < splat<vi>(int32_t(n < VW ? n : VW));
+}
 inline bool any(vm m) {
 #if defined(TLRT_AVX512_MASKS) && TESSERA_TL_VW == 16  // a plain function: `if constexpr` would not discard
   return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
@@ -84,8 +90,8 @@ inline To convert(From x) {
   }
   if constexpr (VW == 8 && sizeof(To) == 16 && sizeof(From) == 32 && std::is_integral_v<elem_t<From>>) {
     // the low two bytes of every 32-bit lane: gathered per 128-bit half, then the halves joined
-    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
-                                          0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9,
+                                          12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
     return (To)_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8((__m256i)x, pick), 0x08));
   }
 #endif
@@ -105,8 +111,12 @@ inline To convert(From x) {
 #endif
   return __builtin_convertvector(x, To);
 }
-inline vl widen(vm m) { return __builtin_convertvector(m, vl); }
-inline vm narrow(vl m) { return __builtin_convertvector(m, vi); }
+inline vl widen(vm m) {
+  return __builtin_convertvector(m, vl);
+}
+inline vm narrow(vl m) {
+  return __builtin_convertvector(m, vi);
+}
 
 // ---- raw memory access (storage vectors) ----
 template <class R>
@@ -130,7 +140,8 @@ inline R raw_load_m(const void* p, vm m) {
   }
 #endif
 #if defined(__AVX2__)
-  if constexpr (VW == 8 && sizeof(elem_t<R>) == 4) return (R)_mm256_maskload_epi32(static_cast<const int*>(p), (__m256i)m);
+  if constexpr (VW == 8 && sizeof(elem_t<R>) == 4)
+    return (R)_mm256_maskload_epi32(static_cast<const int*>(p), (__m256i)m);
 #endif
   R r = {};
   const elem_t<R>* s = static_cast<const elem_t<R>*>(p);
@@ -149,7 +160,8 @@ inline void raw_store_m(void* p, R v, vm m) {
   }
 #endif
 #if defined(__AVX2__)
-  if constexpr (VW == 8 && sizeof(elem_t<R>) == 4) return _mm256_maskstore_epi32(static_cast<int*>(p), (__m256i)m, (__m256i)v);
+  if constexpr (VW == 8 && sizeof(elem_t<R>) == 4)
+    return _mm256_maskstore_epi32(static_cast<int*>(p), (__m256i)m, (__m256i)v);
 #endif
   elem_t<R>* d = static_cast<elem_t<R>*>(p);
   for (int l = 0; l < VW; ++l)
@@ -187,11 +199,21 @@ inline void raw_scatter(void* p, vl off, R v, vm m) {
 }
 
 // ---- decoders (storage -> compute) and encoders (compute -> storage) ----
-inline vf dec_f32(vf x) { return x; }
-inline vf enc_f32(vf x) { return x; }
-inline vd dec_f64(vd x) { return x; }
-inline vd enc_f64(vd x) { return x; }
-inline vf dec_bf16(vh h) { return (vf)(convert<vu>(h) << 16); }
+inline vf dec_f32(vf x) {
+  return x;
+}
+inline vf enc_f32(vf x) {
+  return x;
+}
+inline vd dec_f64(vd x) {
+  return x;
+}
+inline vd enc_f64(vd x) {
+  return x;
+}
+inline vf dec_bf16(vh h) {
+  return (vf)(convert<vu>(h) << 16);
+}
 inline vh enc_bf16(vf x) {
   // Round to nearest even, NaN -> sign | 0x7FC0: ml_dtypes bit for bit. vcvtneps2bf16 rounds the same
   // way but flushes subnormal inputs to zero and keeps NaN payloads, so it only takes vectors without
@@ -217,7 +239,9 @@ inline vf dec_half_bits(vu u) {  // u: float16 bit patterns in the low 16 bits o
   const vu special = 0x7F800000u | ((u & 0x3FFu) << 13);
   return (vf)(((mag >> 10) == 0x1Fu ? special : (vu)value) | ((u & 0x8000u) << 16));
 }
-inline vf dec_f16(vh h) { return dec_half_bits(convert<vu>(h)); }
+inline vf dec_f16(vh h) {
+  return dec_half_bits(convert<vu>(h));
+}
 inline vh enc_f16(vf x) {
   vh r;
   for (int l = 0; l < VW; ++l) r[l] = f32_to_f16(x[l]);
@@ -236,39 +260,91 @@ inline vb enc_e4m3(vf x) {
   for (int l = 0; l < VW; ++l) r[l] = f32_to_e4m3(x[l]);
   return r;
 }
-inline vf dec_e5m2(vb b) { return dec_half_bits(convert<vu>(b) << 8); }
+inline vf dec_e5m2(vb b) {
+  return dec_half_bits(convert<vu>(b) << 8);
+}
 inline vb enc_e5m2(vf x) {
   vb r;
   for (int l = 0; l < VW; ++l) r[l] = f32_to_e5m2(x[l]);
   return r;
 }
-inline vi dec_i8(vsb x) { return convert<vi>(x); }
-inline vsb enc_i8(vi x) { return convert<vsb>(x); }
-inline vi dec_u8(vb x) { return convert<vi>(x); }
-inline vb enc_u8(vi x) { return convert<vb>(x); }
-inline vi dec_i16(vs x) { return convert<vi>(x); }
-inline vs enc_i16(vi x) { return convert<vs>(x); }
-inline vi dec_u16(vh x) { return convert<vi>(x); }
-inline vh enc_u16(vi x) { return convert<vh>(x); }
-inline vi dec_i32(vi x) { return x; }
-inline vi enc_i32(vi x) { return x; }
-inline vu dec_u32(vu x) { return x; }
-inline vu enc_u32(vu x) { return x; }
-inline vl dec_i64(vl x) { return x; }
-inline vl enc_i64(vl x) { return x; }
-inline vul dec_u64(vul x) { return x; }
-inline vul enc_u64(vul x) { return x; }
-inline vm dec_bool(vb x) { return convert<vi>(x) != 0; }
-inline vb enc_bool(vm m) { return convert<vb>(m & 1); }
+inline vi dec_i8(vsb x) {
+  return convert<vi>(x);
+}
+inline vsb enc_i8(vi x) {
+  return convert<vsb>(x);
+}
+inline vi dec_u8(vb x) {
+  return convert<vi>(x);
+}
+inline vb enc_u8(vi x) {
+  return convert<vb>(x);
+}
+inline vi dec_i16(vs x) {
+  return convert<vi>(x);
+}
+inline vs enc_i16(vi x) {
+  return convert<vs>(x);
+}
+inline vi dec_u16(vh x) {
+  return convert<vi>(x);
+}
+inline vh enc_u16(vi x) {
+  return convert<vh>(x);
+}
+inline vi dec_i32(vi x) {
+  return x;
+}
+inline vi enc_i32(vi x) {
+  return x;
+}
+inline vu dec_u32(vu x) {
+  return x;
+}
+inline vu enc_u32(vu x) {
+  return x;
+}
+inline vl dec_i64(vl x) {
+  return x;
+}
+inline vl enc_i64(vl x) {
+  return x;
+}
+inline vul dec_u64(vul x) {
+  return x;
+}
+inline vul enc_u64(vul x) {
+  return x;
+}
+inline vm dec_bool(vb x) {
+  return convert<vi>(x) != 0;
+}
+inline vb enc_bool(vm m) {
+  return convert<vb>(m & 1);
+}
 
-#define TLRT_VECTOR_DTYPE(NAME, STORE_T, RAW, COMPUTE)                                                      \
-  inline COMPUTE ld_##NAME(const STORE_T* p) { return dec_##NAME(raw_load<RAW>(p)); }                       \
-  inline COMPUTE ld_##NAME##_m(const STORE_T* p, vm m) { return dec_##NAME(raw_load_m<RAW>(p, m)); }        \
-  inline COMPUTE ld_##NAME##_g(const STORE_T* p, vl off, vm m) { return dec_##NAME(raw_gather<RAW>(p, off, m)); } \
-  inline void st_##NAME(STORE_T* p, COMPUTE v) { raw_store<RAW>(p, enc_##NAME(v)); }                         \
-  inline void st_##NAME##_m(STORE_T* p, COMPUTE v, vm m) { raw_store_m<RAW>(p, enc_##NAME(v), m); }          \
-  inline void st_##NAME##_nt(STORE_T* p, COMPUTE v, bool stream) { raw_store_nt<RAW>(p, enc_##NAME(v), stream); } \
-  inline void st_##NAME##_s(STORE_T* p, vl off, COMPUTE v, vm m) { raw_scatter<RAW>(p, off, enc_##NAME(v), m); }
+#define TLRT_VECTOR_DTYPE(NAME, STORE_T, RAW, COMPUTE)             \
+  inline COMPUTE ld_##NAME(const STORE_T* p) {                     \
+    return dec_##NAME(raw_load<RAW>(p));                           \
+  }                                                                \
+  inline COMPUTE ld_##NAME##_m(const STORE_T* p, vm m) {           \
+    return dec_##NAME(raw_load_m<RAW>(p, m));                      \
+  }                                                                \
+  inline COMPUTE ld_##NAME##_g(const STORE_T* p, vl off, vm m) {   \
+    return dec_##NAME(raw_gather<RAW>(p, off, m));                 \
+  }                                                                \
+  inline void st_##NAME(STORE_T* p, COMPUTE v) {                   \
+    raw_store<RAW>(p, enc_##NAME(v));                              \
+  }                                                                \
+  inline void st_##NAME##_m(STORE_T* p, COMPUTE v, vm m) {         \
+    raw_store_m<RAW>(p, enc_##NAME(v), m);                         \
+  }                                                                \
+  inline void st_##NAME##_nt(STORE_T* p, COMPUTE v, bool stream) { \
+    raw_store_nt<RAW>(p, enc_##NAME(v), stream);                   \
+  }                                                                \
+  inline void st_##NAME##_s(STORE_T* p, vl off, COMPUTE v, vm m) { \
+    raw_scatter<RAW>(p, off, enc_##NAME(v), m);                    \
+  }
 
 TLRT_VECTOR_DTYPE(f32, float, vf, vf)
 TLRT_VECTOR_DTYPE(f64, double, vd, vd)
@@ -288,38 +364,107 @@ TLRT_VECTOR_DTYPE(bool, bool, vb, vm)
 #undef TLRT_VECTOR_DTYPE
 
 // ---- selects and comparisons of 64-bit lanes (masks are 32-bit) ----
-inline vf vsel(vm m, vf a, vf b) { return m ? a : b; }
-inline vi vsel(vm m, vi a, vi b) { return m ? a : b; }
-inline vu vsel(vm m, vu a, vu b) { return m ? a : b; }
-inline vd vsel(vm m, vd a, vd b) { return widen(m) ? a : b; }
-inline vl vsel(vm m, vl a, vl b) { return widen(m) ? a : b; }
-inline vul vsel(vm m, vul a, vul b) { return widen(m) ? a : b; }
+inline vf vsel(vm m, vf a, vf b) {
+  return m ? a : b;
+}
+inline vi vsel(vm m, vi a, vi b) {
+  return m ? a : b;
+}
+inline vu vsel(vm m, vu a, vu b) {
+  return m ? a : b;
+}
+inline vd vsel(vm m, vd a, vd b) {
+  return widen(m) ? a : b;
+}
+inline vl vsel(vm m, vl a, vl b) {
+  return widen(m) ? a : b;
+}
+inline vul vsel(vm m, vul a, vul b) {
+  return widen(m) ? a : b;
+}
 
 // ---- rounding to narrower float types (the value stays in a float32 lane) ----
-inline vf vround_bf16(vf x) { return dec_bf16(enc_bf16(x)); }
-inline vf vround_f16(vf x) { return dec_f16(enc_f16(x)); }
-inline vf vround_e4m3(vf x) { return dec_e4m3(enc_e4m3(x)); }
-inline vf vround_e5m2(vf x) { return dec_e5m2(enc_e5m2(x)); }
+inline vf vround_bf16(vf x) {
+  return dec_bf16(enc_bf16(x));
+}
+inline vf vround_f16(vf x) {
+  return dec_f16(enc_f16(x));
+}
+inline vf vround_e4m3(vf x) {
+  return dec_e4m3(enc_e4m3(x));
+}
+inline vf vround_e5m2(vf x) {
+  return dec_e5m2(enc_e5m2(x));
+}
 
 // ---- math (lane-for-lane equal to the scalar versions in scalar.h) ----
 template <class V>
-inline V vmin(V a, V b) { return a < b ? a : b; }
+inline V vmin(V a, V b) {
+  return a < b ? a : b;
+}
 template <class V>
-inline V vmax(V a, V b) { return a > b ? a : b; }
+inline V vmax(V a, V b) {
+  return a > b ? a : b;
+}
 // minps/maxps return the second operand unless the comparison holds: exactly the selects above (NaN
 // and signed-zero cases included), in one instruction instead of a compare and a blend.
 #if TESSERA_TL_VW == 16 && defined(__AVX512F__)
-inline vf vmin(vf a, vf b) { return (vf)_mm512_min_ps((__m512)a, (__m512)b); }
-inline vf vmax(vf a, vf b) { return (vf)_mm512_max_ps((__m512)a, (__m512)b); }
+inline vf vmin(vf a, vf b) {
+  return (vf)_mm512_min_ps((__m512)a, (__m512)b);
+}
+inline vf vmax(vf a, vf b) {
+  return (vf)_mm512_max_ps((__m512)a, (__m512)b);
+}
 #elif TESSERA_TL_VW == 8 && defined(__AVX__)
-inline vf vmin(vf a, vf b) { return (vf)_mm256_min_ps((__m256)a, (__m256)b); }
-inline vf vmax(vf a, vf b) { return (vf)_mm256_max_ps((__m256)a, (__m256)b); }
+inline vf vmin(vf a, vf b) {
+  return (vf)_mm256_min_ps((__m256)a, (__m256)b);
+}
+inline vf vmax(vf a, vf b) {
+  return (vf)_mm256_max_ps((__m256)a, (__m256)b);
+}
 #endif
-inline vf vabs(vf x) { return (vf)((vu)x & 0x7FFFFFFFu); }
-inline vd vabs(vd x) { return (vd)((vul)x & 0x7FFFFFFFFFFFFFFFull); }
-inline vi vabs(vi x) { return x < 0 ? -x : x; }
-inline vl vabs(vl x) { return x < 0 ? -x : x; }
+inline vf vabs(vf x) {
+  return (vf)((vu)x & 0x7FFFFFFFu);
+}
+inline vd vabs(vd x) {
+  return (vd)((vul)x & 0x7FFFFFFFFFFFFFFFull);
+}
+inline vi vabs(vi x) {
+  return x < 0 ? -x : x;
+}
+inline vl vabs(vl x) {
+  return x < 0 ? -x : x;
+}
 
+// a * b + c per lane, rounded once where the target has FMA instructions (as tlrt::mad), twice where it
+// has none. The width-specific intrinsics keep it one instruction: -mtune=native may split a lane loop
+// into 256-bit halves.
+template <class V>
+inline V vfma(V a, V b, V c) {  // integers
+  return a * b + c;
+}
+inline vf vfma(vf a, vf b, vf c) {
+#if defined(__AVX512F__) && TESSERA_TL_VW == 16
+  return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif defined(__FMA__) && TESSERA_TL_VW == 8
+  return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#elif defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  vf r;
+  for (int l = 0; l < VW; ++l) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
+  return r;
+#else
+  return a * b + c;
+#endif
+}
+inline vd vfma(vd a, vd b, vd c) {
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  vd r;
+  for (int l = 0; l < VW; ++l) r[l] = __builtin_fma(a[l], b[l], c[l]);
+  return r;
+#else
+  return a * b + c;
+#endif
+}
 inline vf vexp2(vf x) {
   const vm nan = x != x, tiny = x < -126.0f;
   x = x > 128.0f ? splat<vf>(128.0f) : x;
@@ -329,13 +474,13 @@ inline vf vexp2(vf x) {
   const vi n = (vi)((vu)t - bits(magic));
   const vf f = x - (t - magic);
   vf p = splat<vf>(1.5252733804059841e-05f);
-  p = p * f + 1.5403530393381608e-04f;
-  p = p * f + 1.3333558146428443e-03f;
-  p = p * f + 9.6181291076284772e-03f;
-  p = p * f + 5.5504108664821580e-02f;
-  p = p * f + 2.4022650695910071e-01f;
-  p = p * f + 6.9314718055994531e-01f;
-  p = p * f + 1.0f;
+  p = vfma(p, f, splat<vf>(1.5403530393381608e-04f));
+  p = vfma(p, f, splat<vf>(1.3333558146428443e-03f));
+  p = vfma(p, f, splat<vf>(9.6181291076284772e-03f));
+  p = vfma(p, f, splat<vf>(5.5504108664821580e-02f));
+  p = vfma(p, f, splat<vf>(2.4022650695910071e-01f));
+  p = vfma(p, f, splat<vf>(6.9314718055994531e-01f));
+  p = vfma(p, f, splat<vf>(1.0f));
   const vf r = (vf)((vu)p + (vu)(n << 23));
   return nan ? x : (tiny ? splat<vf>(0.0f) : r);
 }
@@ -344,25 +489,27 @@ inline vf vexp(vf x) {
   x = x > 88.8f ? splat<vf>(88.8f) : x;
   x = tiny ? splat<vf>(0.0f) : x;
   const float magic = 12582912.0f;
-  const vf t = x * 1.4426950408889634f + magic;
+  const vf t = vfma(x, splat<vf>(1.4426950408889634f), splat<vf>(magic));
   const vf nf = t - magic;
   vi n = (vi)((vu)t - bits(magic));
-  const vf r = (x - nf * 0.693145751953125f) - nf * 1.428606765330187e-06f;
+  const vf r = vfma(-nf, splat<vf>(1.428606765330187e-06f), vfma(-nf, splat<vf>(0.693145751953125f), x));
   vf p = splat<vf>(1.9841269841269841e-04f);
-  p = p * r + 1.3888888888888889e-03f;
-  p = p * r + 8.3333333333333332e-03f;
-  p = p * r + 4.1666666666666664e-02f;
-  p = p * r + 1.6666666666666666e-01f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  p = vfma(p, r, splat<vf>(1.3888888888888889e-03f));
+  p = vfma(p, r, splat<vf>(8.3333333333333332e-03f));
+  p = vfma(p, r, splat<vf>(4.1666666666666664e-02f));
+  p = vfma(p, r, splat<vf>(1.6666666666666666e-01f));
+  p = vfma(p, r, splat<vf>(0.5f));
+  p = vfma(p, r, splat<vf>(1.0f));
+  p = vfma(p, r, splat<vf>(1.0f));
   const vm big = n > 127;
   n = big ? splat<vi>(127) : n;
   vf res = (vf)((vu)p + (vu)(n << 23));
   res = big ? res * 2.0f : res;
   return nan ? x : (tiny ? splat<vf>(0.0f) : res);
 }
-inline vf vsigmoid(vf x) { return 1.0f / (1.0f + vexp(-x)); }
+inline vf vsigmoid(vf x) {
+  return 1.0f / (1.0f + vexp(-x));
+}
 inline vf vtanh(vf x) {
   const vf a = vabs(x);
   const vf r = a > 9.0f ? splat<vf>(1.0f) : 1.0f - 2.0f / (vexp(2.0f * a) + 1.0f);
@@ -377,11 +524,11 @@ inline vf vdecode_e2m1(vi code) {
 }
 
 // Functions without a vector algorithm here run lane by lane (the compiler vectorizes what it can).
-#define TLRT_LANEWISE(NAME, V, FN)       \
-  inline V NAME(V x) {                   \
-    V r;                                 \
+#define TLRT_LANEWISE(NAME, V, FN)                \
+  inline V NAME(V x) {                            \
+    V r;                                          \
     for (int l = 0; l < VW; ++l) r[l] = FN(x[l]); \
-    return r;                            \
+    return r;                                     \
   }
 TLRT_LANEWISE(vexp2, vd, std::exp2)
 TLRT_LANEWISE(vexp, vd, std::exp)
@@ -410,10 +557,18 @@ TLRT_LANEWISE(vcos, vd, std::cos)
 TLRT_LANEWISE(verf, vf, std::erf)
 TLRT_LANEWISE(verf, vd, std::erf)
 #undef TLRT_LANEWISE
-inline vm visnan(vf x) { return x != x; }
-inline vm visnan(vd x) { return narrow(x != x); }
-inline vm visinf(vf x) { return vabs(x) == __builtin_inff(); }
-inline vm visinf(vd x) { return narrow(vabs(x) == __builtin_inf()); }
+inline vm visnan(vf x) {
+  return x != x;
+}
+inline vm visnan(vd x) {
+  return narrow(x != x);
+}
+inline vm visinf(vf x) {
+  return vabs(x) == __builtin_inff();
+}
+inline vm visinf(vd x) {
+  return narrow(vabs(x) == __builtin_inf());
+}
 inline vf vpow(vf a, vf b) {
   vf r;
   for (int l = 0; l < VW; ++l) r[l] = std::pow(a[l], b[l]);
@@ -424,8 +579,6 @@ inline vd vpow(vd a, vd b) {
   for (int l = 0; l < VW; ++l) r[l] = std::pow(a[l], b[l]);
   return r;
 }
-template <class V>
-inline V vfma(V a, V b, V c) { return a * b + c; }
 
 // Integer floor division / modulo by a vector (Python semantics).
 template <class V>
