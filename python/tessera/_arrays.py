@@ -52,6 +52,12 @@ _TORCH_DTYPE_NAMES = {
 }
 _torch_dtypes = None
 
+# Integer types the native dtype set (tessera/core/dtype.h) lacks. Tile-language kernels take them (TileKernels'
+# uint32 bit fields): with bits_carriers=True they cross as the native type of the same width, and the
+# kernel's parameter dtype gives the bits their meaning back (tl's dtype_matches). Library functions, which
+# read an ArrayRef's dtype as the element type, keep refusing them.
+BITS_CARRIERS = {"int16": "float16", "uint16": "float16", "uint32": "int32", "uint64": "int64"}
+
 
 def torch_module():
     """The torch module if the program imported it, else None (tessera never imports torch itself)."""
@@ -83,8 +89,15 @@ def _row_major_strides(shape) -> list:
     return strides[::-1]
 
 
-def _numpy_ref(x: np.ndarray, fn: str, arg: str, writable: bool):
+def dtype_name(x) -> str:
+    """The element type's name of a numpy array or torch tensor ("uint32", "bfloat16", ...)."""
+    return str(x.dtype).rsplit(".", 1)[-1]
+
+
+def _numpy_ref(x: np.ndarray, fn: str, arg: str, writable: bool, bits_carriers: bool = False):
     name = _NUMPY_DTYPES.get(x.dtype)
+    if name is None and bits_carriers:
+        name = BITS_CARRIERS.get(x.dtype.name)
     if name is None:
         if x.dtype == _UNPACKED_FP4:
             raise invalid_argument(fn, arg, "has dtype float4_e2m1fn (one value per byte); pass packed FP4 "
@@ -104,28 +117,31 @@ def _numpy_ref(x: np.ndarray, fn: str, arg: str, writable: bool):
     return _C.ArrayRef(x.__array_interface__["data"][0], name, list(x.shape), strides)
 
 
-def _torch_ref(x, torch, fn: str, arg: str):
+def _torch_ref(x, torch, fn: str, arg: str, bits_carriers: bool = False):
     if x.device.type != "cpu":
         raise invalid_argument(fn, arg, f"must be a CPU tensor, got device {x.device}")
     if x.layout != torch.strided:
         raise invalid_argument(fn, arg, f"must be a dense (strided) tensor, got layout {x.layout}")
     name = _torch_dtype_table(torch).get(x.dtype)
+    if name is None and bits_carriers:
+        name = BITS_CARRIERS.get(dtype_name(x))
     if name is None:
         raise invalid_argument(fn, arg, f"has unsupported dtype {x.dtype}; supported: {_supported_names()}")
     strides = list(x.stride()) if x.numel() else _row_major_strides(x.shape)
     return _C.ArrayRef(x.data_ptr(), name, list(x.shape), strides)
 
 
-def to_ref(x, fn: str, arg: str, writable: bool = False):
+def to_ref(x, fn: str, arg: str, writable: bool = False, bits_carriers: bool = False):
     """``_C.ArrayRef`` for a numpy array or a torch CPU tensor; ``fn`` and ``arg`` name the public
     function and argument in error messages. Raises InvalidArgumentError (a ValueError) for an
     unsupported dtype, a non-CPU tensor, a byte stride that is not a multiple of the itemsize, or a
-    read-only output; TypeError for anything that is not an array."""
+    read-only output; TypeError for anything that is not an array. ``bits_carriers``: accept the
+    types of BITS_CARRIERS (int16, uint16/32/64), passed as their carrier type (for tl kernels)."""
     if isinstance(x, np.ndarray):
-        return _numpy_ref(x, fn, arg, writable)
+        return _numpy_ref(x, fn, arg, writable, bits_carriers)
     torch = torch_module()
     if torch is not None and isinstance(x, torch.Tensor):
-        return _torch_ref(x, torch, fn, arg)
+        return _torch_ref(x, torch, fn, arg, bits_carriers)
     raise ArgumentTypeError(f"{fn}: argument '{arg}' must be a numpy array or a torch CPU tensor, "
                             f"got {type(x).__name__}")
 

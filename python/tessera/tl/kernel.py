@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import _C
-from .._arrays import is_torch_tensor, like, to_ref
+from .._arrays import BITS_CARRIERS, dtype_name, is_torch_tensor, like, to_ref
 from .._errors import InvalidArgumentError
 from ..language._dim_formulas import bind_formulas, check_formulas
 from ._dtypes import numpy_dtype
@@ -151,6 +151,13 @@ class JITKernel:
         it_args, it_scratch = iter(args), iter(scratch)
         return [(p, next(it_scratch) if p.role == "scratch" else next(it_args)) for p in self._all_params]
 
+    def _tensor_ref(self, p, a):
+        fn = f"kernel '{self.name}'"
+        if hasattr(a, "dtype") and (p.dtype in BITS_CARRIERS or dtype_name(a) in BITS_CARRIERS) \
+                and dtype_name(a) != p.dtype:  # they cross as their carrier type: the library cannot tell
+            raise InvalidArgumentError(f"{fn}: argument '{p.name}' must have dtype {p.dtype}, got {a.dtype}")
+        return to_ref(a, fn, p.name, writable=True, bits_carriers=True)
+
     def call_all(self, args):
         """Runs with every parameter given (outputs included), in parameter order."""
         if len(args) != len(self.params):
@@ -162,7 +169,7 @@ class JITKernel:
         refs = []
         for p, a in self._with_scratch(args):
             if p.is_tensor:
-                refs.append(to_ref(a, f"kernel '{self.name}'", p.name, writable=True))
+                refs.append(self._tensor_ref(p, a))
             elif isinstance(a, (bool, int, np.integer)):
                 refs.append(int(a))
             elif isinstance(a, (float, np.floating)):

@@ -1,10 +1,11 @@
 // Compiling programs into kernels, and calling kernels (see tessera/tl/kernel.h).
 #include "tessera/tl/kernel.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <map>
 #include <mutex>
-#include <unistd.h>
 
 #include "tessera/core/error.h"
 #include "tessera/info.h"
@@ -27,7 +28,9 @@ struct Kernel::Impl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 std::mutex g_memory_mutex;
 std::map<std::string, std::shared_ptr<const Kernel::Impl>>& memory_cache() {
@@ -35,21 +38,36 @@ std::map<std::string, std::shared_ptr<const Kernel::Impl>>& memory_cache() {
   return m;
 }
 
-// A tensor of dtype `have` may be passed for a parameter declared `want`.
+// A tensor of dtype `have` may be passed for a parameter declared `want`. The integer types the core dtype
+// set lacks arrive as the type of the same width that carries their bits (int16 / uint16 as float16,
+// uint32 as int32, uint64 as int64; Python's tl layer checks the caller's real dtype first).
 bool dtype_matches(DataType want, DType have) {
   switch (have) {
-    case DType::kF32: return want == DataType::kFloat32;
-    case DType::kF64: return want == DataType::kFloat64;
-    case DType::kBF16: return want == DataType::kBFloat16;
-    case DType::kF16: return want == DataType::kFloat16;
-    case DType::kF8E4M3: return want == DataType::kFloat8E4M3;
-    case DType::kF8E5M2: return want == DataType::kFloat8E5M2;
-    case DType::kI8: return want == DataType::kInt8;
-    case DType::kU8: return want == DataType::kUInt8;
-    case DType::kI32: return want == DataType::kInt32;
-    case DType::kI64: return want == DataType::kInt64;
-    case DType::kBool: return want == DataType::kBool;
-    case DType::kF4E2M1: case DType::kUE8M0: return want == DataType::kUInt8 || want == DataType::kInt8;  // raw bytes
+    case DType::kF32:
+      return want == DataType::kFloat32;
+    case DType::kF64:
+      return want == DataType::kFloat64;
+    case DType::kBF16:
+      return want == DataType::kBFloat16;
+    case DType::kF16:
+      return want == DataType::kFloat16 || want == DataType::kInt16 || want == DataType::kUInt16;
+    case DType::kF8E4M3:
+      return want == DataType::kFloat8E4M3;
+    case DType::kF8E5M2:
+      return want == DataType::kFloat8E5M2;
+    case DType::kI8:
+      return want == DataType::kInt8;
+    case DType::kU8:
+      return want == DataType::kUInt8;
+    case DType::kI32:
+      return want == DataType::kInt32 || want == DataType::kUInt32;
+    case DType::kI64:
+      return want == DataType::kInt64 || want == DataType::kUInt64;
+    case DType::kBool:
+      return want == DataType::kBool;
+    case DType::kF4E2M1:
+    case DType::kUE8M0:
+      return want == DataType::kUInt8 || want == DataType::kInt8;  // raw bytes
   }
   return false;
 }
@@ -96,17 +114,27 @@ std::string cache_key(const Generated& g, const std::vector<std::string>& flags)
 
 }  // namespace
 
-const std::string& Kernel::name() const { return impl_->name; }
-const std::string& Kernel::source() const { return impl_->source; }
-const std::string& Kernel::library_path() const { return impl_->path; }
-const CompileStats& Kernel::stats() const { return impl_->stats; }
+const std::string& Kernel::name() const {
+  return impl_->name;
+}
+const std::string& Kernel::source() const {
+  return impl_->source;
+}
+const std::string& Kernel::library_path() const {
+  return impl_->path;
+}
+const CompileStats& Kernel::stats() const {
+  return impl_->stats;
+}
 
 std::vector<std::string> Kernel::param_names() const {
   std::vector<std::string> out;
   for (const auto& p : impl_->sig.params) out.push_back(p.name);
   return out;
 }
-std::vector<std::string> Kernel::symbol_names() const { return impl_->sig.symbols; }
+std::vector<std::string> Kernel::symbol_names() const {
+  return impl_->sig.symbols;
+}
 
 void Kernel::operator()(const std::vector<KernelArg>& args) const {
   if (!impl_) fail(ErrorCode::kInvalidArgument, "tl kernel: calling an empty Kernel (compile or load one first)");
@@ -126,7 +154,8 @@ void Kernel::operator()(const std::vector<KernelArg>& args) const {
     const KernelSignature::Param& p = sig.params[i];
     const KernelArg& a = args[i];
     if (!p.is_tensor) {
-      if (a.is_tensor) fail(ErrorCode::kInvalidArgument, fn, ": argument '", p.name, "' must be a scalar, got a tensor");
+      if (a.is_tensor)
+        fail(ErrorCode::kInvalidArgument, fn, ": argument '", p.name, "' must be a scalar, got a tensor");
       ints[i] = a.i;
       floats[i] = a.f;
       continue;
@@ -160,9 +189,11 @@ void Kernel::operator()(const std::vector<KernelArg>& args) const {
       }
     }
     if (t.ndim > 0 && t.shape[t.ndim - 1] > 1 && t.strides[t.ndim - 1] != 1)
-      fail(ErrorCode::kInvalidArgument, fn, ": argument '", p.name, "' must have unit stride in its last dimension, got strides ",
-           t.strides_str(), " (pass a copy with a contiguous last dimension)");
-    if (!t.data && t.numel() > 0) fail(ErrorCode::kInvalidArgument, fn, ": argument '", p.name, "' has a null data pointer");
+      fail(ErrorCode::kInvalidArgument, fn, ": argument '", p.name,
+           "' must have unit stride in its last dimension, got strides ", t.strides_str(),
+           " (pass a copy with a contiguous last dimension)");
+    if (!t.data && t.numel() > 0)
+      fail(ErrorCode::kInvalidArgument, fn, ": argument '", p.name, "' has a null data pointer");
     data[i] = t.data;
     strides[i] = t.strides;
   }
@@ -179,7 +210,9 @@ Kernel Kernel::load(const std::string& library_path) {
   return Kernel(impl);
 }
 
-std::string generate_source(const Program& p) { return generate(p).source; }
+std::string generate_source(const Program& p) {
+  return generate(p).source;
+}
 
 std::string cache_dir(const CompileOptions& options) {
   if (options.cache_dir.empty()) return default_kernel_cache_dir();
@@ -205,7 +238,9 @@ Kernel compile(const Program& p, const CompileOptions& options) {
   CompileStats stats{g.lower_ms, g.codegen_ms, 0, 0, false, false};
   const std::string include_dir = runtime_include_dir(dir);
   auto t0 = Clock::now();
-  auto build = [&](const std::string& src, const std::string& so) { compile_shared_object(src, so, include_dir, flags); };
+  auto build = [&](const std::string& src, const std::string& so) {
+    compile_shared_object(src, so, include_dir, flags);
+  };
   std::string path;
   if (options.use_cache) {
     path = cached_library(dir, key, g.source, build, &stats.disk_cache_hit);
