@@ -189,6 +189,36 @@ def test_per_thread_values_and_gpu_only_ops_name_the_construct():
         shuffle(np.zeros(32, np.float32))
 
 
+def test_unsupported_dtypes_compare_by_name_and_raise_when_a_kernel_uses_them():
+    # TileKernels' cast configs compare dtypes before building a kernel (`cfg.dtype == T.float4_e2m1fn`)
+    assert T.float4_e2m1fn == T.float4_e2m1fn and T.float4_e2m1fn != T.float8_e4m3fn
+    assert T.float8_e4m3fn != T.float4_e2m1fn and len({T.float4_e2m1fn, T.float4_e2m1fn}) == 1
+
+    @tilelang.jit
+    def packed_fp4(n):
+        @T.prim_func
+        def main(X: T.Tensor((n,), T.float4_e2m1fn)):
+            with T.Kernel(1):
+                X[0] = 0
+
+        return main
+
+    with pytest.raises(NotImplementedInTessera, match="T.float4_e2m1fn is not supported"):
+        packed_fp4(7)
+
+    @tilelang.jit
+    def pointer_table(n):
+        @T.prim_func
+        def main(P: T.Tensor((n,), T.ptr)):
+            with T.Kernel(1):
+                P[0] = 0
+
+        return main
+
+    with pytest.raises(NotImplementedInTessera, match="T.ptr is not supported"):
+        pointer_table(3)
+
+
 @tilelang.jit
 def conv_nhwc(data, kernel, S, D, P, block_M, block_N, block_K):
     N, C, H, W, F, K = T.const("N, C, H, W, F, K")

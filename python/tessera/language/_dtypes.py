@@ -67,9 +67,9 @@ class DType(str):
 def _canonical_or_none(dtype):
     """The canonical name of a dtype spelling (a name, a DType, a torch / numpy dtype), or None when
     it names no element type of the tile language."""
-    if not isinstance(dtype, str) and not hasattr(dtype, "is_floating_point") and not hasattr(dtype, "kind"):
-        return None
-    try:
+    try:  # probing attributes may raise: the tilelang alias's stubs of unsupported dtypes raise on any use
+        if not isinstance(dtype, str) and not hasattr(dtype, "is_floating_point") and not hasattr(dtype, "kind"):
+            return None
         return canonical(dtype)
     except Exception:  # noqa: BLE001 - an unknown name compares by its spelling
         return None
