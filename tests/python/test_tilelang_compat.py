@@ -11,6 +11,7 @@ import pytest
 
 import test_tl_common  # noqa: F401 - kernel cache
 
+import tessera
 import tessera.tilelang_compat as compat
 from tessera import NotImplementedInTessera
 from tessera.tl import profiler as tl_profiler
@@ -217,6 +218,62 @@ def test_unsupported_dtypes_compare_by_name_and_raise_when_a_kernel_uses_them():
 
     with pytest.raises(NotImplementedInTessera, match="T.ptr is not supported"):
         pointer_table(3)
+
+
+@tilelang.jit(out_idx=[-1])
+def column_absmax_by_pairs(rows, k):
+    @T.prim_func
+    def main(X: T.Tensor((rows, 2 * k), T.float32), out: T.Tensor((2 * k,), T.bfloat16)):
+        with T.Kernel(1):
+            acc = T.alloc_local((k,), T.bfloat16x2)
+            lanes = T.view(acc, (2 * k,), T.bfloat16)
+            for j in T.serial(k):
+                acc[j] = T.abs2(T.bfloat16x2(X[0, 2 * j], X[0, 2 * j + 1]))
+            for r in T.serial(1, rows):
+                for j in T.serial(k):
+                    acc[j] = T.max2(T.abs2(T.bfloat16x2(X[r, 2 * j], X[r, 2 * j + 1])), acc[j])
+            for i in T.serial(2 * k):
+                out[i] = lanes[i]
+
+    return main
+
+
+def test_bfloat16x2_pairs_round_per_lane_and_view_as_lanes(rng):
+    import ml_dtypes
+
+    x = rng.standard_normal((7, 2 * 13)).astype(np.float32) * 3
+    out = column_absmax_by_pairs(7, 13)(x)
+    expected = np.abs(x.astype(ml_dtypes.bfloat16)).max(axis=0)
+    np.testing.assert_array_equal(out.view(np.uint16), expected.view(np.uint16))
+    assert T.bfloat16x2 == T.bfloat16x2 and T.bfloat16x2 != T.float16x2
+
+
+def test_bfloat16x2_misuse_names_the_rule():
+    @tilelang.jit
+    def scalar_into_pairs(n):
+        @T.prim_func
+        def main(X: T.Tensor((n,), T.bfloat16)):
+            with T.Kernel(1):
+                acc = T.alloc_local((n,), T.bfloat16x2)
+                acc[0] = X[0]
+
+        return main
+
+    with pytest.raises(tessera.InvalidArgumentError, match="expected a pair"):
+        scalar_into_pairs(3)
+
+    @tilelang.jit
+    def pairs_as_float32(n):
+        @T.prim_func
+        def main(X: T.Tensor((n,), T.float32)):
+            with T.Kernel(1):
+                acc = T.alloc_local((n,), T.bfloat16x2)
+                X[0] = T.view(acc, (n,), T.float32)[0]
+
+        return main
+
+    with pytest.raises(NotImplementedInTessera, match="only as bfloat16"):
+        pairs_as_float32(3)
 
 
 @tilelang.jit

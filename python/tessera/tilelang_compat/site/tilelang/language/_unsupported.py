@@ -18,8 +18,8 @@ _REASONS = {
        for n in ("call_extern", "call_intrin", "import_source", "dp4a", "attr", "evaluate", "comm_reducer",
                  "ptx_mma", "ptx_ldmatrix")},
     **{n: "the CPU target has no such element type" for n in ("int4", "uint4", "float4_e2m1fn", "float8_e4m3fnuz",
-                                                              "float8_e5m2fnuz", "float8_e8m0fnu", "bfloat16x2",
-                                                              "float16x2", "float6_e2m3fn", "float6_e3m2fn")},
+                                                              "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn",
+                                                              "float6_e3m2fn")},
 }
 
 
