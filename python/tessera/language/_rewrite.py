@@ -434,10 +434,33 @@ def _cell_value(cell):
         return None
 
 
+# fn.__code__ -> the compiled rewritten module. The rewrite depends only on the source (a code object
+# stands for one definition; closures and globals are bound at each call), and it is not cheap: kernels
+# are traced again per plan item (_simt.Plan) and factories define the same kernel for every config,
+# while every `if` triples its body (symbolic, Python and thread-role dispatch), so deep nests get large.
+_COMPILED = {}
+
+
 def rewrite(fn):
     """fn with its body rewritten (see the module docstring); same file name and line numbers."""
     if getattr(fn, "__tl_rewritten__", False):
         return fn
+    code = _COMPILED.get(fn.__code__)
+    if code is None:
+        code = _COMPILED[fn.__code__] = _compile_rewritten(fn)
+    namespace = dict(fn.__globals__)
+    namespace[_HELPER] = _Helpers
+    exec(code, namespace)  # noqa: S102 - the author's own kernel source
+    cells = [_cell_value(c) for c in (fn.__closure__ or ())]
+    new_fn = namespace["__tl_make"](*cells)
+    new_fn.__defaults__ = fn.__defaults__
+    new_fn.__kwdefaults__ = fn.__kwdefaults__
+    functools.update_wrapper(new_fn, fn)
+    new_fn.__tl_rewritten__ = True
+    return new_fn
+
+
+def _compile_rewritten(fn):
     try:
         source = textwrap.dedent(inspect.getsource(fn))
         first_line = fn.__code__.co_firstlineno
@@ -469,14 +492,4 @@ def rewrite(fn):
     module = ast.Module(body=[wrapper], type_ignores=[])
     ast.fix_missing_locations(module)
     ast.increment_lineno(module, first_line - 1)
-    code = compile(module, fn.__code__.co_filename, "exec")
-    namespace = dict(fn.__globals__)
-    namespace[_HELPER] = _Helpers
-    exec(code, namespace)  # noqa: S102 - the author's own kernel source
-    cells = [_cell_value(c) for c in (fn.__closure__ or ())]
-    new_fn = namespace["__tl_make"](*cells)
-    new_fn.__defaults__ = fn.__defaults__
-    new_fn.__kwdefaults__ = fn.__kwdefaults__
-    functools.update_wrapper(new_fn, fn)
-    new_fn.__tl_rewritten__ = True
-    return new_fn
+    return compile(module, fn.__code__.co_filename, "exec")
