@@ -328,7 +328,7 @@ void run_packed_batch(const GemmProblem* problems, int64_t count, const cpu::Gem
   for (const PackedPlan& plan : plans) max_panels += split_panels(plan);
   // Each thread takes an equal share of the total work; a share maps to panel ranges of one or more
   // problems (boundaries computed by the same expression on both sides, so ranges never overlap).
-  parallel_run(
+  parallel_shares(
       [&](int tid, int nt) {
         const double s = total * tid / nt, e = total * (tid + 1) / nt;
         for (int64_t i = 0; i < count; ++i) {

@@ -95,7 +95,7 @@ void run_jobs(const SymmBuffer& buffer, const ExpertWeights& weights, const std:
     return;
   }
   std::atomic<size_t> next{0};
-  parallel_run([&](int, int) {
+  parallel_shares([&](int, int) {
     for (size_t i = next.fetch_add(1); i < jobs.size(); i = next.fetch_add(1))
       detail::run_expert_block(buffer, weights, jobs[i], clamp);
   });

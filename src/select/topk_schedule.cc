@@ -30,7 +30,7 @@ constexpr int kMaxParts = 16;
 void for_each_chunk(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   const int64_t chunk = std::clamp<int64_t>(n / (8 * num_threads()), 1, 16);
   std::atomic<int64_t> next{0};
-  parallel_run([&](int, int) {
+  parallel_shares([&](int, int) {
     for (int64_t i0; (i0 = next.fetch_add(chunk, std::memory_order_relaxed)) < n;) fn(i0, std::min(n, i0 + chunk));
   });
 }

@@ -284,7 +284,7 @@ void run_mla(const MlaTask& t, const Schedule& schedule) {
   parts.data = partial_storage.get();
 
   const int64_t num_parts = schedule.parts;
-  parallel_run([&](int tid, int nthreads) {
+  parallel_shares([&](int tid, int nthreads) {
     static thread_local TokenList list;
     list.group = -1;
     for (int64_t p = tid; p < num_parts; p += nthreads)

@@ -183,7 +183,7 @@ Scratch& scratch_for(const Problem& pb) {
 template <typename Body>
 void run_tasks(const Problem& pb, int64_t n, const Body& body) {
   std::atomic<int64_t> next{0};
-  parallel_run([&](int, int) {
+  parallel_shares([&](int, int) {
     Scratch& s = scratch_for(pb);
     for (int64_t t = next.fetch_add(1); t < n; t = next.fetch_add(1)) body(t, s);
   });

@@ -52,7 +52,7 @@ void run_items_balanced(const std::vector<int64_t>& cost, const std::function<vo
   std::vector<int64_t> prefix(size_t(n) + 1, 0);
   for (int64_t i = 0; i < n; ++i) prefix[size_t(i) + 1] = prefix[size_t(i)] + cost[size_t(i)];
   const int64_t total = prefix.back();
-  parallel_run([&](int t, int threads) {
+  parallel_shares([&](int t, int threads) {
     // Share t takes the items whose cost prefix starts in [total*t/T, total*(t+1)/T).
     auto first_at = [&](int share) {
       if (share >= threads) return n;

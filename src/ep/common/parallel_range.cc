@@ -10,7 +10,7 @@ void parallel_range(int threads, int64_t n, const std::function<void(int64_t, in
     fn(0, n);
     return;
   }
-  parallel_run(
+  parallel_shares(
       [&](int t, int nt) {
         const int64_t b = n * t / nt, e = n * (t + 1) / nt;
         if (b < e) fn(b, e);

@@ -38,7 +38,7 @@ void launch(int64_t num_blocks, int64_t arena_bytes, TlBlockFn fn, void* ctx) {
   if (threads <= 1) {
     // Inline, but as a parallel region: its AMX tile configuration is then checked once per launch,
     // not read back (sttilecfg, which waits for the tile products in flight) at every micro-kernel call.
-    parallel_run(
+    parallel_shares(
         [&](int, int) {
           void* a = arena(arena_bytes);
           for (int64_t b = 0; b < num_blocks; ++b) fn(ctx, b, a);
@@ -51,7 +51,7 @@ void launch(int64_t num_blocks, int64_t arena_bytes, TlBlockFn fn, void* ctx) {
   // memory) stay on one thread, and the last 1/16 of the grid still balances uneven block costs.
   const int64_t chunk = std::max<int64_t>(1, num_blocks / (int64_t(threads) * 16));
   std::atomic<int64_t> next{0};
-  parallel_run(
+  parallel_shares(
       [&](int, int) {
         void* a = arena(arena_bytes);
         for (int64_t b0; (b0 = next.fetch_add(chunk, std::memory_order_relaxed)) < num_blocks;)

@@ -1,8 +1,10 @@
-// The persistent pool: coverage and static partitioning of parallel_for / parallel_for_2d, nesting,
-// exception propagation, and many back-to-back tiny jobs.
+// The persistent pool: coverage and static partitioning of parallel_for / parallel_for_2d, shares that
+// any free thread may take (parallel_shares), nesting, exception propagation, many back-to-back tiny
+// jobs, and SPMD regions that wait for each other interleaved with shared ones on one CPU.
 #include "tessera/core/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -75,6 +77,69 @@ TEST_P(ThreadPoolTest, ParallelRunCallsEveryThreadIndexOnce) {
     std::sort(ids.begin(), ids.end());
     EXPECT_EQ(std::unique(ids.begin(), ids.end()) - ids.begin(), expect_nt) << "distinct threads";
   }
+}
+
+TEST_P(ThreadPoolTest, ParallelSharesRunsEveryShareOnceOnPoolThreads) {
+  NumThreadsScope threads(GetParam());
+  std::mutex mu;
+  std::vector<std::thread::id> pool_ids;
+  parallel_run([&](int, int) {
+    std::lock_guard<std::mutex> lock(mu);
+    pool_ids.push_back(std::this_thread::get_id());
+  });
+  for (int max_shares : {0, 1, 2, 64}) {
+    const int expect_shares = max_shares > 0 ? std::min(max_shares, GetParam()) : GetParam();
+    for (int round = 0; round < 200; ++round) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(GetParam()));
+      std::atomic<int> bad{0};
+      parallel_shares(
+          [&](int t, int shares) {
+            if (shares != expect_shares || t < 0 || t >= shares) bad++;
+            if (std::find(pool_ids.begin(), pool_ids.end(), std::this_thread::get_id()) == pool_ids.end()) bad++;
+            hits[size_t(t)]++;
+          },
+          max_shares);
+      ASSERT_EQ(bad.load(), 0) << "max_shares=" << max_shares;
+      for (int t = 0; t < GetParam(); ++t)
+        ASSERT_EQ(hits[size_t(t)].load(), t < expect_shares ? 1 : 0) << "max_shares=" << max_shares << " share " << t;
+    }
+  }
+}
+
+// With every pool thread on one CPU, workers are often off the CPU when a region starts: the caller
+// then takes their shares (parallel_for), while SPMD regions (parallel_run) still run their calls on
+// distinct threads at once: a barrier in them completes. Each share still runs exactly once.
+TEST_P(ThreadPoolTest, SharedAndSpmdRegionsInterleaveOnOneCpu) {
+  cpu_set_t saved, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; ++c)
+    if (CPU_ISSET(c, &saved)) first = c;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  NumThreadsScope threads(GetParam());  // the pool's threads start after the pin and inherit it
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  set_num_threads(GetParam() == 1 ? 2 : 1);  // restart the workers under the pinned mask
+  set_num_threads(GetParam());
+  int64_t covered = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::vector<std::atomic<int>> hits(97);
+    parallel_for(97, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
+    });
+    for (int64_t i = 0; i < 97; ++i) covered += hits[size_t(i)].load() == 1 ? 1 : 0;
+    if (round % 30 == 0) {
+      std::atomic<int> arrived{0};
+      parallel_run([&](int, int nt) {
+        arrived++;
+        while (arrived.load() < nt) std::this_thread::yield();
+      });
+      EXPECT_EQ(arrived.load(), GetParam());
+    }
+  }
+  sched_setaffinity(0, sizeof(saved), &saved);
+  set_num_threads(GetParam() == 1 ? 2 : 1);  // workers off the pinned CPU again
+  EXPECT_EQ(covered, 300 * 97);
 }
 
 TEST_P(ThreadPoolTest, NestedCallsRunInlineOnTheCallingThread) {
