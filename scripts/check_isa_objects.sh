@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Rule 1 of src/backends/cpu/README.md, checked on the built objects. The linker keeps one copy of each
 # weak (inline or template) symbol; a copy compiled with a level's flags could run AVX-512 or AMX code
-# on a CPU without them. So no object of a level folder (avx2/, avx512/, avx512bf16/, amx/) may define a
-# weak or unique symbol, and no Highway object may define one inside a target namespace (N_AVX2, ...).
+# on a CPU without them. So no object of a level folder (avx2/, avx512/, avx512bf16/, amx/; on ARM
+# neon_bf16/, built with +bf16) may define a weak or unique symbol, and no Highway object may define one
+# inside a target namespace (N_AVX2, ...).
 # usage: scripts/check_isa_objects.sh [BUILD_DIR=build/py]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,7 @@ shared_symbols() {
 
 objects=0
 bad=0
-for o in "$dir"/avx2/*.o "$dir"/avx512/*.o "$dir"/avx512bf16/*.o "$dir"/amx/*.o; do
+for o in "$dir"/avx2/*.o "$dir"/avx512/*.o "$dir"/avx512bf16/*.o "$dir"/amx/*.o "$dir"/neon_bf16/*.o; do
   [ -e "$o" ] || continue
   objects=$((objects + 1))
   syms=$(shared_symbols "$o")

@@ -1,4 +1,4 @@
-// On CPUs other than AArch64 the ARM level folder (neon/) is not built. The registry still names its
+// On CPUs other than AArch64 the ARM level folders (neon/, neon_bf16/) are not built. The registry still names its
 // accessors; here each says "not built" (nullptr), which the registry treats like any level that is
 // absent (isa_includes() already keeps it from asking for an ARM level on such a CPU).
 #include "backends/cpu/gemm_kernel_set.h"
@@ -6,6 +6,14 @@
 namespace tessera::cpu {
 
 const GemmKernelSet* gemm_kernels_neon() {
+  return nullptr;
+}
+
+const GemmKernelSet* gemm_kernels_neon_bf16() {
+  return nullptr;
+}
+
+GemvFn gemv_kernel_neon_bf16() {
   return nullptr;
 }
 

@@ -15,8 +15,8 @@ namespace tessera::cpu {
 enum class GemmSrcType : int {
   kBF16 = 0,
   kF32 = 1,
-  kE4M3 = 2,   // float8_e4m3fn
-  kE2M1 = 3,   // float4 e2m1, two per byte along K (low nibble = even k)
+  kE4M3 = 2,  // float8_e4m3fn
+  kE2M1 = 3,  // float4 e2m1, two per byte along K (low nibble = even k)
 };
 
 // An operand as the driver sees it: element (r, k) of an R x K matrix, r = row of the output it feeds
@@ -43,17 +43,17 @@ struct GemmScales {
 };
 
 struct UkrArgs {
-  const void* a;        // a-panel: mr rows (rows beyond m_valid are not read), row stride lda elements
+  const void* a;  // a-panel: mr rows (rows beyond m_valid are not read), row stride lda elements
   int64_t lda;
-  const void* b;        // packed b-panel (nr columns, interleaved layout)
-  int kc;               // K values in this call (multiple of the kernel's k_align; padding is zero)
-  int group;            // K values per scale group (a multiple of k_align); == kc when unscaled
-  float* c;             // fp32 tile, row stride ldc floats; mr x nr values are written
+  const void* b;  // packed b-panel (nr columns, interleaved layout)
+  int kc;         // K values in this call (multiple of the kernel's k_align; padding is zero)
+  int group;      // K values per scale group (a multiple of k_align); == kc when unscaled
+  float* c;       // fp32 tile, row stride ldc floats; mr x nr values are written
   int64_t ldc;
-  int accumulate;       // 0: the first group overwrites c; 1: every group adds to c
-  int m_valid;          // rows of the a-panel that exist (1..mr); c rows at or beyond it are untouched
-  int n_valid;          // b-panel columns whose results are used (1..nr; 0 = all): a kernel may leave c
-                        // columns at or beyond it unwritten (whole vectors of them skipped)
+  int accumulate;          // 0: the first group overwrites c; 1: every group adds to c
+  int m_valid;             // rows of the a-panel that exist (1..mr); c rows at or beyond it are untouched
+  int n_valid;             // b-panel columns whose results are used (1..nr; 0 = all): a kernel may leave c
+                           // columns at or beyond it unwritten (whole vectors of them skipped)
   const float* row_scale;  // row_scale[g * row_scale_stride + r] for r < mr, or nullptr
   int64_t row_scale_stride;
   const float* col_scale;  // col_scale[g * col_scale_stride + c] for c < nr, or nullptr
@@ -113,10 +113,10 @@ struct GemmTile {
 };
 
 struct GemmKernelSet {
-  const char* name;     // e.g. "avx512bf16"
-  int k_align;          // K granularity of packed data (2 for bf16 pairs, 1 for fp32)
-  int elem_bytes;       // bytes per packed element (2 or 4)
-  int kc;               // default K block
+  const char* name;  // e.g. "avx512bf16"
+  int k_align;       // K granularity of packed data (2 for bf16 pairs, 1 for fp32)
+  int elem_bytes;    // bytes per packed element (2 or 4)
+  int kc;            // default K block
   // Register tiles offered (the plan picks the one that wastes least on padding), num_tiles <= 4.
   GemmTile tiles[4];
   int num_tiles;
@@ -126,13 +126,13 @@ struct GemmKernelSet {
   // Makes rows [r0, r0+rows) x K [k0, k0+kc) available as an a-panel block. kc is a multiple of
   // k_align; K values at or beyond k_total read as zero. Returns the block and its row stride in *lda;
   // buf (rows * kc elements) is used when a copy is needed.
-  const void* (*prepare_a)(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total,
-                           void* buf, int64_t* lda);
+  const void* (*prepare_a)(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, void* buf,
+                           int64_t* lda);
   // Packs rows [r0, r0+rows) x K [k0, k0+kc) into ceil(rows/nr) b-panels of kc x nr each (panel p
   // at dst + p*kc*nr elements). Rows >= r0+rows or >= r_total and K >= k_total are zero. nr is the
   // nr of one of the set's tiles.
-  void (*pack_b)(const GemmSrc& src, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc,
-                 int64_t k_total, int nr, void* dst);
+  void (*pack_b)(const GemmSrc& src, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total, int nr,
+                 void* dst);
   // Column granularity of a full-height tile's work when its micro-kernels honour UkrArgs::n_valid
   // (a partly valid last b-panel costs round_up(n_valid, n_step) columns); 0: they compute all nr.
   int n_step;
@@ -178,7 +178,8 @@ const GemmKernelSet* gemm_kernels_amx();  // AMX tiles; reuses the avx512bf16 se
 const GemmKernelSet* gemm_kernels_avx512bf16();
 const GemmKernelSet* gemm_kernels_avx512();
 const GemmKernelSet* gemm_kernels_avx2();
-const GemmKernelSet* gemm_kernels_neon();  // AArch64 NEON fp32 FMA (neon/)
+const GemmKernelSet* gemm_kernels_neon();       // AArch64 NEON fp32 FMA (neon/)
+const GemmKernelSet* gemm_kernels_neon_bf16();  // AArch64 BFMMLA (neon_bf16/), bf16 and e4m3 operands
 
 // ---- decode GEMV (M <= 8): D rows streamed over K-contiguous weights ----
 // out[m * ldo + n] (fp32) = sum_g (sum_{k in g} a[m][k] * w[n][k]) * a_scale[g*ass + m] * w_scale(g, n)
@@ -201,7 +202,7 @@ struct GemvArgs {
   const float* w_scale;
   int64_t w_scale_stride;
   int w_scale_rows;
-  int64_t w_row0;       // absolute row of w's first row (for the weight-scale index)
+  int64_t w_row0;  // absolute row of w's first row (for the weight-scale index)
   float* out;
   int64_t ldo;
   int64_t n0, n1;
@@ -214,6 +215,8 @@ struct GemvArgs {
 using GemvFn = void (*)(const GemvArgs& args);
 GemvFn gemv_kernel_avx512bf16();
 GemvFn gemv_kernel_amx();  // AMX tiles: 16 weight rows x M outputs per product (gemv_amx.cc)
+// BFDOT (neon_bf16/gemv_bfdot.cc) for the neon_bf16 level and up (ARM builds; nullptr elsewhere).
+GemvFn gemv_kernel_neon_bf16();
 // fp32 FMAs (hwy/gemv.cc) for the avx2 level and up; nullptr when no Highway target of `level` was built.
 GemvFn gemv_kernel_hwy(Isa level);
 

@@ -32,6 +32,7 @@ const void* gemm_set(Isa) {
 }
 
 const KernelImpl kGemmPacked[] = {
+    {"packed_neon_bf16", Isa::kNeonBf16, gemm_set<gemm_kernels_neon_bf16>},
     {"packed_neon", Isa::kNeon, gemm_set<gemm_kernels_neon>},
     {"packed_amx", Isa::kAmx, gemm_set<gemm_kernels_amx>},
     {"packed_avx512bf16", Isa::kAvx512Bf16, gemm_set<gemm_kernels_avx512bf16>},
@@ -41,9 +42,12 @@ const KernelImpl kGemmPacked[] = {
 };
 
 const KernelImpl kGemmFinalize[] = {
-    {"finalize_hwy", Isa::kNeon, [](Isa l) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_hwy(l)); }},
-    {"finalize_avx512", Isa::kAvx512, [](Isa) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_avx512()); }},
-    {"finalize_hwy", Isa::kAvx2, [](Isa l) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_hwy(l)); }},
+    {"finalize_hwy", Isa::kNeon,
+     [](Isa l) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_hwy(l)); }},
+    {"finalize_avx512", Isa::kAvx512,
+     [](Isa) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_avx512()); }},
+    {"finalize_hwy", Isa::kAvx2,
+     [](Isa l) -> const void* { return reinterpret_cast<const void*>(gemm_finalize_hwy(l)); }},
     {"finalize_scalar", Isa::kScalar, nullptr},
 };
 
@@ -54,6 +58,7 @@ const void* fn_table(Fn fn) {
 }
 
 const KernelImpl kGemvBf16[] = {
+    {"gemv_neon_bf16", Isa::kNeonBf16, [](Isa) { return fn_table(gemv_kernel_neon_bf16()); }},
     {"gemv_hwy", Isa::kNeon, [](Isa l) { return fn_table(gemv_kernel_hwy(l)); }},
     {"gemv_amx", Isa::kAmx, [](Isa) { return fn_table(gemv_kernel_amx()); }},
     {"gemv_avx512bf16", Isa::kAvx512Bf16, [](Isa) { return fn_table(gemv_kernel_avx512bf16()); }},
@@ -61,6 +66,7 @@ const KernelImpl kGemvBf16[] = {
     {"packed_gemm", Isa::kScalar, nullptr},
 };
 const KernelImpl kGemvFp8[] = {
+    {"gemv_neon_bf16", Isa::kNeonBf16, [](Isa) { return fn_table(gemv_kernel_neon_bf16()); }},
     {"gemv_hwy", Isa::kNeon, [](Isa l) { return fn_table(gemv_kernel_hwy(l)); }},
     {"gemv_amx_e4m3", Isa::kAmx, [](Isa) { return fn_table(gemv_kernel_amx()); }},
     {"gemv_avx512bf16", Isa::kAvx512Bf16, [](Isa) { return fn_table(gemv_kernel_avx512bf16()); }},
@@ -140,7 +146,8 @@ const KernelImpl kEp[] = {
 
 const KernelImpl kTlGemv[] = {
     {"tl_gemv_hwy", Isa::kNeon, [](Isa l) -> const void* { return reinterpret_cast<const void*>(tl_gemv_hwy(l)); }},
-    {"tl_gemv_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return reinterpret_cast<const void*>(tl_gemv_avx512bf16()); }},
+    {"tl_gemv_avx512bf16", Isa::kAvx512Bf16,
+     [](Isa) -> const void* { return reinterpret_cast<const void*>(tl_gemv_avx512bf16()); }},
     {"tl_gemv_hwy", Isa::kAvx2, [](Isa l) -> const void* { return reinterpret_cast<const void*>(tl_gemv_hwy(l)); }},
     {"tile_loops", Isa::kScalar, nullptr},
 };
@@ -160,20 +167,23 @@ const KernelImpl kTlVector[] = {
     {"scalar_loops", Isa::kScalar, tl_flags<Isa::kScalar>},
 };
 
-#define TESSERA_SLOT(name, list) {name, list, int(sizeof(list) / sizeof(list[0]))}
+#define TESSERA_SLOT(name, list) \
+  { name, list, int(sizeof(list) / sizeof(list[0])) }
 const SlotInfo kSlots[int(Slot::kCount)] = {
     TESSERA_SLOT("gemm_packed", kGemmPacked), TESSERA_SLOT("gemm_finalize", kGemmFinalize),
     TESSERA_SLOT("gemv_bf16", kGemvBf16),     TESSERA_SLOT("gemv_fp8", kGemvFp8),
     TESSERA_SLOT("gemv_fp4", kGemvFp4),       TESSERA_SLOT("mla", kMla),
-    TESSERA_SLOT("mla_bwd", kMlaBwd),         TESSERA_SLOT("mqa_logits", kMqaLogits),   TESSERA_SLOT("select", kSelect),
-    TESSERA_SLOT("ep", kEp),                  TESSERA_SLOT("tl_gemv", kTlGemv),
-    TESSERA_SLOT("tl_vector", kTlVector),
+    TESSERA_SLOT("mla_bwd", kMlaBwd),         TESSERA_SLOT("mqa_logits", kMqaLogits),
+    TESSERA_SLOT("select", kSelect),          TESSERA_SLOT("ep", kEp),
+    TESSERA_SLOT("tl_gemv", kTlGemv),         TESSERA_SLOT("tl_vector", kTlVector),
 };
 #undef TESSERA_SLOT
 
 }  // namespace
 
-const SlotInfo& slot_info(Slot slot) { return kSlots[int(slot)]; }
+const SlotInfo& slot_info(Slot slot) {
+  return kSlots[int(slot)];
+}
 
 bool verbose_dispatch() {
   static const bool on = env::flag("TESSERA_VERBOSE_DISPATCH");
@@ -185,8 +195,7 @@ void note_dispatch(const char* caller, const char* impl, const char* reason) {
     std::fprintf(stderr, "[tessera] %s: %s %s\n", caller ? caller : "?", impl, reason ? reason : "chosen");
 }
 
-KernelChoice choose_kernel_at(Slot slot, Isa level, const char* caller, const RefuseFn refuse,
-                              const void* problem) {
+KernelChoice choose_kernel_at(Slot slot, Isa level, const char* caller, const RefuseFn refuse, const void* problem) {
   const SlotInfo& s = slot_info(slot);
   for (int i = 0; i < s.count; ++i) {
     const KernelImpl& k = s.impls[i];
@@ -272,5 +281,7 @@ std::string kernel_matrix_text() {
 }  // namespace tessera::cpu
 
 namespace tessera {
-std::string kernel_registry_matrix() { return cpu::kernel_matrix_text(); }
+std::string kernel_registry_matrix() {
+  return cpu::kernel_matrix_text();
+}
 }  // namespace tessera

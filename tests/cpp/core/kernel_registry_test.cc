@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/registry.h"
 #include "test_util.h"
 
@@ -106,6 +107,44 @@ TEST(KernelRegistry, CachedChoiceFollowsTheLevel) {
       EXPECT_EQ(cpu::cached_kernel(cpu::Slot(s), "registry_test"), want) << "second call";
     }
   }
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// A level with bf16 dot/matrix instructions (avx512bf16 and amx; neon_bf16 and sve on ARM) multiplies
+// bf16 and e4m3 operands as bf16 with fp32 sums: its packed GEMM set and its bf16/e4m3 decode GEMVs
+// must be bf16-level code, never fp32-FMA code that widens the operands (a quarter of BFMMLA's rate at
+// most). Names are checked on the plan (levels this CPU lacks too), the GEMM set itself where the CPU
+// has the level.
+TEST(KernelRegistry, Bf16LevelsPlanBf16GemmAndGemvKernels) {
+  const Isa bf16 = host_isa_family() == IsaFamily::kArm ? Isa::kNeonBf16 : Isa::kAvx512Bf16;
+  int checked = 0;
+  for (Isa level : test::all_isas()) {
+    if (!isa_includes(level, bf16)) continue;
+    ++checked;
+    for (cpu::Slot slot : {cpu::Slot::kGemmPacked, cpu::Slot::kGemvBf16, cpu::Slot::kGemvFp8}) {
+      const cpu::SlotInfo& info = cpu::slot_info(slot);
+      const std::string planned = cpu::planned_kernel(slot, level);
+      const cpu::KernelImpl* impl = nullptr;
+      for (int i = 0; i < info.count; ++i)
+        if (planned == info.impls[i].name && isa_includes(level, info.impls[i].need)) impl = &info.impls[i];
+      ASSERT_NE(impl, nullptr) << info.name << ": " << planned << " at " << isa_name(level);
+      EXPECT_TRUE(isa_includes(impl->need, bf16))
+          << info.name << " at " << isa_name(level) << " plans " << planned << ", not bf16-level code";
+    }
+    if (!test::isa_supported(level)) continue;
+    const auto* ks = static_cast<const cpu::GemmKernelSet*>(
+        cpu::choose_kernel_at(cpu::Slot::kGemmPacked, level, "registry_test").table);
+    ASSERT_NE(ks, nullptr) << isa_name(level);
+    EXPECT_EQ(ks->elem_bytes, 2) << ks->name << " packs fp32 at " << isa_name(level);
+    EXPECT_TRUE(ks->accepts(cpu::GemmSrcType::kBF16)) << ks->name;
+    EXPECT_TRUE(ks->accepts(cpu::GemmSrcType::kE4M3)) << ks->name;
+  }
+  if (checked == 0) GTEST_SKIP() << "this build has no bf16 level";
 }
 
 }  // namespace
