@@ -13,7 +13,7 @@ printf '\n==> sanitizer build (ASan + UBSan): core, gemm, select, attention, tl,
 # One process each (paths under tests/cpp); the ep kernels and Mega MoE on one rank need no MPI. The
 # machine-limit tests (info) are left to the release run: they measure, and check little memory.
 asan_tests=(tessera_core_tests tessera_gemm_tests tessera_gemm_grouped_tests tessera_select_tests tessera_mla_tests
-            tessera_mqa_logits_tests tessera_tl_tests ep/tessera_ep_kernel_tests ep/tessera_mega_moe_tests
+            tessera_mqa_logits_tests tessera_tl_tests ep/tessera_ep_kernel_tests ep/tessera_ep_arena_tests ep/tessera_mega_moe_tests
             tessera_model_tests tessera_dispatch_smoke_tests)
 cmake --preset asan -DTESSERA_BUILD_TOOLS=OFF > /dev/null
 cmake --build build/asan --target "${asan_tests[@]#ep/}" tessera_ep_tests example_decode_step -j2 |

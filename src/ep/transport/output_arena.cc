@@ -1,6 +1,7 @@
 #include "ep/transport/output_arena.h"
 
 #include "ep/common/owned_tensor.h"
+#include "ep/transport/asan_poison.h"
 
 namespace tessera::ep::detail {
 
@@ -9,6 +10,7 @@ namespace {
 constexpr int64_t kGranule = 64 << 10;
 
 void give_back(ArenaState& a, int64_t offset, int64_t bytes) {
+  asan_poison(a.segment.data() + offset, size_t(bytes));
   std::lock_guard<std::mutex> lock(a.mutex);
   auto it = a.free_ranges.emplace(offset, bytes).first;
   auto next = std::next(it);
@@ -27,10 +29,16 @@ void give_back(ArenaState& a, int64_t offset, int64_t bytes) {
 
 }  // namespace
 
+ArenaState::~ArenaState() {
+  // The shadow of an unmapped range would stay poisoned for whatever is mapped there next.
+  if (segment.data()) asan_unpoison(segment.data(), segment.size());
+}
+
 std::shared_ptr<ArenaState> make_arena(ShmSegment segment) {
   auto a = std::make_shared<ArenaState>();
   const int64_t bytes = int64_t(segment.size()) / kGranule * kGranule;
   a->segment = std::move(segment);
+  if (a->segment.data()) asan_poison(a->segment.data(), a->segment.size());
   if (bytes > 0) a->free_ranges.emplace(0, bytes);
   return a;
 }
@@ -55,6 +63,7 @@ OwnedTensor arena_tensor(const std::shared_ptr<ArenaState>& arena, DType dtype, 
   }
   if (at < 0) return OwnedTensor{};
   *offset = at;
+  asan_unpoison(arena->segment.data() + at, size_t(rows * cols * dtype_storage_bytes(dtype)));
   std::shared_ptr<ArenaState> keep = arena;
   std::shared_ptr<void> slice(arena->segment.data() + at, [keep, at, need](void*) { give_back(*keep, at, need); });
   return owned_view(std::move(slice), dtype, {rows, cols}, {cols, 1});

@@ -22,10 +22,13 @@
 
 namespace tessera::ep::detail {
 
+// In ASan builds the free space of the arena, in this process's mapping, is poisoned: the owner's
+// accesses outside its live output tensors are reported (asan_poison.h).
 struct ArenaState {
   ShmSegment segment;
   std::mutex mutex;
   std::map<int64_t, int64_t> free_ranges;  // offset -> bytes, coalesced
+  ~ArenaState();                           // unpoisons the mapping before it is unmapped
 };
 
 // An allocation of `rows` x `row_bytes` bytes in this rank's arena as a [rows, cols] tensor of dtype;
