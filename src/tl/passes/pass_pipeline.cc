@@ -9,6 +9,7 @@
 #include "core/env.h"
 #include "tessera/tl/printer.h"
 #include "tl/passes/elide_gemm_copies.h"
+#include "tl/passes/first_gemm_clears.h"
 #include "tl/passes/infer_regions.h"
 #include "tl/passes/legalize_bounds.h"
 #include "tl/passes/lower_tile_ops.h"
@@ -40,6 +41,7 @@ Program lower_program(const Program& p, const Target& target) {
   run("infer_regions", infer_regions);
   run("elide_gemm_copies", elide_gemm_copies);
   run("plan_pipeline", plan_pipeline);
+  run("first_gemm_clears", first_gemm_clears);
   run("lower_tile_ops", [&](const Stmt& s) { return lower_tile_ops(s, target); });
   run("legalize_bounds", legalize_bounds);
   run("simplify", [](const Stmt& s) { return simplify(s); });

@@ -166,13 +166,44 @@ TEST(TlPasses, VectorizeOnlyElementwiseInnermostLoops) {
   Buffer h = kb.tensor("H", {make_int(16)}, DataType::kInt32);
   kb.kernel({make_int(1)}, 128, [&](const std::vector<Expr>&) {
     kb.parallel({lift(64), lift(64)}, [&](const std::vector<Expr>& ij) { kb.store(a, ij, kb.load(a, ij) * 2.0f); });
-    kb.parallel({lift(64)}, [&](const std::vector<Expr>& i) { kb.atomic(AtomicKind::kAdd, corner(h, {i[0] % 16}), lift(1)); });
+    kb.parallel({lift(64)},
+                [&](const std::vector<Expr>& i) { kb.atomic(AtomicKind::kAdd, corner(h, {i[0] % 16}), lift(1)); });
   });
   const std::string text = to_string(lower_program(kb.finish(), cpu()));
   EXPECT_NE(text.find("for i in T.serial(64):\n"), std::string::npos) << text;
   EXPECT_NE(text.find("for j in T.vectorized(64):"), std::string::npos) << text;
   EXPECT_NE(text.find("tlrt::atomic_add_i32"), std::string::npos) << text;
   EXPECT_EQ(text.find("T.vectorized(64):\n      tlrt::atomic"), std::string::npos) << text;
+}
+
+// T.clear then a K loop whose first use of the accumulator is T.gemm: the first iteration's T.gemm
+// clears instead, and the clear runs only when the loop has no iteration. A loop that touches the
+// accumulator before its T.gemm keeps the clear as written.
+TEST(TlPasses, FirstGemmOfTheKLoopClears) {
+  for (bool rescale_first : {false, true}) {
+    KernelBuilder kb("gemm", test_loc(1));
+    Expr M = kb.dynamic("M"), K = kb.dynamic("K");
+    Buffer A = kb.tensor("A", {M, K}, DataType::kBFloat16), B = kb.tensor("B", {make_int(64), K}, DataType::kBFloat16);
+    Buffer C = kb.tensor("C", {M, make_int(64)}, DataType::kFloat32);
+    kb.kernel({ceildiv(M, 32)}, 128, [&](const std::vector<Expr>& b) {
+      Buffer as = kb.alloc("A_shared", {32, 32}, DataType::kBFloat16, Scope::kShared);
+      Buffer bs = kb.alloc("B_shared", {64, 32}, DataType::kBFloat16, Scope::kShared);
+      Buffer cl = kb.alloc("C_local", {32, 64}, DataType::kFloat32, Scope::kFragment);
+      kb.clear(whole(cl));
+      kb.pipelined(ceildiv(K, 32), 2, [&](Expr k) {
+        kb.copy(corner(A, {b[0] * 32, k * 32}), whole(as));
+        kb.copy(corner(B, {make_int(0), k * 32}), whole(bs));
+        if (rescale_first) kb.store(cl, {make_int(0), make_int(0)}, kb.load(cl, {make_int(0), make_int(0)}) * 0.5f);
+        kb.gemm(whole(as), whole(bs), whole(cl), false, true);
+      });
+      kb.copy(whole(cl), corner(C, {b[0] * 32, make_int(0)}));
+    });
+    const std::string text = to_string(lower_program(kb.finish(), cpu()));
+    const bool first_clears = text.find("if (k == 0):") != std::string::npos;
+    const bool clear_only_without_steps = text.find("if (((K + 31) // 32) <= 0):") != std::string::npos;
+    EXPECT_EQ(first_clears, !rescale_first) << text;
+    EXPECT_EQ(clear_only_without_steps, !rescale_first) << text;
+  }
 }
 
 }  // namespace

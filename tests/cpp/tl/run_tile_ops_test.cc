@@ -1,6 +1,6 @@
 // Compiled kernels, tile operations: reductions (every kind, both dims, clear or not), cumsum, gemm
-// (dtypes, transposes, tails, clear_accum; large tiles on every level, AMX included), atomics across parallel blocks, several grids in one
-// program, and bitwise determinism across thread counts.
+// (dtypes, transposes, tails, clear_accum; large tiles on every level, AMX included), atomics across parallel blocks,
+// several grids in one program, and bitwise determinism across thread counts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,7 +28,8 @@ TEST(TlRunTileOps, ReductionsAndCumsum) {
     Buffer r = kb.alloc("r", {kRows}, DataType::kFloat32, Scope::kFragment);
     Buffer c = kb.alloc("c", {kCols}, DataType::kFloat32, Scope::kFragment);
     kb.copy(whole(x), whole(t));
-    const ReduceKind kinds[] = {ReduceKind::kMax, ReduceKind::kMin, ReduceKind::kSum, ReduceKind::kAbsSum, ReduceKind::kAbsMax};
+    const ReduceKind kinds[] = {ReduceKind::kMax, ReduceKind::kMin, ReduceKind::kSum, ReduceKind::kAbsSum,
+                                ReduceKind::kAbsMax};
     for (int q = 0; q < 5; ++q) {
       kb.reduce(kinds[q], whole(t), whole(r), 1);
       kb.copy(whole(r), region(rows, {make_int(q), make_int(0)}, {make_int(1), make_int(kRows)}));
@@ -93,15 +94,20 @@ Kernel gemm_kernel(const GemmCase& g, int bm, int bn, int bk) {
   Buffer B = kb.tensor("B", g.trans_b ? std::vector<Expr>{N, K} : std::vector<Expr>{K, N}, g.dtype);
   Buffer C = kb.tensor("C", {M, N}, DataType::kFloat32);
   kb.kernel({ceildiv(N, bn), ceildiv(M, bm)}, 128, [&](const std::vector<Expr>& b) {
-    Buffer as = kb.alloc("A_s", g.trans_a ? std::vector<int64_t>{bk, bm} : std::vector<int64_t>{bm, bk}, g.dtype, Scope::kShared);
-    Buffer bs = kb.alloc("B_s", g.trans_b ? std::vector<int64_t>{bn, bk} : std::vector<int64_t>{bk, bn}, g.dtype, Scope::kShared);
+    Buffer as = kb.alloc("A_s", g.trans_a ? std::vector<int64_t>{bk, bm} : std::vector<int64_t>{bm, bk}, g.dtype,
+                         Scope::kShared);
+    Buffer bs = kb.alloc("B_s", g.trans_b ? std::vector<int64_t>{bn, bk} : std::vector<int64_t>{bk, bn}, g.dtype,
+                         Scope::kShared);
     Buffer cl = kb.alloc("C_l", {bm, bn}, DataType::kFloat32, Scope::kFragment);
     kb.fill(whole(cl), lift(1000.0f));  // cleared by the first gemm's clear_accum
     kb.pipelined(ceildiv(K, bk), 2, [&](Expr k) {
-      kb.copy(corner(A, g.trans_a ? std::vector<Expr>{k * bk, b[1] * bm} : std::vector<Expr>{b[1] * bm, k * bk}), whole(as));
-      kb.copy(corner(B, g.trans_b ? std::vector<Expr>{b[0] * bn, k * bk} : std::vector<Expr>{k * bk, b[0] * bn}), whole(bs));
-      kb.if_then(eq(k, lift(0)), [&] { kb.gemm(whole(as), whole(bs), whole(cl), g.trans_a, g.trans_b, true); },
-                 [&] { kb.gemm(whole(as), whole(bs), whole(cl), g.trans_a, g.trans_b, false); });
+      kb.copy(corner(A, g.trans_a ? std::vector<Expr>{k * bk, b[1] * bm} : std::vector<Expr>{b[1] * bm, k * bk}),
+              whole(as));
+      kb.copy(corner(B, g.trans_b ? std::vector<Expr>{b[0] * bn, k * bk} : std::vector<Expr>{k * bk, b[0] * bn}),
+              whole(bs));
+      kb.if_then(
+          eq(k, lift(0)), [&] { kb.gemm(whole(as), whole(bs), whole(cl), g.trans_a, g.trans_b, true); },
+          [&] { kb.gemm(whole(as), whole(bs), whole(cl), g.trans_a, g.trans_b, false); });
     });
     kb.copy(whole(cl), corner(C, {b[1] * bm, b[0] * bn}));
   });
@@ -110,10 +116,14 @@ Kernel gemm_kernel(const GemmCase& g, int bm, int bn, int bk) {
 
 float round_to(DataType t, float x) {
   switch (t) {
-    case DataType::kBFloat16: return bf16_to_f32(f32_to_bf16(x));
-    case DataType::kFloat16: return f16_to_f32(f32_to_f16(x));
-    case DataType::kFloat8E4M3: return e4m3_to_f32(f32_to_e4m3(x));
-    default: return x;
+    case DataType::kBFloat16:
+      return bf16_to_f32(f32_to_bf16(x));
+    case DataType::kFloat16:
+      return f16_to_f32(f32_to_f16(x));
+    case DataType::kFloat8E4M3:
+      return e4m3_to_f32(f32_to_e4m3(x));
+    default:
+      return x;
   }
 }
 
@@ -137,10 +147,14 @@ std::vector<uint8_t> store_as(DataType t, const std::vector<float>& v) {
 
 DType dtype_of(DataType t) {
   switch (t) {
-    case DataType::kBFloat16: return DType::kBF16;
-    case DataType::kFloat16: return DType::kF16;
-    case DataType::kFloat8E4M3: return DType::kF8E4M3;
-    default: return DType::kF32;
+    case DataType::kBFloat16:
+      return DType::kBF16;
+    case DataType::kFloat16:
+      return DType::kF16;
+    case DataType::kFloat8E4M3:
+      return DType::kF8E4M3;
+    default:
+      return DType::kF32;
   }
 }
 
@@ -176,14 +190,41 @@ void check_gemm(const GemmCase& g, Kernel& k, int64_t m, int64_t n, int64_t kk, 
 
 TEST(TlRunTileOps, GemmDtypesLayoutsAndTails) {
   Rng rng = Rng::for_current_test();
-  const GemmCase cases[] = {{DataType::kBFloat16, false, true}, {DataType::kBFloat16, false, false},
-                            {DataType::kBFloat16, true, false}, {DataType::kFloat32, false, false},
+  const GemmCase cases[] = {{DataType::kBFloat16, false, true},   {DataType::kBFloat16, false, false},
+                            {DataType::kBFloat16, true, false},   {DataType::kFloat32, false, false},
                             {DataType::kFloat8E4M3, false, true}, {DataType::kFloat16, false, false}};
   for (const GemmCase& g : cases) {
     Kernel k = gemm_kernel(g, 32, 48, 16);
     for (auto [m, n, kk] : {std::tuple<int64_t, int64_t, int64_t>{32, 48, 16}, {45, 61, 37}, {1, 5, 3}, {70, 100, 50}})
       check_gemm(g, k, m, n, kk, rng);
   }
+}
+
+// The usual TileLang GEMM: T.clear(C_local), then a pipelined K loop of accumulating T.gemms. The
+// lowering makes the first T.gemm clear C_local instead (first_gemm_clears.h) and keeps the clear only
+// for a loop with no K step: K = 0 must still give zeros.
+TEST(TlRunTileOps, GemmAfterClearIncludingNoKSteps) {
+  Rng rng = Rng::for_current_test();
+  const GemmCase g{DataType::kBFloat16, false, true};
+  KernelBuilder kb("gemm_cleared");
+  Expr M = kb.dynamic("M"), N = kb.dynamic("N"), K = kb.dynamic("K");
+  Buffer A = kb.tensor("A", {M, K}, g.dtype), B = kb.tensor("B", {N, K}, g.dtype);
+  Buffer C = kb.tensor("C", {M, N}, DataType::kFloat32);
+  kb.kernel({ceildiv(N, 48), ceildiv(M, 32)}, 128, [&](const std::vector<Expr>& b) {
+    Buffer as = kb.alloc("A_s", {32, 16}, g.dtype, Scope::kShared);
+    Buffer bs = kb.alloc("B_s", {48, 16}, g.dtype, Scope::kShared);
+    Buffer cl = kb.alloc("C_l", {32, 48}, DataType::kFloat32, Scope::kFragment);
+    kb.clear(whole(cl));
+    kb.pipelined(ceildiv(K, 16), 2, [&](Expr k) {
+      kb.copy(corner(A, {b[1] * 32, k * 16}), whole(as));
+      kb.copy(corner(B, {b[0] * 48, k * 16}), whole(bs));
+      kb.gemm(whole(as), whole(bs), whole(cl), false, true);
+    });
+    kb.copy(whole(cl), corner(C, {b[1] * 32, b[0] * 48}));
+  });
+  Kernel k = compile(kb.finish(), tl_options());
+  for (auto [m, n, kk] : {std::tuple<int64_t, int64_t, int64_t>{45, 61, 37}, {32, 48, 16}, {7, 9, 0}, {70, 100, 50}})
+    check_gemm(g, k, m, n, kk, rng);
 }
 
 // Tiles large enough for the matrix unit (AMX takes bf16 and e4m3 T.gemms where the CPU has it) and
@@ -193,8 +234,10 @@ TEST(TlRunTileOps, GemmDtypesLayoutsAndTails) {
 TEST(TlRunTileOps, GemmLargeTilesOnEveryLevel) {
   Rng rng = Rng::for_current_test();
   const Isa top = active_isa();  // never above the level the run was started at (TESSERA_ISA)
-  const GemmCase cases[] = {{DataType::kBFloat16, false, true}, {DataType::kBFloat16, false, false},
-                            {DataType::kBFloat16, true, false}, {DataType::kFloat8E4M3, false, true}};
+  const GemmCase cases[] = {{DataType::kBFloat16, false, true},
+                            {DataType::kBFloat16, false, false},
+                            {DataType::kBFloat16, true, false},
+                            {DataType::kFloat8E4M3, false, true}};
   for (const GemmCase& g : cases) {
     Kernel k = gemm_kernel(g, 96, 80, 320);
     for (Isa level : {Isa::kAmx, Isa::kAvx512Bf16, Isa::kAvx2}) {
@@ -242,9 +285,12 @@ TEST(TlRunTileOps, AtomicsAcrossParallelBlocks) {
 
 TEST(TlRunTileOps, SeveralGridsRunInOrder) {
   KernelBuilder kb("two_grids");
-  Buffer a = kb.tensor("A", {make_int(100)}, DataType::kFloat32), b = kb.tensor("B", {make_int(100)}, DataType::kFloat32);
+  Buffer a = kb.tensor("A", {make_int(100)}, DataType::kFloat32),
+         b = kb.tensor("B", {make_int(100)}, DataType::kFloat32);
   kb.kernel({make_int(10)}, 128, [&](const std::vector<Expr>& bx) {
-    kb.parallel({lift(10)}, [&](const std::vector<Expr>& i) { kb.store(a, {bx[0] * 10 + i[0]}, cast(DataType::kFloat32, bx[0] * 10 + i[0])); });
+    kb.parallel({lift(10)}, [&](const std::vector<Expr>& i) {
+      kb.store(a, {bx[0] * 10 + i[0]}, cast(DataType::kFloat32, bx[0] * 10 + i[0]));
+    });
   });
   kb.kernel({make_int(1)}, 128, [&](const std::vector<Expr>&) {  // reads what every block of the first grid wrote
     kb.parallel({lift(100)}, [&](const std::vector<Expr>& i) { kb.store(b, {i[0]}, kb.load(a, {lift(99) - i[0]})); });
@@ -258,7 +304,8 @@ TEST(TlRunTileOps, SeveralGridsRunInOrder) {
 TEST(TlRunTileOps, BitwiseIdenticalForAnyThreadCount) {
   Rng rng = Rng::for_current_test();
   const int64_t m = 200, n = 150, kk = 333;
-  std::vector<uint16_t> a = to_bf16(random_floats(rng, size_t(m * kk))), b = to_bf16(random_floats(rng, size_t(n * kk)));
+  std::vector<uint16_t> a = to_bf16(random_floats(rng, size_t(m * kk))),
+                        b = to_bf16(random_floats(rng, size_t(n * kk)));
   // Small tiles, and tiles large enough for the matrix unit's K chunks (where the CPU has one).
   for (auto [bm, bn, bk] : {std::tuple<int, int, int>{32, 48, 16}, {96, 80, 320}}) {
     Kernel k = gemm_kernel({DataType::kBFloat16, false, true}, bm, bn, bk);
