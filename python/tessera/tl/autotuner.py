@@ -104,6 +104,7 @@ def autotune(configs, warmup=25, rep=100, timeout=None, supply_type=TensorSupply
                     saved = json.load(f)
                 kernel = _kernel_for(factory, args, kwargs, saved["config"])
                 kernel.config, kernel.latency, kernel.ref_latency = saved["config"], saved["latency"], saved.get("ref_latency")
+                kernel.autotune_failures = saved.get("failures", [])  # the configs skipped when it was tuned
                 memo[key] = kernel
                 return kernel
             best, failures, inputs = None, [], None
@@ -133,7 +134,8 @@ def autotune(configs, warmup=25, rep=100, timeout=None, supply_type=TensorSupply
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 tmp = f"{path}.tmp-{os.getpid()}"
                 with open(tmp, "w") as f:
-                    json.dump({"config": config, "latency": latency, "ref_latency": kernel.ref_latency}, f)
+                    json.dump({"config": config, "latency": latency, "ref_latency": kernel.ref_latency,
+                               "failures": failures}, f)
                 os.replace(tmp, path)
             memo[key] = kernel
             return kernel
