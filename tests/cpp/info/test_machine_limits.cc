@@ -253,18 +253,20 @@ TEST(MachineLimitsMeasure, Bf16PeakNowUsesTheLimitsLoop) {
 // its sweep matches the float64 reference before it is timed.
 TEST(MachineLimitsMeasure, GemmKernelCeilingMeasuresTheGemmsKernelSet) {
   const Isa before = active_isa();
-  for (Isa cap : {Isa::kAmx, Isa::kAvx512Bf16, Isa::kAvx512, Isa::kSve, Isa::kNeon}) {
+  for (Isa cap : {Isa::kAmx, Isa::kAvx512Bf16, Isa::kAvx512, Isa::kSve, Isa::kNeonBf16, Isa::kNeon}) {
     if (!isa_includes(host_isa_top(), cap)) continue;  // the other family's levels cannot cap this build
     set_isa_cap(cap);
     const GemmKernelCeiling c = measure_gemm_kernel_ceiling(/*rounds=*/1);
     const Isa isa = active_isa();
     std::printf("cap %d: kernel '%s' %.1f GFLOP/s (%.1f%% of %.1f), check %.2g\n", int(cap), c.kernel.c_str(),
                 c.gflops, c.pct_of_peak, c.peak_gflops, c.max_rel_err);
-    if (!isa_includes(isa, Isa::kAvx512Bf16)) {  // no bf16 kernel set below avx512bf16, none on ARM yet
+    // bf16 kernel sets: avx512bf16 and amx on x86, neon_bf16 (BFMMLA; sve takes it too) on ARM.
+    const bool arm_bf16 = isa_includes(isa, Isa::kNeonBf16);
+    if (!isa_includes(isa, Isa::kAvx512Bf16) && !arm_bf16) {
       EXPECT_TRUE(c.kernel.empty());
       continue;
     }
-    EXPECT_EQ(c.kernel, isa == Isa::kAmx ? "amx" : "avx512bf16");
+    EXPECT_EQ(c.kernel, arm_bf16 ? "neon_bf16" : isa == Isa::kAmx ? "amx" : "avx512bf16");
     EXPECT_GT(c.rows, 128);
     EXPECT_GT(c.cols, 64);
     EXPECT_GT(c.kc, 0);
