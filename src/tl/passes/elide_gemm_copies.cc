@@ -10,16 +10,6 @@
 namespace tessera::tl {
 namespace {
 
-bool covers_whole(const Region& r) {
-  for (size_t d = 0; d < r.min.size(); ++d) {
-    int64_t m, e, s;
-    if (!is_const_int(r.min[d], &m) || m != 0 || !is_const_int(r.extent[d], &e) || !is_const_int(r.buffer->shape[d], &s) ||
-        e != s)
-      return false;
-  }
-  return true;
-}
-
 // How every on-chip buffer is used: copies into it (whole) and gemm operand uses; anything else
 // disqualifies it.
 struct Uses {

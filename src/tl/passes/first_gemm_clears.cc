@@ -2,6 +2,7 @@
 #include "tl/passes/first_gemm_clears.h"
 
 #include "tl/ir/visitor.h"
+#include "tl/passes/region_utils.h"
 
 namespace tessera::tl {
 namespace {
@@ -45,16 +46,6 @@ bool mentions(const Stmt& s, const Buffer& b) {
   Mentions m(b.get());
   m.visit(s);
   return m.found;
-}
-
-bool covers_whole(const Region& r) {
-  for (size_t d = 0; d < r.min.size(); ++d) {
-    int64_t m, e, s;
-    if (!is_const_int(r.min[d], &m) || m != 0 || !is_const_int(r.extent[d], &e) ||
-        !is_const_int(r.buffer->shape[d], &s) || e != s)
-      return false;
-  }
-  return true;
 }
 
 // The loop's body with its first T.gemm into c made clearing on the first iteration, or undefined when

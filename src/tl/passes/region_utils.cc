@@ -54,4 +54,14 @@ std::vector<Expr> region_index(const Region& r, const std::vector<Expr>& tile_in
   return idx;
 }
 
+bool covers_whole(const Region& r) {
+  for (size_t d = 0; d < r.min.size(); ++d) {
+    int64_t m, e, s;
+    if (!is_const_int(r.min[d], &m) || m != 0 || !is_const_int(r.extent[d], &e) || !is_const_int(r.buffer->shape[d], &s) ||
+        e != s)
+      return false;
+  }
+  return true;
+}
+
 }  // namespace tessera::tl

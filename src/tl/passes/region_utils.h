@@ -15,6 +15,9 @@ std::vector<Expr> tile_extents(const Region& r);
 std::string extents_str(const std::vector<Expr>& extents);
 // True when the two extents are provably equal (same constant, or equal after simplification).
 bool same_extent(const Expr& a, const Expr& b);
+// True when the region is its whole buffer: every min the constant 0, every extent the buffer's constant
+// dimension.
+bool covers_whole(const Region& r);
 // Element (loop indices over the tile dims) -> full index vector of the region's buffer.
 std::vector<Expr> region_index(const Region& r, const std::vector<Expr>& tile_index);
 
