@@ -2,6 +2,8 @@
 // vectorisation decisions. Errors must name the op, the rule and the source line.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "tessera/tl/expr_ops.h"
 #include "tessera/tl/printer.h"
 #include "tl/passes/pass_pipeline.h"
@@ -176,36 +178,6 @@ TEST(TlPasses, VectorizeOnlyElementwiseInnermostLoops) {
   EXPECT_EQ(text.find("T.vectorized(64):\n      tlrt::atomic"), std::string::npos) << text;
 }
 
-// T.clear then a K loop whose first use of the accumulator is T.gemm: the first iteration's T.gemm
-// clears instead, and the clear runs only when the loop has no iteration. A loop that touches the
-// accumulator before its T.gemm keeps the clear as written.
-TEST(TlPasses, FirstGemmOfTheKLoopClears) {
-  for (bool rescale_first : {false, true}) {
-    KernelBuilder kb("gemm", test_loc(1));
-    Expr M = kb.dynamic("M"), K = kb.dynamic("K");
-    Buffer A = kb.tensor("A", {M, K}, DataType::kBFloat16), B = kb.tensor("B", {make_int(64), K}, DataType::kBFloat16);
-    Buffer C = kb.tensor("C", {M, make_int(64)}, DataType::kFloat32);
-    kb.kernel({ceildiv(M, 32)}, 128, [&](const std::vector<Expr>& b) {
-      Buffer as = kb.alloc("A_shared", {32, 32}, DataType::kBFloat16, Scope::kShared);
-      Buffer bs = kb.alloc("B_shared", {64, 32}, DataType::kBFloat16, Scope::kShared);
-      Buffer cl = kb.alloc("C_local", {32, 64}, DataType::kFloat32, Scope::kFragment);
-      kb.clear(whole(cl));
-      kb.pipelined(ceildiv(K, 32), 2, [&](Expr k) {
-        kb.copy(corner(A, {b[0] * 32, k * 32}), whole(as));
-        kb.copy(corner(B, {make_int(0), k * 32}), whole(bs));
-        if (rescale_first) kb.store(cl, {make_int(0), make_int(0)}, kb.load(cl, {make_int(0), make_int(0)}) * 0.5f);
-        kb.gemm(whole(as), whole(bs), whole(cl), false, true);
-      });
-      kb.copy(whole(cl), corner(C, {b[0] * 32, make_int(0)}));
-    });
-    const std::string text = to_string(lower_program(kb.finish(), cpu()));
-    const bool first_clears = text.find("if (k == 0):") != std::string::npos;
-    const bool clear_only_without_steps = text.find("if (((K + 31) // 32) <= 0):") != std::string::npos;
-    EXPECT_EQ(first_clears, !rescale_first) << text;
-    EXPECT_EQ(clear_only_without_steps, !rescale_first) << text;
-  }
-}
-
 }  // namespace
 }  // namespace tessera::test
 
@@ -214,10 +186,10 @@ namespace {
 
 using namespace tessera::tl;
 
-// T.Pipelined prefetches the sources of the copies that stay; a shared buffer only copied into and read
-// by T.gemm is elided (the gemm reads the tensor, with the tile's valid extent, and prefetches its own next
-// K chunk), so its source gets no whole-tile prefetch; others keep their copies.
-TEST(TlPasses, PipelinePrefetchAndGemmCopyElision) {
+// C [M, 64] = A [M, K] . B [64, K]^T in blocks of 32 rows, K steps of 32, after T.clear of the fragment;
+// `before_gemm` adds statements to the K loop ahead of the T.gemm (given B_shared and the fragment).
+Program small_gemm(
+    int stages, const std::function<void(KernelBuilder&, const Buffer& b_shared, const Buffer& c_local)>& before_gemm) {
   KernelBuilder kb("gemm", test_loc(1));
   Expr M = kb.dynamic("M"), K = kb.dynamic("K");
   Buffer A = kb.tensor("A", {M, K}, DataType::kBFloat16), B = kb.tensor("B", {make_int(64), K}, DataType::kBFloat16);
@@ -227,21 +199,47 @@ TEST(TlPasses, PipelinePrefetchAndGemmCopyElision) {
     Buffer bs = kb.alloc("B_shared", {64, 32}, DataType::kBFloat16, Scope::kShared);
     Buffer cl = kb.alloc("C_local", {32, 64}, DataType::kFloat32, Scope::kFragment);
     kb.clear(whole(cl));
-    kb.pipelined(ceildiv(K, 32), 3, [&](Expr k) {
+    kb.pipelined(ceildiv(K, 32), stages, [&](Expr k) {
       kb.copy(corner(A, {b[0] * 32, k * 32}), whole(as));
       kb.copy(corner(B, {make_int(0), k * 32}), whole(bs));
-      kb.store(bs, {make_int(0), make_int(0)}, lift(0.0f));  // B_shared is also written: its copy stays
+      before_gemm(kb, bs, cl);
       kb.gemm(whole(as), whole(bs), whole(cl), false, true);
     });
     kb.copy(whole(cl), corner(C, {b[0] * 32, make_int(0)}));
   });
-  const std::string text = to_string(lower_program(kb.finish(), cpu()));
+  return kb.finish();
+}
+
+// T.Pipelined prefetches the sources of the copies that stay; a shared buffer only copied into and read
+// by T.gemm is elided (the gemm reads the tensor, with the tile's valid extent, and prefetches its own next
+// K chunk), so its source gets no whole-tile prefetch; others keep their copies.
+TEST(TlPasses, PipelinePrefetchAndGemmCopyElision) {
+  const Program p = small_gemm(3, [](KernelBuilder& kb, const Buffer& bs, const Buffer&) {
+    kb.store(bs, {make_int(0), make_int(0)}, lift(0.0f));  // B_shared is also written: its copy stays
+  });
+  const std::string text = to_string(lower_program(p, cpu()));
   EXPECT_NE(text.find("if ((k + 2) < ((K + 31) // 32)):"), std::string::npos) << text;
   EXPECT_NE(text.find("tlrt::prefetch_2d(&B["), std::string::npos) << text;
   EXPECT_EQ(text.find("tlrt::prefetch_2d(&A["), std::string::npos) << "the elided A copy gets no prefetch:\n" << text;
   EXPECT_NE(text.find("tlrt::gemm(rt, &A[(bx * 32), (k * 32)]"), std::string::npos) << text;
   EXPECT_NE(text.find("&B_shared[0, 0]"), std::string::npos) << text;
   EXPECT_EQ(text.find("A_shared["), std::string::npos) << "the A copy should be gone:\n" << text;
+}
+
+// T.clear then a K loop whose first use of the accumulator is T.gemm: the first iteration's T.gemm
+// clears instead, and the clear runs only when the loop has no iteration. A loop that touches the
+// accumulator before its T.gemm keeps the clear as written.
+TEST(TlPasses, FirstGemmOfTheKLoopClears) {
+  for (bool rescale_first : {false, true}) {
+    const Program p = small_gemm(2, [&](KernelBuilder& kb, const Buffer&, const Buffer& cl) {
+      if (rescale_first) kb.store(cl, {make_int(0), make_int(0)}, kb.load(cl, {make_int(0), make_int(0)}) * 0.5f);
+    });
+    const std::string text = to_string(lower_program(p, cpu()));
+    const bool first_clears = text.find("if (k == 0):") != std::string::npos;
+    const bool clear_only_without_steps = text.find("if (((K + 31) // 32) <= 0):") != std::string::npos;
+    EXPECT_EQ(first_clears, !rescale_first) << text;
+    EXPECT_EQ(clear_only_without_steps, !rescale_first) << text;
+  }
 }
 
 }  // namespace
