@@ -33,8 +33,8 @@ struct Row {
   std::string status = "ok";
   double time_ms = kNotAvailable, gflops = kNotAvailable, gbps = kNotAvailable;
   double pct_of_limit = kNotAvailable;
-  std::string limit_name;              // which MachineLimits figure pct_of_limit divides by
-  double limit_value = kNotAvailable;  // that figure, where it was measured right after the row
+  std::string limit_name;                     // which MachineLimits figure pct_of_limit divides by
+  double limit_value = kNotAvailable;         // that figure, where it was measured right after the row
   double pct_of_start_limit = kNotAvailable;  // the same throughput over the figure of the run's start
   // The highest pct_of_limit an ideal implementation of this case reaches, when it is below 100%
   // (ep dispatch: the rank's own tokens are copied too but not counted; NaN: no such bound).
@@ -42,6 +42,8 @@ struct Row {
   double check_error = kNotAvailable;  // worst verification error / its tolerance (<= 1 passes)
   std::string peer;                    // the first peer's name; empty when it is not available in this build
   double peer_time_ms = kNotAvailable, peer_ratio = kNotAvailable;
+  // The second peer (the gemm suite's OpenBLAS; the kernels suite's torch): its name, time and ratio.
+  std::string peer2 = "OpenBLAS";
   double openblas_time_ms = kNotAvailable, openblas_ratio = kNotAvailable;
   bool ok() const { return status == "ok"; }
 };

@@ -9,11 +9,11 @@
 #include "commands.h"
 #include "peers/onednn_matmul.h"
 #include "quick_scale.h"
-#include "timing.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/thread_pool.h"
 #include "tessera/core/timer.h"
 #include "tessera/info.h"
+#include "timing.h"
 
 namespace tessera::cli {
 namespace {

@@ -44,7 +44,8 @@ void print_json(const MachineLimits& m) {
   o.add("fp32_peak_gflops", m.fp32_peak_gflops).add("fp32_peak_gflops_1t", m.fp32_peak_gflops_1t);
   o.add("bf16_peak_gflops", m.bf16_peak_gflops).add("bf16_peak_gflops_1t", m.bf16_peak_gflops_1t);
   o.add("bf16_native", m.bf16_native);
-  o.add("bf16_vector_peak_gflops", m.bf16_vector_peak_gflops).add("bf16_vector_peak_gflops_1t", m.bf16_vector_peak_gflops_1t);
+  o.add("bf16_vector_peak_gflops", m.bf16_vector_peak_gflops)
+      .add("bf16_vector_peak_gflops_1t", m.bf16_vector_peak_gflops_1t);
   o.add("dram_read_gbps", m.dram_read_gbps).add("dram_read_gbps_1t", m.dram_read_gbps_1t);
   o.add("dram_copy_gbps", m.dram_copy_gbps).add("dram_copy_gbps_1t", m.dram_copy_gbps_1t);
   o.add("l2_copy_gbps", m.l2_copy_gbps).add("l2_copy_gbps_1t", m.l2_copy_gbps_1t);
@@ -110,9 +111,10 @@ int run_info(int argc, char** argv) {
   }
   if (kernels) {
     std::printf("%s", kernel_registry_matrix().c_str());
-    std::printf("\nThis CPU runs level %s (best available: %s); a level above it names what a CPU with it "
-                "would run.\nTESSERA_VERBOSE_DISPATCH=1 prints each call's choice and every refusal.\n",
-                isa_name(active_isa()), isa_name(cpu_features().best));
+    std::printf(
+        "\nThis CPU runs level %s (best available: %s); a level above it names what a CPU with it "
+        "would run.\nTESSERA_VERBOSE_DISPATCH=1 prints each call's choice and every refusal.\n",
+        isa_name(active_isa()), isa_name(cpu_features().best));
     return kExitOk;
   }
   MachineLimits m = machine_limits(refresh);

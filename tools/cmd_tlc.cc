@@ -43,8 +43,10 @@ int run_tlc(int argc, char** argv) {
   cargs.push_back(nullptr);
   std::fflush(nullptr);
   ::execvp(cargs[0], cargs.data());
-  std::fprintf(stderr, "tessera tlc: cannot run %s: %s (set TESSERA_PYTHON to the interpreter that has the tessera "
-                       "package)\n", python.c_str(), std::strerror(errno));
+  std::fprintf(stderr,
+               "tessera tlc: cannot run %s: %s (set TESSERA_PYTHON to the interpreter that has the tessera "
+               "package)\n",
+               python.c_str(), std::strerror(errno));
   return kExitFailure;
 }
 

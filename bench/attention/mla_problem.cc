@@ -28,7 +28,9 @@ uint64_t splitmix(uint64_t* s) {
   return z ^ (z >> 31);
 }
 
-bool is_sparse(MlaOp op) { return op == MlaOp::kSparseV32 || op == MlaOp::kSparseModel1; }
+bool is_sparse(MlaOp op) {
+  return op == MlaOp::kSparseV32 || op == MlaOp::kSparseModel1;
+}
 int bytes_per_token(MlaOp op) {
   return op == MlaOp::kSparseV32 ? 656 : op == MlaOp::kSparseModel1 ? 584 : 576 * 2;
 }
@@ -62,10 +64,14 @@ AlignedPtr<uint8_t> huge_page_bytes(size_t bytes) {
 
 const char* mla_op_name(MlaOp op) {
   switch (op) {
-    case MlaOp::kSparseV32: return "mla_sparse_v32";
-    case MlaOp::kSparseModel1: return "mla_sparse_model1";
-    case MlaOp::kDense: return "mla_dense";
-    case MlaOp::kPrefill: return "mla_prefill";
+    case MlaOp::kSparseV32:
+      return "mla_sparse_v32";
+    case MlaOp::kSparseModel1:
+      return "mla_sparse_model1";
+    case MlaOp::kDense:
+      return "mla_dense";
+    case MlaOp::kPrefill:
+      return "mla_prefill";
   }
   return "?";
 }
@@ -137,7 +143,8 @@ void MlaProblem::build_fp8_cache(uint64_t seed) {
   cache_ = huge_page_bytes(size_t(blocks * block_stride_));
   parallel_for(blocks, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)
-      std::memcpy(cache_.get() + b * block_stride_, quant.get() + (b % src_blocks) * block_stride_, size_t(block_stride_));
+      std::memcpy(cache_.get() + b * block_stride_, quant.get() + (b % src_blocks) * block_stride_,
+                  size_t(block_stride_));
   });
 }
 
@@ -146,7 +153,8 @@ void MlaProblem::build_bf16_kv(uint64_t seed, int64_t rows) {
   cache_ = huge_page_bytes(size_t(rows * d_qk_ * 2));
   const size_t row_bytes = size_t(d_qk_) * 2;
   parallel_for(rows, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) std::memcpy(cache_.get() + r * row_bytes, src.get() + (r % kSourceRows) * d_qk_, row_bytes);
+    for (int64_t r = r0; r < r1; ++r)
+      std::memcpy(cache_.get() + r * row_bytes, src.get() + (r % kSourceRows) * d_qk_, row_bytes);
   });
 }
 
@@ -176,8 +184,8 @@ void MlaProblem::run_ours(int64_t i) {
     in.causal = c_.s_q > 1;
   } else {
     const int64_t bpt = bytes_per_token(c_.op);
-    in.k_cache = TensorView(cache_.get(), DType::kU8, {cache_tokens_ / kBlock, kBlock, 1, bpt},
-                            {block_stride_, bpt, bpt, 1});
+    in.k_cache =
+        TensorView(cache_.get(), DType::kU8, {cache_tokens_ / kBlock, kBlock, 1, bpt}, {block_stride_, bpt, bpt, 1});
     indices = TensorView(const_cast<int32_t*>(idx), DType::kI32, {c_.b, c_.s_q, tokens_});
     in.indices = &indices;
     in.is_fp8_kvcache = true;
@@ -186,7 +194,9 @@ void MlaProblem::run_ours(int64_t i) {
                                     TensorView(lse_.get(), DType::kF32, {c_.b, c_.h_q, c_.s_q}));
 }
 
-const uint16_t* MlaProblem::q_row(int64_t g, int r) const { return q_.get() + (g * rows_ + r) * d_qk_; }
+const uint16_t* MlaProblem::q_row(int64_t g, int r) const {
+  return q_.get() + (g * rows_ + r) * d_qk_;
+}
 
 int64_t MlaProblem::visible(int r) const {
   if (c_.op != MlaOp::kDense || c_.s_q == 1) return tokens_;
@@ -259,8 +269,8 @@ double MlaProblem::check(const uint16_t* out, double scale) const {
       for (int c = 0; c < 512; ++c) {
         const double ref = n ? o[size_t(c)] / sum : 0.0, got = bf16_to_f32(out[(g * rows_ + r) * 512 + c]);
         const double err = std::fabs(got - ref);
-        worst = std::max(worst, std::isfinite(got) ? std::min(err / abs_tol, err / (rel_tol * (std::fabs(ref) + 1e-6)))
-                                                   : INFINITY);
+        worst = std::max(
+            worst, std::isfinite(got) ? std::min(err / abs_tol, err / (rel_tol * (std::fabs(ref) + 1e-6))) : INFINITY);
       }
     }
   }

@@ -203,8 +203,7 @@ class MqaBench {
         OnednnMatmul::parallel_for(s_kv, [&](int64_t a, int64_t b) {
           for (int64_t j = a; j < b; ++j)
             for (int64_t d = 0; d < kDim; ++d)
-              k_bf16[size_t(j * kDim + d)] =
-                  f32_to_bf16(e4m3_to_f32(o.k[size_t(j * kDim + d)]) * o.k_scale[size_t(j)]);
+              k_bf16[size_t(j * kDim + d)] = f32_to_bf16(e4m3_to_f32(o.k[size_t(j * kDim + d)]) * o.k_scale[size_t(j)]);
         });
         for (int64_t q0 = 0; q0 < s; q0 += qb)
           peer_scores(o, q0, q0 + qb, s_kv, k_bf16.get(), q_bf16.get(), scores.get(), mm, logits.get(), s_kv,
@@ -297,14 +296,12 @@ void print_mqa_summary(std::FILE* out, const std::vector<Row>& rows) {
     any = true;
     const GeoMeans g = geo_means(group);
     std::fprintf(out, "  %-12s %2d rows: %7s of bf16 peak  %7s dequant+%s\n", op, g.rows,
-                 format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(),
-                 OnednnMatmul::label().c_str());
+                 format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(), OnednnMatmul::label().c_str());
     const AttentionTargets t = attention_targets();
     if (t.compute_pct > 0 && std::isfinite(g.pct_of_limit)) {
       const bool peer_ok = !std::isfinite(g.peer_ratio) || g.peer_ratio >= t.mqa_peer_ratio;
-      std::fprintf(out, "  target at %s: %s >= %.0f%% of the level's peak and >= %.0fx the peer: %s\n", t.level,
-                   op, t.compute_pct, t.mqa_peer_ratio,
-                   g.pct_of_limit >= t.compute_pct && peer_ok ? "[met]" : "[not met]");
+      std::fprintf(out, "  target at %s: %s >= %.0f%% of the level's peak and >= %.0fx the peer: %s\n", t.level, op,
+                   t.compute_pct, t.mqa_peer_ratio, g.pct_of_limit >= t.compute_pct && peer_ok ? "[met]" : "[not met]");
     }
   }
 }

@@ -39,7 +39,9 @@ int64_t dispatch_token_bytes(const EpCase& c, bool fp8) {
          int64_t(c.topk) * 4;
 }
 
-int64_t combine_token_bytes(const EpCase& c) { return int64_t(c.hidden) * 2 + int64_t(c.topk) * 4; }
+int64_t combine_token_bytes(const EpCase& c) {
+  return int64_t(c.hidden) * 2 + int64_t(c.topk) * 4;
+}
 
 EpInputs make_ep_inputs(const EpCase& c, int rank) {
   EpInputs in;
@@ -59,7 +61,8 @@ EpInputs make_ep_inputs(const EpCase& c, int rank) {
         in.x[size_t(t * in.hidden + h)] = x_value(rank, t, h);
         in.x8[size_t(t * in.hidden + h)] = x8_value(rank, t, h);
       }
-      for (int p = 0; p < in.packs; ++p) in.sf[size_t(t * in.packs + p)] = 1.0f + float(key(rank, t, p, 3) & 255) / 256.0f;
+      for (int p = 0; p < in.packs; ++p)
+        in.sf[size_t(t * in.packs + p)] = 1.0f + float(key(rank, t, p, 3) & 255) / 256.0f;
       int k = 0;
       for (uint64_t draw = 0; k < in.K; ++draw) {
         const int64_t e = int64_t(key(rank, t, int64_t(draw), 4) % uint64_t(c.experts));

@@ -13,7 +13,9 @@
 namespace tessera::bench {
 namespace {
 
-MPI_Comm comm_of(const ep::Group& group) { return MPI_Comm_f2c(MPI_Fint(group.fortran_handle())); }
+MPI_Comm comm_of(const ep::Group& group) {
+  return MPI_Comm_f2c(MPI_Fint(group.fortran_handle()));
+}
 
 }  // namespace
 

@@ -122,7 +122,8 @@ void print_gemm_summary(std::FILE* out, const std::vector<Row>& rows) {
                  "  kernel alone (%s, packed panels in L2, kc=%lld): %s of bf16 peak; the M>=128 rows reach %s (bf16) "
                  "and %s (fp8) of it\n",
                  kernel->op.c_str(), (long long)kernel->k, format_pct(kernel->pct_of_limit).c_str(),
-                 pct_of_kernel(rows, "bf16_gemm_nt", *kernel).c_str(), pct_of_kernel(rows, "fp8_gemm_nt", *kernel).c_str());
+                 pct_of_kernel(rows, "bf16_gemm_nt", *kernel).c_str(),
+                 pct_of_kernel(rows, "fp8_gemm_nt", *kernel).c_str());
   }
 }
 

@@ -36,8 +36,8 @@ GroupedCheck::GroupedCheck(int64_t groups, int64_t n, int64_t k, const RowValues
   });
 }
 
-double GroupedCheck::error(const RowValues& a_row, const std::vector<CheckedRow>& rows, const uint16_t* d,
-                           int64_t ldd, double tol_ulps) const {
+double GroupedCheck::error(const RowValues& a_row, const std::vector<CheckedRow>& rows, const uint16_t* d, int64_t ldd,
+                           double tol_ulps) const {
   std::vector<double> worst(rows.size(), 0.0);
   parallel_for(int64_t(rows.size()), [&](int64_t i0, int64_t i1) {
     std::vector<float> row(static_cast<size_t>(k_));

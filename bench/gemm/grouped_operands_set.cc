@@ -18,9 +18,15 @@ TensorView view2(const void* data, DType type, int64_t a, int64_t b) {
 GroupedWeights::GroupedWeights(GroupedType type, int64_t groups, int64_t n, int64_t k, uint64_t seed)
     : type_(type), groups_(groups), n_(n), k_(k) {
   switch (type) {
-    case GroupedType::kBf16: plain_.push_back(random_bf16_operand(groups * n, k, seed)); break;
-    case GroupedType::kFp8: plain_.push_back(random_fp8_operand(groups * n, k, 128, seed)); break;
-    case GroupedType::kFp8Fp4: mx_.push_back(random_mx_operand(groups * n, k, true, 32, seed)); break;
+    case GroupedType::kBf16:
+      plain_.push_back(random_bf16_operand(groups * n, k, seed));
+      break;
+    case GroupedType::kFp8:
+      plain_.push_back(random_fp8_operand(groups * n, k, 128, seed));
+      break;
+    case GroupedType::kFp8Fp4:
+      mx_.push_back(random_mx_operand(groups * n, k, true, 32, seed));
+      break;
   }
 }
 
@@ -77,9 +83,15 @@ int64_t GroupedWeights::bytes() const {
 GroupedActivations::GroupedActivations(GroupedType type, int64_t rows, int64_t k, uint64_t seed)
     : type_(type), rows_(rows), k_(k) {
   switch (type) {
-    case GroupedType::kBf16: plain_ = random_bf16_operand(rows, k, seed); break;
-    case GroupedType::kFp8: plain_ = random_fp8_operand(rows, k, 1, seed); break;
-    case GroupedType::kFp8Fp4: mx_ = random_mx_operand(rows, k, false, 128, seed); break;
+    case GroupedType::kBf16:
+      plain_ = random_bf16_operand(rows, k, seed);
+      break;
+    case GroupedType::kFp8:
+      plain_ = random_fp8_operand(rows, k, 1, seed);
+      break;
+    case GroupedType::kFp8Fp4:
+      mx_ = random_mx_operand(rows, k, false, 128, seed);
+      break;
   }
 }
 

@@ -22,13 +22,13 @@ class GroupedWeights {
   void add_copies_beyond(int64_t bytes);
 
   int copies() const { return int(type_ == GroupedType::kFp8Fp4 ? mx_.size() : plain_.size()); }
-  TensorView data(int copy) const;                          // [G, N, K] (bytes of packed FP4)
-  TensorView scale(int copy) const;                         // fp8: [G, N/128, ceil(K/128)]; MX: [G, N, words]
-  gemm::ScaledTensor group(int copy, int64_t g) const;      // [N, K] of group g with its scales
-  TensorView group_data(int copy, int64_t g) const;         // bf16 [N, K] of group g
-  RowValues row_values() const;                             // effective values of row g * N + j of copy 0
-  int64_t data_bytes() const;                               // one copy's data (packed bytes for FP4)
-  int64_t bytes() const;                                    // one copy's data and scales
+  TensorView data(int copy) const;                      // [G, N, K] (bytes of packed FP4)
+  TensorView scale(int copy) const;                     // fp8: [G, N/128, ceil(K/128)]; MX: [G, N, words]
+  gemm::ScaledTensor group(int copy, int64_t g) const;  // [N, K] of group g with its scales
+  TensorView group_data(int copy, int64_t g) const;     // bf16 [N, K] of group g
+  RowValues row_values() const;                         // effective values of row g * N + j of copy 0
+  int64_t data_bytes() const;                           // one copy's data (packed bytes for FP4)
+  int64_t bytes() const;                                // one copy's data and scales
 
  private:
   GroupedType type_;
@@ -43,8 +43,8 @@ class GroupedActivations {
   // Zeroes the data of rows [r0, r1) (padding rows of contiguous layouts; their scales stay valid).
   void zero_rows(int64_t r0, int64_t r1);
 
-  TensorView data(int64_t r0, int64_t rows) const;          // [rows, K]
-  gemm::ScaledTensor scaled(int64_t r0, int64_t rows) const;  // [rows, K] with its scales
+  TensorView data(int64_t r0, int64_t rows) const;                             // [rows, K]
+  gemm::ScaledTensor scaled(int64_t r0, int64_t rows) const;                   // [rows, K] with its scales
   gemm::ScaledTensor scaled_3d(int64_t groups, int64_t rows_per_group) const;  // [G, R, K]
   TensorView data_3d(int64_t groups, int64_t rows_per_group) const;
   RowValues row_values() const;

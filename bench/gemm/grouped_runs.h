@@ -25,11 +25,11 @@ class GroupedRun {
   virtual double check_ours() const = 0;
   virtual double check_dense() const = 0;
 
-  std::string peer;              // what dense() runs
-  int64_t valid_rows = 0;        // rows that are multiplied (FLOPs = 2 * valid_rows * N * K)
-  int64_t total_rows = 0;        // rows of a and d (the JSON m)
-  int64_t bytes = 0;             // bytes of a, b (all groups, with scales) and d
-  int64_t weight_data_bytes = 0; // bytes of b's data alone (packed FP4 counts its packed bytes)
+  std::string peer;               // what dense() runs
+  int64_t valid_rows = 0;         // rows that are multiplied (FLOPs = 2 * valid_rows * N * K)
+  int64_t total_rows = 0;         // rows of a and d (the JSON m)
+  int64_t bytes = 0;              // bytes of a, b (all groups, with scales) and d
+  int64_t weight_data_bytes = 0;  // bytes of b's data alone (packed FP4 counts its packed bytes)
 };
 
 std::unique_ptr<GroupedRun> prepare_grouped_run(const GroupedCase& c, const MachineLimits& limits, uint64_t seed);

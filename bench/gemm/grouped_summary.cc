@@ -51,7 +51,9 @@ void print_grouped_gemm_summary(std::FILE* out, const std::vector<Row>& rows) {
     const bool known = std::isfinite(g.peer_ratio);
     std::fprintf(out, "  grouped vs dense at the same work: geo-mean %s, worst %s (target >= 0.90x each) %s\n",
                  format_ratio(g.peer_ratio).c_str(), format_ratio(worst).c_str(),
-                 !known ? "[n/a]" : worst >= 0.9 ? "[met]" : "[not met]");
+                 !known         ? "[n/a]"
+                 : worst >= 0.9 ? "[met]"
+                                : "[not met]");
   }
   if (!decode.empty()) {
     const GeoMeans g = geo_means(decode);
@@ -60,7 +62,9 @@ void print_grouped_gemm_summary(std::FILE* out, const std::vector<Row>& rows) {
                  "  FP4-weight decode (M <= %lld per group): %s of DRAM read on the packed bytes (target 80%%) %s; "
                  "%s of roofline (DRAM or FMA peak)\n",
                  (long long)kGroupedDecodeMaxM, format_pct(g.pct_of_limit).c_str(),
-                 !std::isfinite(g.pct_of_limit) ? "[n/a]" : g.pct_of_limit >= 80 ? "[met]" : "[not met]",
+                 !std::isfinite(g.pct_of_limit) ? "[n/a]"
+                 : g.pct_of_limit >= 80         ? "[met]"
+                                                : "[not met]",
                  format_pct(geo_mean_pct_of_roofline(decode)).c_str());
   }
 }

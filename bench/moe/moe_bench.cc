@@ -144,7 +144,8 @@ std::vector<Row> run_moe_bench(const Options& options, const MachineLimits& limi
   for (const MoeCase& c : kCases) total += options.full || !c.full_only;
   for (const MoeCase& c : kCases) {
     if (c.full_only && !options.full) continue;
-    std::fprintf(stderr, "[bench moe %d/%d] fp8_fp4_mega_moe tokens=%lld hidden=%lld inter=%lld experts=%lld topk=%lld\n",
+    std::fprintf(stderr,
+                 "[bench moe %d/%d] fp8_fp4_mega_moe tokens=%lld hidden=%lld inter=%lld experts=%lld topk=%lld\n",
                  ++index, total, (long long)c.tokens, (long long)c.hidden, (long long)c.inter, (long long)c.experts,
                  (long long)c.topk);
     Row row;
@@ -170,7 +171,8 @@ void print_moe_summary(std::FILE* out, const std::vector<Row>& rows) {
     if (r.component == "moe") group.push_back(&r);
   if (group.empty()) return;
   const GeoMeans g = geo_means(group);
-  std::fprintf(out, "\ngeometric means (rows that passed):\n  fp8_fp4_mega_moe %2d rows: %7s of bf16 peak, %7s unfused\n",
+  std::fprintf(out,
+               "\ngeometric means (rows that passed):\n  fp8_fp4_mega_moe %2d rows: %7s of bf16 peak, %7s unfused\n",
                g.rows, format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str());
 }
 

@@ -74,13 +74,12 @@ void UnfusedMoe::run(uint16_t* y) {
       in_.l1, TensorView(d1_.get(), DType::kBF16, {rows_, 2 * inter}), layout, recipe);
   parallel_for(rows_, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
-      swiglu_fp8_row(d1_.get() + r * 2 * inter, inter, in_.topk_weights[src_slot_[size_t(r)]],
-                     a2_.get() + r * inter, reinterpret_cast<uint8_t*>(a2_sf_.get() + r * (inter / 128)));
+      swiglu_fp8_row(d1_.get() + r * 2 * inter, inter, in_.topk_weights[src_slot_[size_t(r)]], a2_.get() + r * inter,
+                     reinterpret_cast<uint8_t*>(a2_sf_.get() + r * (inter / 128)));
   });
-  gemm::m_grouped_fp8_fp4_gemm_nt_contiguous(
-      {TensorView(a2_.get(), DType::kF8E4M3, {rows_, inter}),
-       TensorView(a2_sf_.get(), DType::kI32, {rows_, inter / 128})},
-      in_.l2, TensorView(d2_.get(), DType::kBF16, {rows_, h}), layout, recipe);
+  gemm::m_grouped_fp8_fp4_gemm_nt_contiguous({TensorView(a2_.get(), DType::kF8E4M3, {rows_, inter}),
+                                              TensorView(a2_sf_.get(), DType::kI32, {rows_, inter / 128})},
+                                             in_.l2, TensorView(d2_.get(), DType::kBF16, {rows_, h}), layout, recipe);
   // Combine: each token's slots in slot order, fp32, one rounding.
   parallel_for(in_.tokens, [&](int64_t t0, int64_t t1) {
     std::vector<float> acc(static_cast<size_t>(h));

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "python/python_interpreter.h"
+#include "python/python_module.h"
 
 namespace tessera::bench {
 namespace {
@@ -38,41 +38,34 @@ need ranks: mpirun -np 2 <that python> -m tessera.bench_python --human
 
 std::vector<Row> run_python_bench(const Options& options, const MachineLimits&) {
   std::vector<Row> rows;
-  std::string cmd = "'" + python_interpreter() + "' -m tessera.bench_python";
-  if (options.threads > 0) cmd = "TESSERA_NUM_THREADS=" + std::to_string(options.threads) + " " + cmd;
-  std::fprintf(stderr, "[bench python] %s\n", cmd.c_str());
-  std::fflush(nullptr);
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) {
+  const PythonModuleRun run =
+      run_python_module("[bench python]", "tessera.bench_python", options, [&](const char* line) {
+        char op[128];
+        long long m = 0, n = 0, k = 0;
+        double py_ms = NAN, cpp_ms = NAN;
+        if (std::sscanf(line, "%127s %lld %lld %lld %lf %lf", op, &m, &n, &k, &py_ms, &cpp_ms) != 6) return;
+        Row r = python_row(op, m, n, k);
+        r.time_ms = py_ms;
+        r.peer = "native entry (tessera._C)";
+        r.peer_time_ms = cpp_ms;
+        r.peer_ratio = cpp_ms / py_ms;
+        rows.push_back(r);
+      });
+  if (!run.started) {
     Row r = python_row("bench_python");
-    r.status = "error: cannot start " + cmd;
+    r.status = "error: cannot start " + run.command;
     return {r};
   }
-  char line[512];
-  while (std::fgets(line, sizeof line, pipe)) {
-    if (std::string(line).rfind("skip:", 0) == 0) {
-      std::fprintf(stderr, "[bench python] %s", line);
-      continue;
-    }
-    char op[128];
-    long long m = 0, n = 0, k = 0;
-    double py_ms = NAN, cpp_ms = NAN;
-    if (std::sscanf(line, "%127s %lld %lld %lld %lf %lf", op, &m, &n, &k, &py_ms, &cpp_ms) != 6) continue;
-    Row r = python_row(op, m, n, k);
-    r.time_ms = py_ms;
-    r.peer = "native entry (tessera._C)";
-    r.peer_time_ms = cpp_ms;
-    r.peer_ratio = cpp_ms / py_ms;
-    rows.push_back(r);
-  }
-  if (const int status = ::pclose(pipe); status != 0) {
+  if (run.status != 0) {
     if (rows.empty()) {  // no interpreter with the tessera package here (e.g. a build-tree CLI): skip
-      std::fprintf(stderr, "[bench python] skipped: %s exited with status %d (set TESSERA_PYTHON to an interpreter "
-                           "that has tessera and torch)\n", cmd.c_str(), status);
+      std::fprintf(stderr,
+                   "[bench python] skipped: %s exited with status %d (set TESSERA_PYTHON to an interpreter "
+                   "that has tessera and torch)\n",
+                   run.command.c_str(), run.status);
       return rows;
     }
     Row r = python_row("bench_python");
-    r.status = "error: " + cmd + " exited with status " + std::to_string(status);
+    r.status = "error: " + run.command + " exited with status " + std::to_string(run.status);
     rows.push_back(r);
   }
   return rows;

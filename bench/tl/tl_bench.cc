@@ -3,13 +3,14 @@
 // result is checked before it is timed; compile time is measured cold (empty cache) and on a cache hit.
 #include "tl/tl_bench.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <unistd.h>
 
 #include "limit_pct.h"
 #include "quick_scale.h"
@@ -52,8 +53,8 @@ double bf16_mismatch(const uint16_t* x, const uint16_t* y, int64_t n, double typ
   double worst = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double a = bf16_to_f32(x[i]), b = bf16_to_f32(y[i]);
-    worst = std::max(worst, std::fabs(a - b) / (std::ldexp(std::max(std::fabs(a), std::fabs(b)), -7) +
-                                                std::ldexp(typical, -8)));
+    worst = std::max(
+        worst, std::fabs(a - b) / (std::ldexp(std::max(std::fabs(a), std::fabs(b)), -7) + std::ldexp(typical, -8)));
   }
   return worst;
 }
@@ -73,7 +74,8 @@ bool checked(Row* row, double error) {
 double parallel_memcpy_gbps(const void* src, void* dst, int64_t bytes) {
   auto copy = [&](int64_t) {
     parallel_for(bytes / 4096, [&](int64_t b0, int64_t b1) {
-      std::memcpy(static_cast<char*>(dst) + b0 * 4096, static_cast<const char*>(src) + b0 * 4096, size_t(b1 - b0) * 4096);
+      std::memcpy(static_cast<char*>(dst) + b0 * 4096, static_cast<const char*>(src) + b0 * 4096,
+                  size_t(b1 - b0) * 4096);
     });
   };
   return 2.0 * double(bytes) / (time_median(copy).median_ms * 1e-3) * 1e-9;
@@ -128,7 +130,8 @@ class TlBench {
   // same program again with the in-memory map bypassed (lowering, code generation, hashing, dlopen).
   void compile_rows() {
     tl::CompileOptions o;
-    o.cache_dir = (std::filesystem::temp_directory_path() / ("tessera-bench-tl-" + std::to_string(::getpid()))).string();
+    o.cache_dir =
+        (std::filesystem::temp_directory_path() / ("tessera-bench-tl-" + std::to_string(::getpid()))).string();
     std::filesystem::remove_all(o.cache_dir);
     const tl::Program p = tl_gemm_nt_program(128, 128, 64, 3);
     auto t0 = Clock::now();
@@ -180,7 +183,8 @@ class TlBench {
     const tl::Kernel k = compiled(tl_add_relu_program(4, 4096));
     auto a = random_bf16(m, n, 21), b = random_bf16(m, n, 22), c = aligned_array<uint16_t>(size_t(m * n));
     prefault(c.get(), size_t(m * n) * 2);
-    const TensorView av(a.get(), DType::kBF16, {m, n}), bv(b.get(), DType::kBF16, {m, n}), cv(c.get(), DType::kBF16, {m, n});
+    const TensorView av(a.get(), DType::kBF16, {m, n}), bv(b.get(), DType::kBF16, {m, n}),
+        cv(c.get(), DType::kBF16, {m, n});
     k({av, bv, cv});
     double worst = 0;
     for (int64_t i = 0; i < m * n; i += 997) {
@@ -201,7 +205,8 @@ class TlBench {
   void gemv_row(bool tiled) {
     const int64_t n = 16384, kk = 8192, bn = 64, kb = kk / 128;  // 128 MB of fp8 weights
     Row row = make_row(tiled ? "gemv_fp8_tiled" : "gemv_fp8", 1, n, kk);
-    const tl::Kernel k = compiled(tiled ? tl_gemv_fp8_tiled_program(int(kk), int(bn)) : tl_gemv_fp8_program(int(kk), int(bn)));
+    const tl::Kernel k =
+        compiled(tiled ? tl_gemv_fp8_tiled_program(int(kk), int(bn)) : tl_gemv_fp8_program(int(kk), int(bn)));
     auto w = aligned_array<uint8_t>(size_t(n * kk));
     auto s = aligned_array<float>(size_t(n * kb));
     auto x = random_bf16(1, kk, 31);
@@ -218,15 +223,18 @@ class TlBench {
       for (int64_t b = 0; b < kb; ++b) s[size_t(s_at(r, b))] = 0.5f + float((r * kb + b) % 7) * 0.25f;
     const TensorView wv = tiled ? TensorView(w.get(), DType::kF8E4M3, {n / bn, kb, bn, 128})
                                 : TensorView(w.get(), DType::kF8E4M3, {n, kk});
-    const TensorView sv = tiled ? TensorView(s.get(), DType::kF32, {n / bn, kb, bn}) : TensorView(s.get(), DType::kF32, {n, kb});
+    const TensorView sv =
+        tiled ? TensorView(s.get(), DType::kF32, {n / bn, kb, bn}) : TensorView(s.get(), DType::kF32, {n, kb});
     const TensorView xv(x.get(), DType::kBF16, {kk});
-    const TensorView yv = tiled ? TensorView(y.get(), DType::kF32, {n / bn, bn}) : TensorView(y.get(), DType::kF32, {n});
+    const TensorView yv =
+        tiled ? TensorView(y.get(), DType::kF32, {n / bn, bn}) : TensorView(y.get(), DType::kF32, {n});
     k({wv, sv, xv, yv});
     double worst = 0;
     for (int64_t r = 0; r < n; r += 331) {
       double want = 0, mag = 0;
       for (int64_t q = 0; q < kk; ++q) {
-        const double t = double(e4m3_to_f32(w[size_t(w_at(r, q))])) * s[size_t(s_at(r, q / 128))] * bf16_to_f32(x[size_t(q)]);
+        const double t =
+            double(e4m3_to_f32(w[size_t(w_at(r, q))])) * s[size_t(s_at(r, q / 128))] * bf16_to_f32(x[size_t(q)]);
         want += t, mag += std::fabs(t);
       }
       worst = std::max(worst, std::fabs(y[size_t(r)] - want) / (1e-5 * mag + 1e-6));
@@ -249,8 +257,10 @@ class TlBench {
     const int64_t elems = int64_t(batch) * seq * heads * dim;
     auto q = random_bf16(seq, int64_t(heads) * dim, 41), kt = random_bf16(seq, int64_t(heads) * dim, 42);
     auto v = random_bf16(seq, int64_t(heads) * dim, 43), o = aligned_array<uint16_t>(size_t(elems));
-    const TensorView qv(q.get(), DType::kBF16, {batch, seq, heads, dim}), kv(kt.get(), DType::kBF16, {batch, seq, heads, dim});
-    const TensorView vv(v.get(), DType::kBF16, {batch, seq, heads, dim}), ov(o.get(), DType::kBF16, {batch, seq, heads, dim});
+    const TensorView qv(q.get(), DType::kBF16, {batch, seq, heads, dim}),
+        kv(kt.get(), DType::kBF16, {batch, seq, heads, dim});
+    const TensorView vv(v.get(), DType::kBF16, {batch, seq, heads, dim}),
+        ov(o.get(), DType::kBF16, {batch, seq, heads, dim});
     k({qv, kv, vv, ov});
     // float64 attention for a sample of rows of head 0 and the last head
     double worst = 0;
@@ -262,14 +272,16 @@ class TlBench {
         for (int j = 0; j < keys; ++j) {
           double dot = 0;
           for (int d = 0; d < dim; ++d)
-            dot += double(bf16_to_f32(q[size_t((int64_t(r) * heads + h) * dim + d)])) * bf16_to_f32(kt[size_t((int64_t(j) * heads + h) * dim + d)]);
+            dot += double(bf16_to_f32(q[size_t((int64_t(r) * heads + h) * dim + d)])) *
+                   bf16_to_f32(kt[size_t((int64_t(j) * heads + h) * dim + d)]);
           p[size_t(j)] = dot / std::sqrt(double(dim));
           mx = std::max(mx, p[size_t(j)]);
         }
         for (int j = 0; j < keys; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
         for (int d = 0; d < dim; ++d) {
           double want = 0;
-          for (int j = 0; j < keys; ++j) want += p[size_t(j)] / sum * bf16_to_f32(v[size_t((int64_t(j) * heads + h) * dim + d)]);
+          for (int j = 0; j < keys; ++j)
+            want += p[size_t(j)] / sum * bf16_to_f32(v[size_t((int64_t(j) * heads + h) * dim + d)]);
           const double got = bf16_to_f32(o[size_t((int64_t(r) * heads + h) * dim + d)]);
           worst = std::max(worst, std::fabs(got - want) / (2e-2 + std::ldexp(std::fabs(want), -8)));
         }
@@ -309,15 +321,20 @@ const Row* find(const std::vector<Row>& rows, const std::string& op) {
   return nullptr;
 }
 
-const char* verdict(bool met) { return met ? "[met]" : "[not met]"; }
+const char* verdict(bool met) {
+  return met ? "[met]" : "[not met]";
+}
 
 // FlashAttention's target per level: % of the level's bf16 (or fp32 FMA) peak; 0 at amx, where the
 // target is 3x the same program run at the vector level.
 double flash_pct_target() {
   switch (active_isa()) {
-    case Isa::kAmx: return 0;
-    case Isa::kAvx512Bf16: return 50;
-    default: return 40;
+    case Isa::kAmx:
+      return 0;
+    case Isa::kAvx512Bf16:
+      return 50;
+    default:
+      return 40;
   }
 }
 
@@ -333,27 +350,29 @@ void print_tl_summary(std::FILE* out, const std::vector<Row>& rows) {
     if (r.op == "gemm_bf16_nt") gemms.push_back(&r);
   const GeoMeans g = geo_means(gemms);
   std::fprintf(out, "\ntile language (tl):\n");
-  std::fprintf(out, "  GEMM bf16 (M=N=K >= 512), %d rows: %s of bf16 peak, %s of tessera's library GEMM (target >= 0.90x) %s\n",
-               g.rows, format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(),
-               std::isfinite(g.peer_ratio) ? verdict(g.peer_ratio >= 0.9) : "[n/a]");
+  std::fprintf(
+      out, "  GEMM bf16 (M=N=K >= 512), %d rows: %s of bf16 peak, %s of tessera's library GEMM (target >= 0.90x) %s\n",
+      g.rows, format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(),
+      std::isfinite(g.peer_ratio) ? verdict(g.peer_ratio >= 0.9) : "[n/a]");
   struct Target {
     const char* op;
     const char* what;
     double target;
-    const char* compare_op = nullptr;    // a DRAM-read row printed under it for comparison (no target)
+    const char* compare_op = nullptr;  // a DRAM-read row printed under it for comparison (no target)
     const char* compare_what = nullptr;
   };
   // Bytes moved, counted like the limits and peers: add = 2 reads + 1 write per element (copy limit and
   // memcpy count read + written bytes); GEMV = weight bytes read (read limit and read sum).
   for (const Target& t :
        {Target{"add_relu_bf16", "elementwise add+relu (bytes read + written): of DRAM copy bandwidth", 75},
-        Target{"gemv_fp8_tiled", "dequant GEMV (fp8 weights stored tile by tile, bytes read): of DRAM read bandwidth", 75,
-               "gemv_fp8", "row-major weights (64 rows 8 KiB apart per T.gemm)"},
+        Target{"gemv_fp8_tiled", "dequant GEMV (fp8 weights stored tile by tile, bytes read): of DRAM read bandwidth",
+               75, "gemv_fp8", "row-major weights (64 rows 8 KiB apart per T.gemm)"},
         Target{"flash_fwd", "FlashAttention fwd (seq 2048, dim 128, bf16): of bf16 peak", flash_pct_target()}}) {
     const Row* r = find(rows, t.op);
     if (t.target == 0) {  // amx: a ratio to the same program at the vector level
-      std::fprintf(out, "  %s %s; %s its %s (target >= 3x) %s\n", t.what, r ? format_pct(r->pct_of_limit).c_str() : "n/a",
-                   r ? format_ratio(r->peer_ratio).c_str() : "n/a", r ? r->peer.c_str() : "vector version",
+      std::fprintf(out, "  %s %s; %s its %s (target >= 3x) %s\n", t.what,
+                   r ? format_pct(r->pct_of_limit).c_str() : "n/a", r ? format_ratio(r->peer_ratio).c_str() : "n/a",
+                   r ? r->peer.c_str() : "vector version",
                    r && std::isfinite(r->peer_ratio) ? verdict(r->peer_ratio >= 3) : "[n/a]");
       continue;
     }

@@ -145,15 +145,13 @@ Program tl_flash_attention_program(int batch, int heads, int seq, int dim, int b
       kb.parallel({lift(bm)}, [&](const std::vector<Expr>& i) {
         kb.store(logsum, i, kb.load(logsum, i) * kb.load(sc, i) + kb.load(sum, i));
       });
-      kb.parallel({lift(bm), lift(dim)}, [&](const std::vector<Expr>& ij) {
-        kb.store(Acc, ij, kb.load(Acc, ij) * kb.load(sc, {ij[0]}));
-      });
+      kb.parallel({lift(bm), lift(dim)},
+                  [&](const std::vector<Expr>& ij) { kb.store(Acc, ij, kb.load(Acc, ij) * kb.load(sc, {ij[0]})); });
       kb.copy(tile(V, k * bn, bn), whole(Vs));
       kb.gemm(whole(P), whole(Vs), whole(Acc));
     });
-    kb.parallel({lift(bm), lift(dim)}, [&](const std::vector<Expr>& ij) {
-      kb.store(Acc, ij, kb.load(Acc, ij) / kb.load(logsum, {ij[0]}));
-    });
+    kb.parallel({lift(bm), lift(dim)},
+                [&](const std::vector<Expr>& ij) { kb.store(Acc, ij, kb.load(Acc, ij) / kb.load(logsum, {ij[0]})); });
     kb.copy(whole(Acc), tile(O, bx * bm, bm));
   });
   return kb.finish();

@@ -54,7 +54,8 @@ Step make_inputs(std::mt19937_64& gen, std::vector<int32_t> lens) {
   std::shuffle(ids.begin(), ids.end(), gen);
   s.block_table.assign(size_t(s.b() * s.max_blocks), -1);  // unused entries are never read
   for (int i = 0, next = 0; i < s.b(); ++i)
-    for (int j = 0; j < (s.lens[size_t(i)] + kBlock - 1) / kBlock; ++j) s.block_table[size_t(i * s.max_blocks + j)] = ids[size_t(next++)];
+    for (int j = 0; j < (s.lens[size_t(i)] + kBlock - 1) / kBlock; ++j)
+      s.block_table[size_t(i * s.max_blocks + j)] = ids[size_t(next++)];
   // Indexer keys: e4m3 with one fp32 scale (amax / 448) per token.
   const int64_t page = kBlock * (kIndexDim + 4);
   s.index_cache.assign(size_t(s.num_blocks * page), 0);
@@ -242,8 +243,9 @@ int main() {
     // The float64 chain: the float64 logits' own top-k (ties to the lower position).
     std::vector<int32_t> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t a, int32_t b) { return ref_logits[size_t(i)][size_t(a)] > ref_logits[size_t(i)][size_t(b)]; });
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return ref_logits[size_t(i)][size_t(a)] > ref_logits[size_t(i)][size_t(b)];
+    });
     std::vector<int32_t> ref_slots(kTopk, -1);
     for (int j = 0; j < want; ++j) ref_slots[size_t(j)] = slot_of(s, i, order[size_t(j)]);
     chain_ok &= attention_error(s, r, i, ref_slots) <= 1.0;

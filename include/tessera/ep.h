@@ -12,6 +12,6 @@
 #include "tessera/core/tensor.h"
 #include "tessera/ep/elastic_buffer.h"
 #include "tessera/ep/group.h"
-#include "tessera/ep/types.h"
 #include "tessera/ep/legacy_buffer.h"
 #include "tessera/ep/shm_bandwidth.h"
+#include "tessera/ep/types.h"

@@ -139,8 +139,8 @@ void flash_attn_varlen_fwd(const VarlenInputs& in, const TensorView& out, const 
 // P = exp(scale * q.k - lse) is recomputed in fp32; all sums are fp32; with bf16 inputs at the amx and
 // avx512bf16 levels P and dS are rounded to bf16 as product operands (as on GPUs). Keys no query sees get
 // dk = dv = 0.
-void flash_attn_varlen_bwd(const VarlenInputs& in, const TensorView& out, const TensorView& lse,
-                           const TensorView& dout, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+void flash_attn_varlen_bwd(const VarlenInputs& in, const TensorView& out, const TensorView& lse, const TensorView& dout,
+                           const TensorView& dq, const TensorView& dk, const TensorView& dv,
                            const TensorView* dlse = nullptr);
 
 // ---- FP8 KV cache ----

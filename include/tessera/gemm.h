@@ -50,14 +50,14 @@ struct Recipe {
   bool disable_ue8m0_cast = false;  // accepted for compatibility; no effect on CPU
 };
 
-void fp8_fp4_gemm_nt(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
-                     const TensorView* c = nullptr, const Recipe& recipe = {});
-void fp8_fp4_gemm_nn(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
-                     const TensorView* c = nullptr, const Recipe& recipe = {});
-void fp8_fp4_gemm_tn(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
-                     const TensorView* c = nullptr, const Recipe& recipe = {});
-void fp8_fp4_gemm_tt(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
-                     const TensorView* c = nullptr, const Recipe& recipe = {});
+void fp8_fp4_gemm_nt(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d, const TensorView* c = nullptr,
+                     const Recipe& recipe = {});
+void fp8_fp4_gemm_nn(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d, const TensorView* c = nullptr,
+                     const Recipe& recipe = {});
+void fp8_fp4_gemm_tn(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d, const TensorView* c = nullptr,
+                     const Recipe& recipe = {});
+void fp8_fp4_gemm_tt(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d, const TensorView* c = nullptr,
+                     const Recipe& recipe = {});
 
 // ---- layout utilities (exact DeepGEMM shapes and strides; see DeepGEMM's API, docs/gemm.md) ----
 // align(x, 16 / element_size)

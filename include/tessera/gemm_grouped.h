@@ -50,8 +50,9 @@ void m_grouped_fp8_fp4_gemm_nt_masked(const ScaledTensor& a, const ScaledTensor&
 // ---- K-grouped (MoE weight gradient): D[g] = C[g] + A[K_g]^T . B[K_g], D/C [G, M, N] fp32 ----
 // 'tn': A [sum K, M], B [sum K, N] (MN-major). Group sizes: use_psum_layout == false -> grouped_layout
 // int32 [G] of K sizes (ks_cpu, if given, must match); true -> exclusive ends, group g starts at
-// align(end[g-1], k_alignment) (ks_cpu, if given, holds each group's K or that K aligned up). Empty groups: D[g] = C[g]. FP8 scale factors per channel (recipe
-// (1, 1, gran_k)): fp32 [sum_g ceil(k_g/gran_k), M] or packed int32 [sum_g ceil(k_g/(4 gran_k)), M].
+// align(end[g-1], k_alignment) (ks_cpu, if given, holds each group's K or that K aligned up). Empty groups: D[g] =
+// C[g]. FP8 scale factors per channel (recipe (1, 1, gran_k)): fp32 [sum_g ceil(k_g/gran_k), M] or packed int32 [sum_g
+// ceil(k_g/(4 gran_k)), M].
 struct KGroupedLayout {
   TensorView grouped_layout;
   std::vector<int64_t> ks;  // DeepGEMM's ks_cpu (optional host copy of the sizes); empty = none

@@ -37,7 +37,7 @@ struct MachineLimits {
   // ---- compute peaks, GFLOP/s (an FMA counts 2 flops) ----
   double fp32_peak_gflops_1t = 0, fp32_peak_gflops = 0;
   double bf16_peak_gflops_1t = 0, bf16_peak_gflops = 0;
-  bool bf16_native = false;                             // false: no AVX512_BF16, the bf16 figures repeat the fp32 rate
+  bool bf16_native = false;  // false: no AVX512_BF16, the bf16 figures repeat the fp32 rate
   // The bf16 peak is the best bf16 product instruction the CPU has: AMX tiles (tdpbf16ps) where
   // present, else vdpbf16ps. The vector rate (vdpbf16ps) is also kept on its own: on an AMX machine it
   // is what vector-only kernels (attention, GEMV) can reach. Equal to the bf16 peak without AMX.
@@ -93,12 +93,12 @@ double measure_bf16_peak_gflops();
 // seconds and only a pair measured together gives a ratio. About 0.4 s per round; must not be called
 // inside a parallel region.
 struct GemmKernelCeiling {
-  std::string kernel;          // the kernel set measured, empty when none was
+  std::string kernel;  // the kernel set measured, empty when none was
   int64_t rows = 0, cols = 0, kc = 0;
-  double gflops = 0;           // all threads, median over the rounds
-  double peak_gflops = 0;      // the bf16 peak measured after each round, median
-  double pct_of_peak = 0;      // per round 100 * kernel / peak, median
-  double max_rel_err = 0;      // the check: largest |error| over largest |reference|
+  double gflops = 0;       // all threads, median over the rounds
+  double peak_gflops = 0;  // the bf16 peak measured after each round, median
+  double pct_of_peak = 0;  // per round 100 * kernel / peak, median
+  double max_rel_err = 0;  // the check: largest |error| over largest |reference|
 };
 GemmKernelCeiling measure_gemm_kernel_ceiling(int rounds = 5);
 

@@ -69,8 +69,8 @@ class SymmBuffer {
   const BufferShape& shape() const { return shape_; }
   const BufferLayout& layout() const { return layout_; }
   int rank() const { return rank_; }
-  char* data() const { return rank_data(rank_); }       // this rank's buffer
-  char* rank_data(int rank) const;                      // any rank of the group (same node)
+  char* data() const { return rank_data(rank_); }  // this rank's buffer
+  char* rank_data(int rank) const;                 // any rank of the group (same node)
   size_t bytes() const { return layout_.total; }
   // Blocks until every rank arrived (no-op for one rank).
   void barrier() const;
@@ -87,10 +87,10 @@ class SymmBuffer {
 };
 
 struct Options {
-  std::string activation = "swiglu";        // the only activation
-  std::optional<float> activation_clamp;    // gate <= clamp, -clamp <= up <= clamp (bf16); none = no clamp
-  bool fast_math = true;                    // accepted; the CPU always uses exact expf and division
-  std::array<int, 3> recipe = {1, 1, 32};   // fp8xfp4 only: (1, 1, 32) is the one recipe
+  std::string activation = "swiglu";       // the only activation
+  std::optional<float> activation_clamp;   // gate <= clamp, -clamp <= up <= clamp (bf16); none = no clamp
+  bool fast_math = true;                   // accepted; the CPU always uses exact expf and division
+  std::array<int, 3> recipe = {1, 1, 32};  // fp8xfp4 only: (1, 1, 32) is the one recipe
 };
 
 // y [num_tokens, hidden] bf16 (num_tokens <= num_max_tokens_per_rank): this rank's tokens are the

@@ -56,8 +56,10 @@ nb::object cast_from_f32(F32In x, const std::string& name) {
   if (name == "float4_e2m1fn_deepgemm") return map_to_numpy<uint8_t>(in, n, shape, f32_to_e2m1_deepgemm);
   if (name == "float8_e8m0fnu") return map_to_numpy<uint8_t>(in, n, shape, f32_to_ue8m0);
   if (name == "float8_e8m0fnu_ceil") return map_to_numpy<uint8_t>(in, n, shape, f32_to_ue8m0_ceil);
-  fail(ErrorCode::kInvalidArgument, "cast_from_f32: argument 'dtype' must be one of bfloat16, float16, "
-       "float8_e4m3fn[_sat], float8_e5m2[_sat], float4_e2m1fn[_deepgemm], float8_e8m0fnu[_ceil], got '", name, "'");
+  fail(ErrorCode::kInvalidArgument,
+       "cast_from_f32: argument 'dtype' must be one of bfloat16, float16, "
+       "float8_e4m3fn[_sat], float8_e5m2[_sat], float4_e2m1fn[_deepgemm], float8_e8m0fnu[_ceil], got '",
+       name, "'");
 }
 
 template <class Code>
@@ -76,8 +78,10 @@ nb::object to_f32(CodesIn codes, const std::string& name) {
   if (name == "float8_e5m2") return map_to_numpy<float>(codes_of<uint8_t>(codes, name), n, shape, e5m2_to_f32);
   if (name == "float4_e2m1fn") return map_to_numpy<float>(codes_of<uint8_t>(codes, name), n, shape, e2m1_to_f32);
   if (name == "float8_e8m0fnu") return map_to_numpy<float>(codes_of<uint8_t>(codes, name), n, shape, ue8m0_to_f32);
-  fail(ErrorCode::kInvalidArgument, "to_f32: argument 'dtype' must be one of bfloat16, float16, float8_e4m3fn, "
-       "float8_e5m2, float4_e2m1fn, float8_e8m0fnu, got '", name, "'");
+  fail(ErrorCode::kInvalidArgument,
+       "to_f32: argument 'dtype' must be one of bfloat16, float16, float8_e4m3fn, "
+       "float8_e5m2, float4_e2m1fn, float8_e8m0fnu, got '",
+       name, "'");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// FlashMLA (tessera/flash_mla.h): decode, sparse and dense prefill (and its backward), the FP8 KV-cache quantiser. Arrays arrive as ArrayRef; outputs are allocated by the Python wrapper
-// (tessera/flash_mla) and passed in. Compute calls run without the GIL. Schedules cross as flat int32 lists.
+// FlashMLA (tessera/flash_mla.h): decode, sparse and dense prefill (and its backward), the FP8 KV-cache quantiser.
+// Arrays arrive as ArrayRef; outputs are allocated by the Python wrapper (tessera/flash_mla) and passed in. Compute
+// calls run without the GIL. Schedules cross as flat int32 lists.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -21,7 +22,9 @@ namespace {
 
 using ScheduleLists = std::tuple<std::vector<int32_t>, int64_t, std::vector<int32_t>>;
 
-ScheduleLists to_lists(const flash_mla::Schedule& s) { return {s.tile_scheduler_metadata, s.parts, s.num_splits}; }
+ScheduleLists to_lists(const flash_mla::Schedule& s) {
+  return {s.tile_scheduler_metadata, s.parts, s.num_splits};
+}
 
 flash_mla::KvCacheLayout layout_from_name(const std::string& name) {
   if (name == "V32") return flash_mla::KvCacheLayout::kV32;
@@ -32,8 +35,8 @@ flash_mla::KvCacheLayout layout_from_name(const std::string& name) {
 // The arguments the dense prefill's forward and backward share, named after `fn` in errors.
 flash_mla::VarlenInputs varlen_inputs(const char* fn, const ArrayRef& q, const ArrayRef& k, const ArrayRef& v,
                                       const ArrayRef& cu_seqlens_qo, const ArrayRef& cu_seqlens_kv,
-                                      int64_t max_seqlen_qo, int64_t max_seqlen_kv,
-                                      std::optional<double> softmax_scale, bool causal) {
+                                      int64_t max_seqlen_qo, int64_t max_seqlen_kv, std::optional<double> softmax_scale,
+                                      bool causal) {
   flash_mla::VarlenInputs in;
   in.q = to_view(q, fn, "q");
   in.k = to_view(k, fn, "k");
@@ -100,18 +103,17 @@ void bind_flash_mla(nb::module_& m) {
       [](const ArrayRef& cache_seqlens, int64_t num_q_tokens_per_head_k, int64_t num_heads_k,
          std::optional<int64_t> num_heads_q, bool is_fp8_kvcache, std::optional<int64_t> topk) {
         return to_lists(flash_mla::get_mla_metadata(to_view(cache_seqlens, "get_mla_metadata", "cache_seqlens"),
-                                                    num_q_tokens_per_head_k, num_heads_k, num_heads_q,
-                                                    is_fp8_kvcache, topk));
+                                                    num_q_tokens_per_head_k, num_heads_k, num_heads_q, is_fp8_kvcache,
+                                                    topk));
       },
       nb::arg("cache_seqlens"), nb::arg("num_q_tokens_per_head_k"), nb::arg("num_heads_k"),
       nb::arg("num_heads_q").none(), nb::arg("is_fp8_kvcache"), nb::arg("topk").none());
   m.def("flash_mla_with_kvcache", &with_kvcache, nb::arg("q"), nb::arg("k_cache"), nb::arg("block_table").none(),
         nb::arg("cache_seqlens").none(), nb::arg("head_dim_v"), nb::arg("tile_scheduler_metadata").none(),
-        nb::arg("num_splits").none(), nb::arg("softmax_scale").none(), nb::arg("causal"),
-        nb::arg("is_fp8_kvcache"), nb::arg("indices").none(), nb::arg("attn_sink").none(),
-        nb::arg("extra_k_cache").none(), nb::arg("extra_indices_in_kvcache").none(), nb::arg("topk_length").none(),
-        nb::arg("extra_topk_length").none(), nb::arg("out"), nb::arg("lse"),
-        nb::call_guard<nb::gil_scoped_release>());
+        nb::arg("num_splits").none(), nb::arg("softmax_scale").none(), nb::arg("causal"), nb::arg("is_fp8_kvcache"),
+        nb::arg("indices").none(), nb::arg("attn_sink").none(), nb::arg("extra_k_cache").none(),
+        nb::arg("extra_indices_in_kvcache").none(), nb::arg("topk_length").none(), nb::arg("extra_topk_length").none(),
+        nb::arg("out"), nb::arg("lse"), nb::call_guard<nb::gil_scoped_release>());
   m.def(
       "flash_mla_sparse_fwd",
       [](const ArrayRef& q, const ArrayRef& kv, const ArrayRef& indices, double sm_scale, int64_t d_v,
@@ -130,9 +132,9 @@ void bind_flash_mla(nb::module_& m) {
         flash_mla::flash_mla_sparse_fwd(in, to_view(out, fn, "out"), to_view(max_logits, fn, "max_logits"),
                                         to_view(lse, fn, "lse"));
       },
-      nb::arg("q"), nb::arg("kv"), nb::arg("indices"), nb::arg("sm_scale"), nb::arg("d_v"),
-      nb::arg("attn_sink").none(), nb::arg("topk_length").none(), nb::arg("out"), nb::arg("max_logits"),
-      nb::arg("lse"), nb::call_guard<nb::gil_scoped_release>());
+      nb::arg("q"), nb::arg("kv"), nb::arg("indices"), nb::arg("sm_scale"), nb::arg("d_v"), nb::arg("attn_sink").none(),
+      nb::arg("topk_length").none(), nb::arg("out"), nb::arg("max_logits"), nb::arg("lse"),
+      nb::call_guard<nb::gil_scoped_release>());
   m.def(
       "flash_attn_varlen_fwd",
       [](const ArrayRef& q, const ArrayRef& k, const ArrayRef& v, const ArrayRef& cu_seqlens_qo,

@@ -16,8 +16,8 @@ namespace tessera::python {
 namespace {
 
 using PlainGemm = void (*)(const TensorView&, const TensorView&, const TensorView&, const TensorView*);
-using ScaledGemm = void (*)(const gemm::ScaledTensor&, const gemm::ScaledTensor&, const TensorView&,
-                            const TensorView*, const gemm::Recipe&);
+using ScaledGemm = void (*)(const gemm::ScaledTensor&, const gemm::ScaledTensor&, const TensorView&, const TensorView*,
+                            const gemm::Recipe&);
 
 template <PlainGemm kFn>
 void plain_gemm(const char* fn, const ArrayRef& a, const ArrayRef& b, const ArrayRef& d, const ArrayRef* c) {
@@ -65,8 +65,8 @@ void def_scaled(nb::module_& m, const char* name) {
         scaled_gemm<kFn>(name, a, sfa, b, sfb, d, c, recipe, recipe_a, recipe_b, disable_ue8m0_cast);
       },
       nb::arg("a"), nb::arg("sfa"), nb::arg("b"), nb::arg("sfb"), nb::arg("d"), nb::arg("c").none(),
-      nb::arg("recipe").none(), nb::arg("recipe_a").none(), nb::arg("recipe_b").none(),
-      nb::arg("disable_ue8m0_cast"), nb::call_guard<nb::gil_scoped_release>());
+      nb::arg("recipe").none(), nb::arg("recipe_a").none(), nb::arg("recipe_b").none(), nb::arg("disable_ue8m0_cast"),
+      nb::call_guard<nb::gil_scoped_release>());
 }
 
 }  // namespace

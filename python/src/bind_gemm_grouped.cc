@@ -101,9 +101,9 @@ void def_scaled_contiguous(nb::module_& m, const char* name) {
             make_recipe(recipe, recipe_a, recipe_b, disable_ue8m0_cast));
       },
       nb::arg("a"), nb::arg("sfa"), nb::arg("b"), nb::arg("sfb"), nb::arg("d"), nb::arg("grouped_layout"),
-      nb::arg("recipe").none(), nb::arg("recipe_a").none(), nb::arg("recipe_b").none(),
-      nb::arg("disable_ue8m0_cast"), nb::arg("use_psum_layout"), nb::arg("ensure_zero_padding"),
-      nb::arg("mk_alignment"), nb::call_guard<nb::gil_scoped_release>());
+      nb::arg("recipe").none(), nb::arg("recipe_a").none(), nb::arg("recipe_b").none(), nb::arg("disable_ue8m0_cast"),
+      nb::arg("use_psum_layout"), nb::arg("ensure_zero_padding"), nb::arg("mk_alignment"),
+      nb::call_guard<nb::gil_scoped_release>());
 }
 
 void bind_m_grouped(nb::module_& m) {
@@ -188,8 +188,8 @@ void bind_other_gemms(nb::module_& m) {
                                         make_recipe(recipe, recipe_a, recipe_b, disable_ue8m0_cast));
       },
       nb::arg("a"), nb::arg("sfa"), nb::arg("b"), nb::arg("sfb"), nb::arg("d"), nb::arg("head_splits"),
-      nb::arg("recipe").none(), nb::arg("recipe_a").none(), nb::arg("recipe_b").none(),
-      nb::arg("disable_ue8m0_cast"), nb::call_guard<nb::gil_scoped_release>());
+      nb::arg("recipe").none(), nb::arg("recipe_a").none(), nb::arg("recipe_b").none(), nb::arg("disable_ue8m0_cast"),
+      nb::call_guard<nb::gil_scoped_release>());
   m.def(
       "einsum",
       [](const std::string& expr, const ArrayRef& a, const ArrayRef& b, const ArrayRef& d, const ArrayRef* c) {

@@ -19,8 +19,8 @@ namespace {
 
 using mega_moe::SymmBuffer;
 
-mega_moe::Options options(const std::array<int, 3>& recipe, const std::string& activation,
-                          std::optional<float> clamp, bool fast_math) {
+mega_moe::Options options(const std::array<int, 3>& recipe, const std::string& activation, std::optional<float> clamp,
+                          bool fast_math) {
   mega_moe::Options o;
   o.recipe = recipe;
   o.activation = activation;
@@ -43,7 +43,8 @@ struct OptionalStats {
 }  // namespace
 
 void bind_mega_moe(nb::module_& m) {
-  nb::class_<SymmBuffer>(m, "MegaMoeBuffer", "A rank's Mega MoE symmetric buffer (tessera.deep_gemm.SymmBuffer wraps it).")
+  nb::class_<SymmBuffer>(m, "MegaMoeBuffer",
+                         "A rank's Mega MoE symmetric buffer (tessera.deep_gemm.SymmBuffer wraps it).")
       .def_static(
           "create",
           [](std::shared_ptr<ep::Group> group, int num_experts, int num_max_tokens_per_rank, int num_topk, int hidden,
@@ -106,7 +107,8 @@ void bind_mega_moe(nb::module_& m) {
          const std::string& activation, std::optional<float> clamp, bool fast_math) {
         const char* fn = "bf16_mega_moe";
         const OptionalStats st(stats, fn);
-        const TensorView yv = to_view(y, fn, "y"), w1 = to_view(l1, fn, "l1_weights"), w2 = to_view(l2, fn, "l2_weights");
+        const TensorView yv = to_view(y, fn, "y"), w1 = to_view(l1, fn, "l1_weights"),
+                         w2 = to_view(l2, fn, "l2_weights");
         nb::gil_scoped_release release;
         mega_moe::bf16_mega_moe(yv, w1, w2, st.get, buffer, options({1, 1, 32}, activation, clamp, fast_math));
       },

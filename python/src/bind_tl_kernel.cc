@@ -27,8 +27,11 @@ CompileOptions options(const std::vector<std::string>& flags, const std::string&
 }
 
 std::map<std::string, double> stats_dict(const CompileStats& s) {
-  return {{"lower_ms", s.lower_ms}, {"codegen_ms", s.codegen_ms}, {"compile_ms", s.compile_ms},
-          {"load_ms", s.load_ms}, {"disk_cache_hit", s.disk_cache_hit ? 1.0 : 0.0},
+  return {{"lower_ms", s.lower_ms},
+          {"codegen_ms", s.codegen_ms},
+          {"compile_ms", s.compile_ms},
+          {"load_ms", s.load_ms},
+          {"disk_cache_hit", s.disk_cache_hit ? 1.0 : 0.0},
           {"memory_cache_hit", s.memory_cache_hit ? 1.0 : 0.0}};
 }
 
@@ -66,16 +69,23 @@ void bind_tl_kernel(nb::module_& m) {
       .def("__call__", &call, nb::arg("args"));
 
   // Compiling runs the host compiler for up to seconds: other Python threads keep running meanwhile.
-  m.def("tl_compile", [](const Program& p, const std::vector<std::string>& flags, const std::string& dir, bool use_cache) {
-    return compile(p, options(flags, dir, use_cache));
-  }, nb::arg("program"), nb::arg("flags"), nb::arg("cache_dir"), nb::arg("use_cache"),
-     nb::call_guard<nb::gil_scoped_release>());
+  m.def(
+      "tl_compile",
+      [](const Program& p, const std::vector<std::string>& flags, const std::string& dir, bool use_cache) {
+        return compile(p, options(flags, dir, use_cache));
+      },
+      nb::arg("program"), nb::arg("flags"), nb::arg("cache_dir"), nb::arg("use_cache"),
+      nb::call_guard<nb::gil_scoped_release>());
   m.def("tl_generate_source", &generate_source, nb::arg("program"));
-  m.def("tl_compile_to_library", [](const Program& p, const std::string& path, const std::vector<std::string>& flags) {
-    compile_to_library(p, path, options(flags, "", true));
-  }, nb::arg("program"), nb::arg("path"), nb::arg("flags"), nb::call_guard<nb::gil_scoped_release>());
+  m.def(
+      "tl_compile_to_library",
+      [](const Program& p, const std::string& path, const std::vector<std::string>& flags) {
+        compile_to_library(p, path, options(flags, "", true));
+      },
+      nb::arg("program"), nb::arg("path"), nb::arg("flags"), nb::call_guard<nb::gil_scoped_release>());
   m.def("tl_load_library", &Kernel::load, nb::arg("path"));
-  m.def("tl_cache_dir", [](const std::string& dir) { return cache_dir(options({}, dir, true)); }, nb::arg("dir"));
+  m.def(
+      "tl_cache_dir", [](const std::string& dir) { return cache_dir(options({}, dir, true)); }, nb::arg("dir"));
 }
 
 }  // namespace tessera::python

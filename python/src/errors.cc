@@ -16,9 +16,12 @@ namespace {
 
 const char* class_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "InvalidArgumentError";
-    case ErrorCode::kNotImplemented: return "NotImplementedInTessera";
-    case ErrorCode::kRuntime: return "TesseraRuntimeError";
+    case ErrorCode::kInvalidArgument:
+      return "InvalidArgumentError";
+    case ErrorCode::kNotImplemented:
+      return "NotImplementedInTessera";
+    case ErrorCode::kRuntime:
+      return "TesseraRuntimeError";
   }
   return "TesseraRuntimeError";
 }

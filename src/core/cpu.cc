@@ -1,15 +1,15 @@
 #include "tessera/core/cpu.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <thread>
 
-#include <unistd.h>
-
-#include "tessera/core/error.h"
 #include "core/cpu_detect.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 namespace {
@@ -83,27 +83,38 @@ const CpuFeatures& cpu_features() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAvx512Bf16: return "avx512bf16";
-    case Isa::kAmx: return "amx";
-    case Isa::kNeon: return "neon";
-    case Isa::kNeonBf16: return "neon_bf16";
-    case Isa::kSve: return "sve";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx512Bf16:
+      return "avx512bf16";
+    case Isa::kAmx:
+      return "amx";
+    case Isa::kNeon:
+      return "neon";
+    case Isa::kNeonBf16:
+      return "neon_bf16";
+    case Isa::kSve:
+      return "sve";
   }
   return "?";
 }
 
 Isa isa_from_name(const std::string& name) {
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx, Isa::kNeon, Isa::kNeonBf16,
-                Isa::kSve})
+  for (Isa i :
+       {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx, Isa::kNeon, Isa::kNeonBf16, Isa::kSve})
     if (name == isa_name(i)) return i;
   fail(ErrorCode::kInvalidArgument, "unknown ISA '", name,
-       "' (TESSERA_ISA must be one of scalar, avx2, avx512, avx512bf16, amx on x86; scalar, neon, neon_bf16, sve on ARM)");
+       "' (TESSERA_ISA must be one of scalar, avx2, avx512, avx512bf16, amx on x86; scalar, neon, neon_bf16, sve on "
+       "ARM)");
 }
 
-IsaFamily host_isa_family() { return detail::build_isa_family(); }
+IsaFamily host_isa_family() {
+  return detail::build_isa_family();
+}
 
 bool isa_includes(Isa level, Isa need) {
   if (need == Isa::kScalar) return true;
@@ -111,7 +122,9 @@ bool isa_includes(Isa level, Isa need) {
   return level != Isa::kScalar && level_arm == need_arm && int(level) >= int(need);
 }
 
-const Isa* host_isa_levels(int* count) { return detail::build_isa_levels(count); }
+const Isa* host_isa_levels(int* count) {
+  return detail::build_isa_levels(count);
+}
 
 Isa host_isa_top() {
   int n = 0;
@@ -127,8 +140,8 @@ Isa active_isa() {
 
 void set_isa_cap(Isa cap) {
   if (!isa_includes(host_isa_top(), cap))
-    fail(ErrorCode::kInvalidArgument, "set_isa_cap: cap '", isa_name(cap), "' is a level of the other CPU family; this build runs ",
-         host_family_levels_text());
+    fail(ErrorCode::kInvalidArgument, "set_isa_cap: cap '", isa_name(cap),
+         "' is a level of the other CPU family; this build runs ", host_family_levels_text());
   isa_cap().store(int(cap));
 }
 
@@ -138,12 +151,24 @@ std::string cpu_feature_string() {
   auto add = [&](bool on, const char* name) {
     if (on) s += (s.empty() ? "" : " ") + std::string(name);
   };
-  add(f.avx2, "avx2"); add(f.fma, "fma"); add(f.f16c, "f16c");
-  add(f.avx512f, "avx512f"); add(f.avx512bw, "avx512bw"); add(f.avx512dq, "avx512dq");
-  add(f.avx512vl, "avx512vl"); add(f.avx512_vbmi, "avx512_vbmi"); add(f.avx512_vnni, "avx512_vnni");
-  add(f.avx512_bf16, "avx512_bf16"); add(f.avx512_fp16, "avx512_fp16"); add(f.amx_bf16, "amx_bf16");
-  add(f.asimd, "asimd"); add(f.asimddp, "asimddp"); add(f.arm_bf16, "bf16"); add(f.i8mm, "i8mm");
-  add(f.sve, "sve"); add(f.sve2, "sve2");
+  add(f.avx2, "avx2");
+  add(f.fma, "fma");
+  add(f.f16c, "f16c");
+  add(f.avx512f, "avx512f");
+  add(f.avx512bw, "avx512bw");
+  add(f.avx512dq, "avx512dq");
+  add(f.avx512vl, "avx512vl");
+  add(f.avx512_vbmi, "avx512_vbmi");
+  add(f.avx512_vnni, "avx512_vnni");
+  add(f.avx512_bf16, "avx512_bf16");
+  add(f.avx512_fp16, "avx512_fp16");
+  add(f.amx_bf16, "amx_bf16");
+  add(f.asimd, "asimd");
+  add(f.asimddp, "asimddp");
+  add(f.arm_bf16, "bf16");
+  add(f.i8mm, "i8mm");
+  add(f.sve, "sve");
+  add(f.sve2, "sve2");
   add(f.sve_vector_bytes > 0, ("sve_vl=" + std::to_string(8 * f.sve_vector_bytes)).c_str());
   return s.empty() ? "none" : s;
 }

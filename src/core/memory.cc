@@ -9,7 +9,9 @@
 
 namespace tessera {
 
-void AlignedFree::operator()(void* p) const { std::free(p); }
+void AlignedFree::operator()(void* p) const {
+  std::free(p);
+}
 
 void* aligned_alloc_bytes(size_t bytes) {
   const size_t align = bytes >= (1u << 20) ? 4096 : kCacheLine;

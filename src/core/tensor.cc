@@ -1,8 +1,8 @@
 #include "tessera/core/tensor.h"
 
 #include <algorithm>
-#include <vector>
 #include <sstream>
+#include <vector>
 
 namespace tessera {
 
@@ -21,8 +21,8 @@ TensorView::TensorView(void* data_, DType dtype_, std::initializer_list<int64_t>
                        std::initializer_list<int64_t> strides_)
     : data(data_), dtype(dtype_), ndim(int(shape_.size())) {
   TESSERA_CHECK(ndim <= kMaxDims, "TensorView: at most ", kMaxDims, " dimensions, got ", ndim);
-  TESSERA_CHECK(strides_.size() == shape_.size(), "TensorView: ", shape_.size(), " sizes but ",
-                strides_.size(), " strides");
+  TESSERA_CHECK(strides_.size() == shape_.size(), "TensorView: ", shape_.size(), " sizes but ", strides_.size(),
+                " strides");
   std::copy(shape_.begin(), shape_.end(), shape);
   std::copy(strides_.begin(), strides_.end(), strides);
 }
@@ -51,7 +51,10 @@ void TensorView::byte_span(const char** lo, const char** hi) const {
   }
   for (int d = 0; d < ndim; ++d) {
     const int64_t ext = (shape[d] - 1) * strides[d];
-    if (ext < 0) min_off += ext; else max_off += ext;
+    if (ext < 0)
+      min_off += ext;
+    else
+      max_off += ext;
   }
   *lo = static_cast<const char*>(data) + min_off * es;
   *hi = static_cast<const char*>(data) + (max_off + 1) * es;
@@ -65,12 +68,15 @@ static std::string join(const int64_t* v, int n, char open, char close) {
   os << close;
   return os.str();
 }
-std::string TensorView::shape_str() const { return join(shape, ndim, '[', ']'); }
-std::string TensorView::strides_str() const { return join(strides, ndim, '(', ')'); }
+std::string TensorView::shape_str() const {
+  return join(shape, ndim, '[', ']');
+}
+std::string TensorView::strides_str() const {
+  return join(strides, ndim, '(', ')');
+}
 
 void check_defined(const char* fn, const char* arg, const TensorView& t) {
-  TESSERA_CHECK(t.data != nullptr || t.numel() == 0, fn, ": argument '", arg,
-                "' has a null data pointer");
+  TESSERA_CHECK(t.data != nullptr || t.numel() == 0, fn, ": argument '", arg, "' has a null data pointer");
 }
 
 void check_dtype(const char* fn, const char* arg, const TensorView& t, std::initializer_list<DType> allowed) {
@@ -89,22 +95,20 @@ void check_ndim(const char* fn, const char* arg, const TensorView& t, std::initi
   std::ostringstream os;
   int i = 0;
   for (int n : allowed) os << (i++ ? " or " : "") << n;
-  fail(ErrorCode::kInvalidArgument, fn, ": argument '", arg, "' must be ", os.str(), "-D, got shape ",
-       t.shape_str());
+  fail(ErrorCode::kInvalidArgument, fn, ": argument '", arg, "' must be ", os.str(), "-D, got shape ", t.shape_str());
 }
 
-void check_dim(const char* fn, const char* arg, const TensorView& t, int dim, int64_t expected,
-               const char* what) {
-  TESSERA_CHECK(t.size(dim) == expected, fn, ": argument '", arg, "' dimension ", dim, " must be ", what,
-                " = ", expected, ", got shape ", t.shape_str());
+void check_dim(const char* fn, const char* arg, const TensorView& t, int dim, int64_t expected, const char* what) {
+  TESSERA_CHECK(t.size(dim) == expected, fn, ": argument '", arg, "' dimension ", dim, " must be ", what, " = ",
+                expected, ", got shape ", t.shape_str());
 }
 
 void check_same_shape(const char* fn, const char* arg, const TensorView& t, const char* other_arg,
                       const TensorView& other) {
   bool same = t.ndim == other.ndim;
   for (int d = 0; same && d < t.ndim; ++d) same = t.shape[d] == other.shape[d];
-  TESSERA_CHECK(same, fn, ": argument '", arg, "' must have the shape of '", other_arg, "' ",
-                other.shape_str(), ", got ", t.shape_str());
+  TESSERA_CHECK(same, fn, ": argument '", arg, "' must have the shape of '", other_arg, "' ", other.shape_str(),
+                ", got ", t.shape_str());
 }
 
 void check_row_major(const char* fn, const char* arg, const TensorView& t) {
@@ -136,8 +140,8 @@ void check_no_self_overlap(const char* fn, const char* arg, const TensorView& t)
 }
 
 void check_contiguous(const char* fn, const char* arg, const TensorView& t) {
-  TESSERA_CHECK(t.is_contiguous(), fn, ": argument '", arg, "' must be contiguous, got shape ",
-                t.shape_str(), " strides ", t.strides_str());
+  TESSERA_CHECK(t.is_contiguous(), fn, ": argument '", arg, "' must be contiguous, got shape ", t.shape_str(),
+                " strides ", t.strides_str());
 }
 
 void check_no_overlap(const char* fn, const char* out_arg, const TensorView& out, const char* in_arg,
@@ -149,7 +153,9 @@ void check_no_overlap(const char* fn, const char* out_arg, const TensorView& out
   TESSERA_CHECK(a1 <= b0 || b1 <= a0, fn, ": output '", out_arg, "' must not overlap input '", in_arg, "'");
 }
 
-bool last_dim_contiguous(const TensorView& t) { return t.ndim >= 1 && (t.stride(-1) == 1 || t.size(-1) == 1); }
+bool last_dim_contiguous(const TensorView& t) {
+  return t.ndim >= 1 && (t.stride(-1) == 1 || t.size(-1) == 1);
+}
 bool second_last_dim_contiguous(const TensorView& t) {
   return t.ndim >= 2 && (t.stride(-2) == 1 || t.size(-2) == 1);
 }

@@ -21,8 +21,8 @@ void plain_gemm(const char* fn, Layout lay, const TensorView& a, const TensorVie
   TESSERA_CHECK(!ai.fp4 && !bi.fp4, fn, ": packed FP4 operands need scale factors (use fp8_fp4_gemm_*)");
   TESSERA_CHECK(a.dtype == b.dtype, fn, ": arguments 'a' and 'b' must have the same dtype, got ", dtype_name(a.dtype),
                 " and ", dtype_name(b.dtype));
-  TESSERA_CHECK(ai.k == bi.k, fn, ": 'a' and 'b' must share K, got ", ai.k, " (a shape ", a.shape_str(), ") and ",
-                bi.k, " (b shape ", b.shape_str(), ")");
+  TESSERA_CHECK(ai.k == bi.k, fn, ": 'a' and 'b' must share K, got ", ai.k, " (a shape ", a.shape_str(), ") and ", bi.k,
+                " (b shape ", b.shape_str(), ")");
   GemmProblem p;
   p.fn = fn;
   p.m = ai.rows;
@@ -40,8 +40,8 @@ void scaled_gemm(const char* fn, Layout lay, const ScaledTensor& a, const Scaled
   static constexpr std::initializer_list<DType> kTypes = {DType::kF8E4M3, DType::kF4E2M1, DType::kI8, DType::kU8};
   const OperandInfo ai = check_operand(fn, "a", a.data, lay.a_rows_first, kTypes);
   const OperandInfo bi = check_operand(fn, "b", b.data, lay.b_rows_first, kTypes);
-  TESSERA_CHECK(ai.k == bi.k, fn, ": 'a' and 'b' must share K, got ", ai.k, " (a shape ", a.data.shape_str(),
-                ") and ", bi.k, " (b shape ", b.data.shape_str(), ")");
+  TESSERA_CHECK(ai.k == bi.k, fn, ": 'a' and 'b' must share K, got ", ai.k, " (a shape ", a.data.shape_str(), ") and ",
+                bi.k, " (b shape ", b.data.shape_str(), ")");
   GemmProblem p;
   p.fn = fn;
   p.m = ai.rows;
@@ -112,7 +112,11 @@ void fp8_fp4_gemm_tt(const ScaledTensor& a, const ScaledTensor& b, const TensorV
   scaled_gemm("fp8_fp4_gemm_tt", kTT, a, b, d, c, r);
 }
 
-void set_num_sms(int n) { set_num_threads(n); }
-int get_num_sms() { return num_threads(); }
+void set_num_sms(int n) {
+  set_num_threads(n);
+}
+int get_num_sms() {
+  return num_threads();
+}
 
 }  // namespace tessera::gemm

@@ -30,7 +30,7 @@ GemmProblem make_problem(const char* fn, int64_t m, int64_t n, int64_t k, cpu::G
 cpu::GemmSrc src(const TensorView& t, int64_t offset_elems, int64_t stride_r, int64_t stride_k) {
   cpu::GemmSrc s;
   s.data = static_cast<const char*>(t.data) + offset_elems * dtype_storage_bytes(t.dtype);
-  s.type = t.dtype == DType::kBF16 ? cpu::GemmSrcType::kBF16
+  s.type = t.dtype == DType::kBF16  ? cpu::GemmSrcType::kBF16
            : t.dtype == DType::kF32 ? cpu::GemmSrcType::kF32
                                     : cpu::GemmSrcType::kE4M3;
   s.stride_r = stride_r;
@@ -52,14 +52,14 @@ std::vector<GemmProblem> head_problems(const char* fn, bool bhd_out, const Tenso
   TESSERA_CHECK(b.shape[0] == H, fn, ": argument 'b' dimension 0 must be H = ", H, ", got shape ", b.shape_str());
   const int64_t dd = b.shape[1], r = b.shape[2];
   const int64_t k = bhd_out ? r : dd, n = bhd_out ? dd : r;
-  TESSERA_CHECK(a.shape[2] == k, fn, ": argument 'a' dimension 2 must be ", bhd_out ? "R = " : "D = ", k, ", got shape ",
-                a.shape_str());
+  TESSERA_CHECK(a.shape[2] == k, fn, ": argument 'a' dimension 2 must be ", bhd_out ? "R = " : "D = ", k,
+                ", got shape ", a.shape_str());
   TESSERA_CHECK(d.shape[0] == B && d.shape[1] == H && d.shape[2] == n, fn, ": argument 'd' must have shape [", B, ", ",
                 H, ", ", n, "], got ", d.shape_str());
   check_no_self_overlap(fn, "d", d);
   for (const auto& [arg, t] : {std::pair<const char*, const TensorView*>{"a", &a}, {"b", &b}, {"d", &d}})
-    TESSERA_CHECK(t->shape[2] <= 1 || t->strides[2] == 1, fn, ": argument '", arg, "' must have stride(2) == 1, got strides ",
-                  t->strides_str());
+    TESSERA_CHECK(t->shape[2] <= 1 || t->strides[2] == 1, fn, ": argument '", arg,
+                  "' must have stride(2) == 1, got strides ", t->strides_str());
   check_no_overlap(fn, "d", d, "a", a);
   check_no_overlap(fn, "d", d, "b", b);
   std::vector<GemmProblem> out;
@@ -67,8 +67,9 @@ std::vector<GemmProblem> head_problems(const char* fn, bool bhd_out, const Tenso
     const cpu::GemmSrc as = src(a, h * a.strides[1], a.strides[0], 1);
     const cpu::GemmSrc bs = bhd_out ? src(b, h * b.strides[0], b.strides[1], 1)   // b[h] as [D, R]
                                     : src(b, h * b.strides[0], 1, b.strides[1]);  // b[h]^T as [R, D]
-    out.push_back(make_problem(fn, B, n, k, as, bs, static_cast<char*>(d.data) + h * d.strides[1] * dtype_storage_bytes(d.dtype),
-                               d.dtype, d.strides[0]));
+    out.push_back(make_problem(fn, B, n, k, as, bs,
+                               static_cast<char*>(d.data) + h * d.strides[1] * dtype_storage_bytes(d.dtype), d.dtype,
+                               d.strides[0]));
   }
   return out;
 }
@@ -153,8 +154,8 @@ void fp8_einsum(const std::string& expr, const ScaledTensor& a, const ScaledTens
   std::vector<GemmProblem> problems = head_problems(fn, true, a.data, b.data, d);
   const int64_t B = a.data.shape[0], H = a.data.shape[1], D = b.data.shape[1], R = b.data.shape[2];
   // The scales' batch and head dimensions index per head below; their K/N extents are checked by the recipe.
-  TESSERA_CHECK(a.scale.shape[0] == B && a.scale.shape[1] == H, fn, ": argument 'a.scale' must have shape [", B, ", ", H,
-                ", ceil(R / gran_k)] (the batch and heads of 'a'), got ", a.scale.shape_str());
+  TESSERA_CHECK(a.scale.shape[0] == B && a.scale.shape[1] == H, fn, ": argument 'a.scale' must have shape [", B, ", ",
+                H, ", ceil(R / gran_k)] (the batch and heads of 'a'), got ", a.scale.shape_str());
   TESSERA_CHECK(b.scale.shape[0] == H, fn, ": argument 'b.scale' must have shape [", H,
                 ", ceil(D / gran_n), ceil(R / gran_k)] (the heads of 'b'), got ", b.scale.shape_str());
   if (c && c->data) {  // d = c + x.y per head (c may be d)
@@ -180,8 +181,9 @@ void fp8_einsum(const std::string& expr, const ScaledTensor& a, const ScaledTens
   std::vector<AlignedPtr<float>> stores(size_t(2 * H));
   for (int64_t h = 0; h < H; ++h) {
     GemmProblem& p = problems[size_t(h)];
-    ScaleInput sa{"a.scale", TensorView(static_cast<char*>(a.scale.data) + h * a.scale.strides[1] * 4, DType::kF32,
-                                        {B, a.scale.shape[2]}, {a.scale.strides[0], a.scale.strides[2]}),
+    ScaleInput sa{"a.scale",
+                  TensorView(static_cast<char*>(a.scale.data) + h * a.scale.strides[1] * 4, DType::kF32,
+                             {B, a.scale.shape[2]}, {a.scale.strides[0], a.scale.strides[2]}),
                   B, R};
     ScaleInput sb{"b.scale", slice0(b.scale, h), D, R};
     resolve_recipe(fn, recipe, false, false, DType::kF32, &sa, &sb);

@@ -16,9 +16,13 @@ struct RowRange {
   int64_t r0, r1;
 };
 
-int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+int64_t align_up(int64_t x, int64_t a) {
+  return (x + a - 1) / a * a;
+}
 
-int32_t layout_at(const TensorView& t, int64_t i) { return t.ptr<const int32_t>()[i * t.strides[0]]; }
+int32_t layout_at(const TensorView& t, int64_t i) {
+  return t.ptr<const int32_t>()[i * t.strides[0]];
+}
 
 // Splits the rows of a contiguous layout into group segments and rows that D must hold zeros in.
 void parse_contiguous(const char* fn, const ContiguousLayout& L, int64_t m_sum, int64_t groups,
@@ -52,10 +56,10 @@ void parse_contiguous(const char* fn, const ContiguousLayout& L, int64_t m_sum, 
   int64_t prev_end = 0;
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t end = layout_at(t, g), start = align_up(prev_end, align);
-    TESSERA_CHECK(end >= prev_end && end <= m_sum, fn, ": argument 'grouped_layout' (psum ends) entry ", g, " = ",
-                  end, " must be >= the previous end ", prev_end, " and <= M_sum = ", m_sum);
-    TESSERA_CHECK(end == prev_end || end >= start, fn, ": argument 'grouped_layout' (psum ends) entry ", g, " = ",
-                  end, " falls inside the alignment gap [", prev_end, ", ", start, ") after the previous group");
+    TESSERA_CHECK(end >= prev_end && end <= m_sum, fn, ": argument 'grouped_layout' (psum ends) entry ", g, " = ", end,
+                  " must be >= the previous end ", prev_end, " and <= M_sum = ", m_sum);
+    TESSERA_CHECK(end == prev_end || end >= start, fn, ": argument 'grouped_layout' (psum ends) entry ", g, " = ", end,
+                  " falls inside the alignment gap [", prev_end, ", ", start, ") after the previous group");
     if (end > prev_end) {
       if (L.ensure_zero_padding && start > prev_end) zeros->push_back({prev_end, start});
       segs->push_back({g, start, end});
@@ -110,8 +114,8 @@ GroupedOperands check_grouped_operands(const char* fn, const TensorView& a, cons
   check_group_count(fn, "b", g.groups);
   TESSERA_CHECK(g.groups >= 1, fn, ": argument 'b' must hold at least one group, got shape ", b.shape_str());
   g.b = check_operand(fn, "b", slice0(b, 0), b_rows_first, types);
-  TESSERA_CHECK(g.a.k == g.b.k, fn, ": 'a' and 'b' must share K, got ", g.a.k, " (a shape ", a.shape_str(),
-                ") and ", g.b.k, " (b shape ", b.shape_str(), ")");
+  TESSERA_CHECK(g.a.k == g.b.k, fn, ": 'a' and 'b' must share K, got ", g.a.k, " (a shape ", a.shape_str(), ") and ",
+                g.b.k, " (b shape ", b.shape_str(), ")");
   return g;
 }
 
@@ -123,8 +127,7 @@ cpu::GemmSrc group_src(const cpu::GemmSrc& g0, const TensorView& b, int64_t g) {
 
 void contiguous_gemm(const char* fn, bool nt, const TensorView& a, const TensorView* sfa, const TensorView& b,
                      const TensorView* sfb, const TensorView& d, const ContiguousLayout& layout, const Recipe* recipe) {
-  static constexpr std::initializer_list<DType> kScaledTypes = {DType::kF8E4M3, DType::kF4E2M1, DType::kI8,
-                                                                DType::kU8};
+  static constexpr std::initializer_list<DType> kScaledTypes = {DType::kF8E4M3, DType::kF4E2M1, DType::kI8, DType::kU8};
   static constexpr std::initializer_list<DType> kBf16 = {DType::kBF16};
   const bool scaled = sfa != nullptr;
   const GroupedOperands ops = check_grouped_operands(fn, a, b, nt, scaled ? kScaledTypes : kBf16);
@@ -135,7 +138,8 @@ void contiguous_gemm(const char* fn, bool nt, const TensorView& a, const TensorV
   base.k = ops.a.k;
   base.a = ops.a.src;
   check_dtype(fn, "d", d, {DType::kBF16});
-  std::vector<std::pair<const char*, const TensorView*>> inputs = {{"a", &a}, {"b", &b}, {"grouped_layout", &layout.grouped_layout}};
+  std::vector<std::pair<const char*, const TensorView*>> inputs = {
+      {"a", &a}, {"b", &b}, {"grouped_layout", &layout.grouped_layout}};
 
   std::vector<AlignedPtr<float>> stores(size_t(ops.groups) + 1);
   std::vector<ScaleTable> sb(size_t(ops.groups));
@@ -164,8 +168,8 @@ void contiguous_gemm(const char* fn, bool nt, const TensorView& a, const TensorV
   std::vector<GemmProblem> problems;
   problems.reserve(segs.size());
   for (const Segment& s : segs)
-    problems.push_back(segment_problem(fn, base, base.a, group_src(ops.b.src, b, s.group), scaled ? sb[s.group] : ScaleTable{},
-                                       s.r0, s.r1));
+    problems.push_back(segment_problem(fn, base, base.a, group_src(ops.b.src, b, s.group),
+                                       scaled ? sb[s.group] : ScaleTable{}, s.r0, s.r1));
   zero_rows(base, zeros);
   if (base.k == 0) {
     for (const Segment& s : segs) zero_rows(base, {{s.r0, s.r1}});
@@ -176,8 +180,7 @@ void contiguous_gemm(const char* fn, bool nt, const TensorView& a, const TensorV
 
 void masked_gemm(const char* fn, const TensorView& a, const TensorView* sfa, const TensorView& b, const TensorView* sfb,
                  const TensorView& d, const TensorView& masked_m, int64_t expected_m, const Recipe* recipe) {
-  static constexpr std::initializer_list<DType> kScaledTypes = {DType::kF8E4M3, DType::kF4E2M1, DType::kI8,
-                                                                DType::kU8};
+  static constexpr std::initializer_list<DType> kScaledTypes = {DType::kF8E4M3, DType::kF4E2M1, DType::kI8, DType::kU8};
   static constexpr std::initializer_list<DType> kBf16 = {DType::kBF16};
   const bool scaled = sfa != nullptr;
   check_ndim(fn, "a", a, {3});
@@ -194,8 +197,8 @@ void masked_gemm(const char* fn, const TensorView& a, const TensorView* sfa, con
   check_dim(fn, "masked_m", masked_m, 0, groups, "G (the groups of 'a')");
   for (int64_t g = 0; g < groups; ++g) {
     const int32_t m = layout_at(masked_m, g);
-    TESSERA_CHECK(m >= 0 && m <= max_m, fn, ": argument 'masked_m' entry ", g, " = ", m, " must be in [0, max_m = ",
-                  max_m, "]");
+    TESSERA_CHECK(m >= 0 && m <= max_m, fn, ": argument 'masked_m' entry ", g, " = ", m,
+                  " must be in [0, max_m = ", max_m, "]");
   }
   const GroupedOperands ops = check_grouped_operands(fn, slice0(a, 0), b, true, scaled ? kScaledTypes : kBf16);
   GemmProblem base;
@@ -257,8 +260,7 @@ void m_grouped_bf16_gemm_nn_contiguous(const TensorView& a, const TensorView& b,
 }
 void m_grouped_fp8_fp4_gemm_nt_contiguous(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
                                           const ContiguousLayout& layout, const Recipe& recipe) {
-  contiguous_gemm("m_grouped_fp8_fp4_gemm_nt_contiguous", true, a.data, &a.scale, b.data, &b.scale, d, layout,
-                  &recipe);
+  contiguous_gemm("m_grouped_fp8_fp4_gemm_nt_contiguous", true, a.data, &a.scale, b.data, &b.scale, d, layout, &recipe);
 }
 void m_grouped_fp8_fp4_gemm_nn_contiguous(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
                                           const ContiguousLayout& layout, const Recipe& recipe) {

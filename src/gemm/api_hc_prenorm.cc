@@ -70,7 +70,8 @@ void tf32_hc_prenorm_gemm(const TensorView& a, const TensorView& b, const Tensor
           const float v = bf16_to_f32(a.ptr<const uint16_t>()[r * ai.src.stride_r + kk * ai.src.stride_k]);
           acc += v * v;
         }
-        float* out = sqr_sum.ptr<float>() + (num_splits == 0 ? r * sqr_sum.strides[0] : s * sqr_sum.strides[0] + r * sqr_sum.strides[1]);
+        float* out = sqr_sum.ptr<float>() +
+                     (num_splits == 0 ? r * sqr_sum.strides[0] : s * sqr_sum.strides[0] + r * sqr_sum.strides[1]);
         *out = acc;
       }
   });

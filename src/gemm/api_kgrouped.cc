@@ -14,8 +14,12 @@ struct KRange {
   int64_t sf_k;  // K values the group's scale-factor rows cover: ceil(sf_k / gran_k) rows (DeepGEMM's rule)
 };
 
-int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
-int32_t at(const TensorView& t, int64_t i) { return t.ptr<const int32_t>()[i * t.strides[0]]; }
+int64_t align_up(int64_t x, int64_t a) {
+  return (x + a - 1) / a * a;
+}
+int32_t at(const TensorView& t, int64_t i) {
+  return t.ptr<const int32_t>()[i * t.strides[0]];
+}
 
 // The K range of every group, validated against sum_k (the rows of a and b).
 std::vector<KRange> parse_k_layout(const char* fn, const KGroupedLayout& L, int64_t groups, int64_t sum_k) {
@@ -33,8 +37,8 @@ std::vector<KRange> parse_k_layout(const char* fn, const KGroupedLayout& L, int6
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t v = at(t, g);
     if (!L.use_psum_layout) {
-      TESSERA_CHECK(v >= 0 && v % align == 0, fn, ": argument 'grouped_layout' entry ", g, " (K of group ", g, ") = ",
-                    v, " must be >= 0 and a multiple of the K alignment ", align);
+      TESSERA_CHECK(v >= 0 && v % align == 0, fn, ": argument 'grouped_layout' entry ", g, " (K of group ", g,
+                    ") = ", v, " must be >= 0 and a multiple of the K alignment ", align);
       TESSERA_CHECK(L.ks.empty() || L.ks[size_t(g)] == v, fn, ": argument 'ks_cpu' entry ", g, " = ",
                     L.ks.empty() ? 0 : L.ks[size_t(g)], " differs from 'grouped_layout' entry ", v);
       r.push_back({pos, pos + v, v});
@@ -46,9 +50,10 @@ std::vector<KRange> parse_k_layout(const char* fn, const KGroupedLayout& L, int6
       const int64_t k0 = v == pos ? pos : start;
       // ks_cpu may give the group's K or that K aligned up (what DeepGEMM's own psum callers pass).
       const int64_t kg = v - k0, kg_aligned = align_up(kg, align);
-      TESSERA_CHECK(L.ks.empty() || L.ks[size_t(g)] == kg || L.ks[size_t(g)] == kg_aligned, fn, ": argument 'ks_cpu' entry ",
-                    g, " = ", L.ks.empty() ? 0 : L.ks[size_t(g)], " is neither the psum layout's K of group ", g, " (", kg,
-                    ") nor that K aligned to ", align, " (", kg_aligned, ")");
+      TESSERA_CHECK(L.ks.empty() || L.ks[size_t(g)] == kg || L.ks[size_t(g)] == kg_aligned, fn,
+                    ": argument 'ks_cpu' entry ", g, " = ", L.ks.empty() ? 0 : L.ks[size_t(g)],
+                    " is neither the psum layout's K of group ", g, " (", kg, ") nor that K aligned to ", align, " (",
+                    kg_aligned, ")");
       r.push_back({k0, v, kg});
       pos = v;
     }
@@ -71,10 +76,10 @@ std::vector<ScaleTable> per_channel_tables(const char* fn, const char* arg, cons
     const int64_t blocks = (r.sf_k + gran_k - 1) / gran_k;
     rows += packed ? (blocks + 3) / 4 : blocks;
   }
-  TESSERA_CHECK(sf.shape[0] == rows && sf.shape[1] == mn, fn, ": argument '", arg, "' must have shape [", rows, ", ", mn,
-                "] (", packed ? "packed UE8M0 int32: sum over groups of ceil(k_g / (4 * " : "float32: sum over groups of ceil(k_g / ",
-                gran_k, packed ? "))" : ")", " rows, one column per channel), got ",
-                sf.shape_str());
+  TESSERA_CHECK(
+      sf.shape[0] == rows && sf.shape[1] == mn, fn, ": argument '", arg, "' must have shape [", rows, ", ", mn, "] (",
+      packed ? "packed UE8M0 int32: sum over groups of ceil(k_g / (4 * " : "float32: sum over groups of ceil(k_g / ",
+      gran_k, packed ? "))" : ")", " rows, one column per channel), got ", sf.shape_str());
   std::vector<ScaleTable> tables;
   int64_t row = 0;
   for (const KRange& r : ranges) {
@@ -125,8 +130,8 @@ void k_grouped(const char* fn, const TensorView& a, const TensorView* sfa, const
   std::vector<AlignedPtr<float>> storage;
   std::vector<ScaleTable> ta, tb;
   if (scaled) {
-    TESSERA_CHECK(gran_k >= 32 && gran_k % 32 == 0, fn, ": recipe gran_k must be a positive multiple of 32 (32 or 128), got ",
-                  gran_k);
+    TESSERA_CHECK(gran_k >= 32 && gran_k % 32 == 0, fn,
+                  ": recipe gran_k must be a positive multiple of 32 (32 or 128), got ", gran_k);
     ta = per_channel_tables(fn, "a.scale", *sfa, ranges, m, gran_k, &storage);
     tb = per_channel_tables(fn, "b.scale", *sfb, ranges, n, gran_k, &storage);
   }
@@ -174,14 +179,16 @@ void k_grouped_fp8_gemm_nt_contiguous(const ScaledTensor& a, const ScaledTensor&
   check_dtype(fn, "d", d, {DType::kF32});
   const int64_t groups = d.shape[0], m = d.shape[1], n = d.shape[2];
   check_group_count(fn, "d", groups);
-  TESSERA_CHECK(int64_t(ks.size()) == groups, fn, ": argument 'ks' must have G = ", groups, " entries, got ", ks.size());
+  TESSERA_CHECK(int64_t(ks.size()) == groups, fn, ": argument 'ks' must have G = ", groups, " entries, got ",
+                ks.size());
   int64_t sum_k = 0, sf_cols = 0;
   for (int64_t k : ks) {
     TESSERA_CHECK(k >= 0, fn, ": argument 'ks' entries must be >= 0, got ", k);
     sum_k += k;
     sf_cols += (k + 127) / 128;
   }
-  for (const auto& [arg, t, rows] : {std::tuple<const char*, const TensorView*, int64_t>{"a", &a.data, m}, {"b", &b.data, n}}) {
+  for (const auto& [arg, t, rows] :
+       {std::tuple<const char*, const TensorView*, int64_t>{"a", &a.data, m}, {"b", &b.data, n}}) {
     check_ndim(fn, arg, *t, {1});
     check_dtype(fn, arg, *t, {DType::kF8E4M3});
     check_defined(fn, arg, *t);
@@ -189,7 +196,8 @@ void k_grouped_fp8_gemm_nt_contiguous(const ScaledTensor& a, const ScaledTensor&
                   "' must be a contiguous 1-D tensor of ", rows * sum_k, " values (the groups' K-major [", rows,
                   ", k_g] blocks one after another), got shape ", t->shape_str(), " strides ", t->strides_str());
   }
-  for (const auto& [arg, t, rows] : {std::tuple<const char*, const TensorView*, int64_t>{"a.scale", &a.scale, m}, {"b.scale", &b.scale, n}}) {
+  for (const auto& [arg, t, rows] :
+       {std::tuple<const char*, const TensorView*, int64_t>{"a.scale", &a.scale, m}, {"b.scale", &b.scale, n}}) {
     check_ndim(fn, arg, *t, {2});
     check_dtype(fn, arg, *t, {DType::kF32});
     check_defined(fn, arg, *t);
@@ -212,10 +220,10 @@ void k_grouped_fp8_gemm_nt_contiguous(const ScaledTensor& a, const ScaledTensor&
     p.sa.stride_g = a.scale.strides[1];
     p.sb.data = b.scale.ptr<const float>() + sf_off * b.scale.strides[1];
     p.sb.stride_g = b.scale.strides[1];
-    TESSERA_CHECK(m <= 1 || a.scale.strides[0] == 1, fn, ": argument 'a.scale' must be MN-major (stride(0) == 1), got strides ",
-                  a.scale.strides_str());
-    TESSERA_CHECK(n <= 1 || b.scale.strides[0] == 1, fn, ": argument 'b.scale' must be MN-major (stride(0) == 1), got strides ",
-                  b.scale.strides_str());
+    TESSERA_CHECK(m <= 1 || a.scale.strides[0] == 1, fn,
+                  ": argument 'a.scale' must be MN-major (stride(0) == 1), got strides ", a.scale.strides_str());
+    TESSERA_CHECK(n <= 1 || b.scale.strides[0] == 1, fn,
+                  ": argument 'b.scale' must be MN-major (stride(0) == 1), got strides ", b.scale.strides_str());
     const TensorView dg = slice0(d, g);
     const TensorView cg = c && c->data ? slice0(*c, g) : TensorView();
     check_output(fn, dg, c && c->data ? &cg : nullptr, m, n, {{"a", &a.data}, {"b", &b.data}}, &p);

@@ -14,16 +14,16 @@ void fp8_gemm_nt_skip_head_mid(const ScaledTensor& a, const ScaledTensor& b, con
                                std::array<int64_t, 3> head_splits, const Recipe& recipe) {
   const char* fn = "fp8_gemm_nt_skip_head_mid";
   const auto [L, Mid, R] = head_splits;
-  TESSERA_CHECK(L >= 0 && Mid >= 0 && R >= 0 && L + R > 0, fn, ": argument 'head_splits' (L, M, R) must be >= 0 with L + R > 0, got (",
-                L, ", ", Mid, ", ", R, ")");
+  TESSERA_CHECK(L >= 0 && Mid >= 0 && R >= 0 && L + R > 0, fn,
+                ": argument 'head_splits' (L, M, R) must be >= 0 with L + R > 0, got (", L, ", ", Mid, ", ", R, ")");
   check_ndim(fn, "b", b.data, {2});
   const int64_t n = b.data.shape[0], heads = n / (L + R);
   TESSERA_CHECK(n % (L + R) == 0, fn, ": N = ", n, " (rows of 'b') must be a multiple of L + R = ", L + R);
   check_ndim(fn, "d", d, {2});
   check_dtype(fn, "d", d, {DType::kBF16, DType::kF32});
   const int64_t width = n + heads * Mid;
-  TESSERA_CHECK(d.shape[1] == width, fn, ": argument 'd' must have N + (N / (L + R)) * M = ", width, " columns, got shape ",
-                d.shape_str());
+  TESSERA_CHECK(d.shape[1] == width, fn, ": argument 'd' must have N + (N / (L + R)) * M = ", width,
+                " columns, got shape ", d.shape_str());
   check_row_major(fn, "d", d);
   check_ndim(fn, "a", a.data, {2});
   TESSERA_CHECK(d.shape[0] == a.data.shape[0], fn, ": argument 'd' must have M = ", a.data.shape[0],

@@ -126,7 +126,9 @@ bool stream_d(const GemmProblem* problems, int64_t count) {
 
 }  // namespace
 
-void run_gemm(const GemmProblem& p) { run_gemm_batch(&p, 1); }
+void run_gemm(const GemmProblem& p) {
+  run_gemm_batch(&p, 1);
+}
 
 void run_gemm_batch(const GemmProblem* problems, int64_t count) {
   // Decode-shaped problems go to a streaming GEMV, the rest to the packed driver, each as one batch per

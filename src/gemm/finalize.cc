@@ -44,8 +44,8 @@ cpu::FinalizeFn finalize_kernel() {
 
 }  // namespace
 
-void finalize_tile(const GemmProblem& p, const float* tile, int64_t ldt, bool transposed, int64_t r0,
-                   int64_t rows, int64_t c0, int64_t cols) {
+void finalize_tile(const GemmProblem& p, const float* tile, int64_t ldt, bool transposed, int64_t r0, int64_t rows,
+                   int64_t c0, int64_t cols) {
   if (const cpu::FinalizeFn simd = finalize_kernel()) {
     const int64_t es = dtype_storage_bytes(p.d_type), ces = p.c ? dtype_storage_bytes(p.c_type) : 0;
     cpu::FinalizeArgs a;

@@ -45,8 +45,7 @@ struct ScaleTable {
 
 // out[(g - g0) * out_stride + (r - r0)] = value(g, r) for g in [g0, g0+ng), r in [r0, r0+nr);
 // entries r in [nr, out_stride) are set to 0 so vector loads past the last row read finite values.
-void expand_scales(const ScaleTable& t, int64_t g0, int64_t ng, int64_t r0, int64_t nr, float* out,
-                   int64_t out_stride);
+void expand_scales(const ScaleTable& t, int64_t g0, int64_t ng, int64_t r0, int64_t nr, float* out, int64_t out_stride);
 
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0;
@@ -80,7 +79,7 @@ void run_gemm_reference(const GemmProblem& p);
 
 // Writes D (rows [r0, r0+rows), cols [c0, c0+cols)) from an fp32 tile plus C:
 // transposed == false: tile[i * ldt + j] is D[r0+i, c0+j]; true: tile[j * ldt + i] is D[r0+i, c0+j].
-void finalize_tile(const GemmProblem& p, const float* tile, int64_t ldt, bool transposed, int64_t r0,
-                   int64_t rows, int64_t c0, int64_t cols);
+void finalize_tile(const GemmProblem& p, const float* tile, int64_t ldt, bool transposed, int64_t r0, int64_t rows,
+                   int64_t c0, int64_t cols);
 
 }  // namespace tessera::gemm

@@ -80,7 +80,9 @@ void run_chunks(const GemmProblem& p, const GemvScales& sc, cpu::GemvFn gemv, in
   finalize_tile(p, buf, n1 - n0, false, 0, p.m, n0, n1 - n0);
 }
 
-int64_t activation_group(const GemmProblem& p) { return int64_t(p.group) * p.sa.g_div; }
+int64_t activation_group(const GemmProblem& p) {
+  return int64_t(p.group) * p.sa.g_div;
+}
 
 // Whether an e4m3 activation times scale s is a normal bf16 for every e4m3 value: s is a power of two
 // whose exponent keeps 2^-9 * s >= 2^-126 and 448 * s < 2^128. The product is then exact.
@@ -232,6 +234,8 @@ void run_gemv_batch(const GemmProblem* problems, int64_t count, cpu::GemvFn gemv
   });
 }
 
-void run_gemv(const GemmProblem& p, cpu::GemvFn gemv) { run_gemv_batch(&p, 1, gemv); }
+void run_gemv(const GemmProblem& p, cpu::GemvFn gemv) {
+  run_gemv_batch(&p, 1, gemv);
+}
 
 }  // namespace tessera::gemm

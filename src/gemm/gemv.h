@@ -1,8 +1,8 @@
 #pragma once
 
-#include "backends/cpu/gemm_kernel_set.h"
 #include <vector>
 
+#include "backends/cpu/gemm_kernel_set.h"
 #include "gemm/gemm_problem.h"
 
 namespace tessera::gemm {

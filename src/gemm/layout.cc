@@ -7,7 +7,9 @@
 namespace tessera::gemm {
 namespace {
 
-int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+int64_t align_up(int64_t x, int64_t a) {
+  return (x + a - 1) / a * a;
+}
 
 // Checks dst = [(G,) MN, cols] with the MN-major TMA-aligned strides for `cols` columns.
 void check_mn_major_dst(const char* fn, const TensorView& src, const TensorView& dst, int64_t cols, DType dtype) {
@@ -26,8 +28,10 @@ void check_mn_major_dst(const char* fn, const TensorView& src, const TensorView&
 }  // namespace
 
 int64_t get_tma_aligned_size(int64_t x, int64_t element_size) {
-  TESSERA_CHECK(element_size > 0 && 16 % element_size == 0, "get_tma_aligned_size: argument 'element_size' must "
-                "divide 16, got ", element_size);
+  TESSERA_CHECK(element_size > 0 && 16 % element_size == 0,
+                "get_tma_aligned_size: argument 'element_size' must "
+                "divide 16, got ",
+                element_size);
   return align_up(x, 16 / element_size);
 }
 
@@ -57,7 +61,8 @@ void pack_ue8m0_mn_major(const TensorView& sf, const TensorView& dst) {
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t r = 0; r < mn; ++r)
       for (int64_t c = 0; c < k; ++c) {
-        const float v = sf.ptr<const float>()[(sf.ndim == 3 ? g * sf.strides[0] : 0) + r * sf.stride(-2) + c * sf.stride(-1)];
+        const float v =
+            sf.ptr<const float>()[(sf.ndim == 3 ? g * sf.strides[0] : 0) + r * sf.stride(-2) + c * sf.stride(-1)];
         const uint32_t bits = f32_bits(v);
         TESSERA_CHECK(v > 0 && std::isfinite(v) && (bits & 0x7FFFFFu) == 0 && (bits >> 23) != 0, fn,
                       ": argument 'sf' must hold positive normal powers of two to pack as UE8M0, got ", v, " at (",
@@ -70,7 +75,8 @@ void pack_ue8m0_mn_major(const TensorView& sf, const TensorView& dst) {
         for (int b = 0; b < 4; ++b) {
           const int64_t c = 4 * j + b;
           if (c >= k) continue;  // missing K entries: exponent byte 0
-          const float v = sf.ptr<const float>()[(sf.ndim == 3 ? g * sf.strides[0] : 0) + r * sf.stride(-2) + c * sf.stride(-1)];
+          const float v =
+              sf.ptr<const float>()[(sf.ndim == 3 ? g * sf.strides[0] : 0) + r * sf.stride(-2) + c * sf.stride(-1)];
           word |= (f32_bits(v) >> 23) << (8 * b);
         }
         const int64_t d_off = (sf.ndim == 3 ? g * dst.strides[0] : 0) + r * dst.stride(-2) + j * dst.stride(-1);

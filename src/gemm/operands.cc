@@ -14,14 +14,20 @@ TensorView transpose_last2(const TensorView& t) {
   return r;
 }
 
-bool is_packed_fp4(DType t) { return t == DType::kF4E2M1 || t == DType::kI8 || t == DType::kU8; }
+bool is_packed_fp4(DType t) {
+  return t == DType::kF4E2M1 || t == DType::kI8 || t == DType::kU8;
+}
 
 static cpu::GemmSrcType src_type(DType t) {
   switch (t) {
-    case DType::kBF16: return cpu::GemmSrcType::kBF16;
-    case DType::kF32: return cpu::GemmSrcType::kF32;
-    case DType::kF8E4M3: return cpu::GemmSrcType::kE4M3;
-    default: return cpu::GemmSrcType::kE2M1;
+    case DType::kBF16:
+      return cpu::GemmSrcType::kBF16;
+    case DType::kF32:
+      return cpu::GemmSrcType::kF32;
+    case DType::kF8E4M3:
+      return cpu::GemmSrcType::kE4M3;
+    default:
+      return cpu::GemmSrcType::kE2M1;
   }
 }
 
@@ -163,8 +169,14 @@ void resolve_recipe(const char* fn, const Recipe& r, bool a_fp4, bool b_fp4, DTy
     sa->gran_k = a_fp4 ? 32 : 128;
     sb->gran_mn = b_fp4 ? 1 : (sfb_type == DType::kI32 ? 1 : 128);
     sb->gran_k = b_fp4 ? 32 : 128;
-    if (r.recipe_a) { sa->gran_mn = (*r.recipe_a)[0]; sa->gran_k = (*r.recipe_a)[1]; }
-    if (r.recipe_b) { sb->gran_mn = (*r.recipe_b)[0]; sb->gran_k = (*r.recipe_b)[1]; }
+    if (r.recipe_a) {
+      sa->gran_mn = (*r.recipe_a)[0];
+      sa->gran_k = (*r.recipe_a)[1];
+    }
+    if (r.recipe_b) {
+      sb->gran_mn = (*r.recipe_b)[0];
+      sb->gran_k = (*r.recipe_b)[1];
+    }
   }
   for (const ScaleInput* s : {static_cast<const ScaleInput*>(sa), static_cast<const ScaleInput*>(sb)}) {
     TESSERA_CHECK(s->gran_mn >= 1, fn, ": recipe gran_mn for '", s->arg, "' must be >= 1, got ", s->gran_mn);

@@ -45,8 +45,8 @@ bool handle_empty_k(const GemmProblem& p);
 // Scale factors of one operand in canonical orientation ([rows, sf_k] or packed [rows, ceil(sf_k/4)]),
 // converted to a compact fp32 table (kept in `storage`, or referenced in place when already compact).
 struct ScaleInput {
-  const char* arg;       // "a.scale" / "b.scale"
-  TensorView sf;         // in canonical orientation
+  const char* arg;  // "a.scale" / "b.scale"
+  TensorView sf;    // in canonical orientation
   int64_t rows = 0, k = 0;
   int gran_mn = 1, gran_k = 128;
   bool transposed = false;  // the caller passed the SF K-first (nn/tn/tt layouts); for messages

@@ -63,7 +63,7 @@ struct Chunk {
   int mx = 0, ny = 0;      // rows of the a-block, columns of the b-block
   int64_t pc = 0;          // the chunk's first K
   int kc = 0;
-  int64_t g0 = 0;          // its first scale group
+  int64_t g0 = 0;  // its first scale group
   bool scaled = false;
   const char* bchunk = nullptr;  // the b-block's packed panels of this chunk
   float* ws = nullptr;           // fp32 workspace tile, row stride ldw

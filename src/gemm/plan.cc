@@ -15,7 +15,9 @@ int64_t round_up(int64_t v, int64_t a) {
   return (v + a - 1) / a * a;
 }
 
-int env_int(const char* name, int fallback) { return int(env::integer(name, fallback, INT32_MIN, INT32_MAX)); }
+int env_int(const char* name, int fallback) {
+  return int(env::integer(name, fallback, INT32_MIN, INT32_MAX));
+}
 
 // Costs in units of one lane multiply-add of the micro-kernel (~65 per cycle per core on Zen 5), so
 // padding waste, packing and conversions compare on one scale. Measured per element, cache-resident

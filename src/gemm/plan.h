@@ -16,10 +16,10 @@ struct PackedPlan {
   // swap == false: the a-side (broadcast rows) is A and the b-side (vector columns) is B.
   // swap == true: the a-side is B and the b-side is A; the kernel then computes D^T tiles.
   bool swap = false;
-  int64_t x = 0, y = 0;    // a-side rows, b-side columns
-  int64_t k_pad = 0;       // K rounded up to the kernel's k_align (to 64 with lane_order)
-  bool lane_order = false; // fp8 x fp8: both sides converted in lane order (GemmSrc::lane_order)
-  cpu::GemmTile tile{};    // register tile (mr x nr) and its micro-kernel
+  int64_t x = 0, y = 0;     // a-side rows, b-side columns
+  int64_t k_pad = 0;        // K rounded up to the kernel's k_align (to 64 with lane_order)
+  bool lane_order = false;  // fp8 x fp8: both sides converted in lane order (GemmSrc::lane_order)
+  cpu::GemmTile tile{};     // register tile (mr x nr) and its micro-kernel
   int mc = 0, nc = 0, kc = 0;
   // Loop order inside a tile: panel_outer converts one a-panel at a time into L1 and runs it against
   // every b-panel of the K chunk (chosen when the a-side needs converting and the b chunk fits L2);
@@ -33,7 +33,7 @@ struct PackedPlan {
   // so every thread does the same work; split_y also keeps each b-panel packed by exactly one thread.
   bool split_y = false;
   int threads = 1;
-  int dot_cols = 0;        // a b-side tail of at most this many columns goes to ks.tail_dot (0: none)
+  int dot_cols = 0;          // a b-side tail of at most this many columns goes to ks.tail_dot (0: none)
   bool a_converted = false;  // the a-side is copied/converted into a buffer (not read in place)
   std::string describe() const;
 };

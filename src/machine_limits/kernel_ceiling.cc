@@ -26,13 +26,13 @@ namespace tessera {
 namespace {
 
 constexpr int kBlockRows = 256, kBlockCols = 128;  // before rounding to whole panels
-constexpr double kSweepSeconds = 0.02;  // one timed repetition, like the peak loops
+constexpr double kSweepSeconds = 0.02;             // one timed repetition, like the peak loops
 
 // The kernel set the packed bf16 GEMM would take here, or nullptr for sets this does not measure (the
 // fp32-FMA sets, which pack 4-byte elements; and the reference).
 const cpu::GemmKernelSet* bf16_packed_set() {
-  const auto* ks = static_cast<const cpu::GemmKernelSet*>(
-      cpu::choose_kernel(cpu::Slot::kGemmPacked, "kernel ceiling").table);
+  const auto* ks =
+      static_cast<const cpu::GemmKernelSet*>(cpu::choose_kernel(cpu::Slot::kGemmPacked, "kernel ceiling").table);
   return ks && ks->elem_bytes == 2 && ks->accepts(cpu::GemmSrcType::kBF16) ? ks : nullptr;
 }
 
@@ -64,8 +64,7 @@ struct ThreadBlocks {
   int64_t lda = 0;
 };
 
-void prepare(const cpu::GemmKernelSet& ks, const cpu::GemmTile& tile, const Shape& s, uint64_t seed,
-             ThreadBlocks* t) {
+void prepare(const cpu::GemmKernelSet& ks, const cpu::GemmTile& tile, const Shape& s, uint64_t seed, ThreadBlocks* t) {
   t->a_src = random_bf16(size_t(s.rows) * s.kc, seed);
   t->b_src = random_bf16(size_t(s.cols) * s.kc, seed ^ 0x9E3779B97F4A7C15ull);
   t->a_buf = aligned_array<uint16_t>(size_t(s.rows) * s.kc);
@@ -132,10 +131,12 @@ GemmKernelCeiling measure_gemm_kernel_ceiling(int rounds) {
   const int sweeps = std::max(1, int(kSweepSeconds / one));
   std::vector<double> kernel, peak, pct;
   for (int r = 0; r < std::max(1, rounds); ++r) {
-    kernel.push_back(info::median_rate(threads, [&](int t, int) {
-                       for (int s = 0; s < sweeps; ++s) sweep(tile, shape, blocks[size_t(t)]);
-                       return sweeps * shape.flops();
-                     }) * 1e-9);
+    kernel.push_back(info::median_rate(threads,
+                                       [&](int t, int) {
+                                         for (int s = 0; s < sweeps; ++s) sweep(tile, shape, blocks[size_t(t)]);
+                                         return sweeps * shape.flops();
+                                       }) *
+                     1e-9);
     peak.push_back(measure_bf16_peak_gflops());
     pct.push_back(100.0 * kernel.back() / peak.back());
   }

@@ -29,8 +29,8 @@ struct Key {
     return cpu_model + "|" + std::to_string(logical_cpus) + "|" + std::to_string(threads) + "|" + version + "|" + isa;
   }
   bool matches(const MachineLimits& m) const {
-    return m.cpu_model == cpu_model && m.logical_cpus == logical_cpus && m.threads == threads &&
-           m.version == version && m.isa == isa;
+    return m.cpu_model == cpu_model && m.logical_cpus == logical_cpus && m.threads == threads && m.version == version &&
+           m.isa == isa;
   }
 };
 

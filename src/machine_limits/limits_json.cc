@@ -51,7 +51,9 @@ const Field kFields[] = {
     {"measured_unix_time", &MachineLimits::measured_unix_time},
 };
 
-void append_string(std::string& out, const std::string& s) { out += json_quote(s); }
+void append_string(std::string& out, const std::string& s) {
+  out += json_quote(s);
+}
 
 // A parsed value: text for strings, the number for numbers and booleans (1/0).
 struct Value {

@@ -164,15 +164,13 @@ double measure_dram_now(const char* fn, Share share) {
 
 double measure_dram_read_gbps() {
   std::vector<float> sinks(static_cast<size_t>(num_threads()) * 16, 0.0f);
-  return measure_dram_now("measure_dram_read_gbps", [&](const cpu::StreamKernels& k, BandwidthBuffers& b, int t, int nt) {
-    return read_share(k, b, t, nt, &sinks);
-  });
+  return measure_dram_now("measure_dram_read_gbps", [&](const cpu::StreamKernels& k, BandwidthBuffers& b, int t,
+                                                        int nt) { return read_share(k, b, t, nt, &sinks); });
 }
 
 double measure_dram_copy_gbps() {
-  return measure_dram_now("measure_dram_copy_gbps", [](const cpu::StreamKernels& k, BandwidthBuffers& b, int t, int nt) {
-    return copy_share(k, b, t, nt);
-  });
+  return measure_dram_now("measure_dram_copy_gbps", [](const cpu::StreamKernels& k, BandwidthBuffers& b, int t,
+                                                       int nt) { return copy_share(k, b, t, nt); });
 }
 
 double measure_bf16_peak_gflops() {

@@ -123,8 +123,8 @@ void combine(const SymmBuffer& buffer, const TensorView& y) {
   });
 }
 
-void run(const char* fn, const TensorView& y, const ExpertWeights& weights, const TensorView* stats,
-         SymmBuffer& buffer, const Options& options) {
+void run(const char* fn, const TensorView& y, const ExpertWeights& weights, const TensorView* stats, SymmBuffer& buffer,
+         const Options& options) {
   detail::check_topk_idx(fn, buffer, y.size(0));
   detail::published_num_tokens(buffer.data(), buffer.layout()) = y.size(0);
   buffer.barrier();  // every rank published its inputs

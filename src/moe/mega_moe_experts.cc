@@ -50,10 +50,8 @@ void run_expert_block(const SymmBuffer& buffer, const ExpertWeights& weights, co
     const Slot& slot = job.slots[i];
     const char* src = buffer.rank_data(slot.rank);
     std::memcpy(x.data() + i * x_row_bytes, src + l.x + slot.token * x_row_bytes, size_t(x_row_bytes));
-    if (fp8)
-      std::memcpy(x_sf.data() + i * x_sf_ints, src + l.x_sf + slot.token * x_sf_ints * 4, size_t(x_sf_ints * 4));
-    topk_weight[size_t(i)] =
-        reinterpret_cast<const float*>(src + l.topk_weights)[slot.token * topk + slot.k];
+    if (fp8) std::memcpy(x_sf.data() + i * x_sf_ints, src + l.x_sf + slot.token * x_sf_ints * 4, size_t(x_sf_ints * 4));
+    topk_weight[size_t(i)] = reinterpret_cast<const float*>(src + l.topk_weights)[slot.token * topk + slot.k];
   }
 
   // GEMM 1: [m, hidden] x [2 I, hidden]^T -> bf16 [m, 2 I].

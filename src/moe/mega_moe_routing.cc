@@ -12,8 +12,9 @@ void check_topk_idx(const char* fn, const SymmBuffer& buffer, int64_t num_tokens
   const BufferShape& s = buffer.shape();
   const auto* idx = reinterpret_cast<const int64_t*>(buffer.data() + buffer.layout().topk_idx);
   for (int64_t i = 0; i < num_tokens * s.num_topk; ++i) {
-    TESSERA_CHECK(idx[i] >= -1 && idx[i] < s.num_experts, fn, ": argument 'sym_buffer.topk_idx' must hold experts in [-1, ",
-                  s.num_experts, "), got ", idx[i], " at token ", i / s.num_topk, " slot ", i % s.num_topk);
+    TESSERA_CHECK(idx[i] >= -1 && idx[i] < s.num_experts, fn,
+                  ": argument 'sym_buffer.topk_idx' must hold experts in [-1, ", s.num_experts, "), got ", idx[i],
+                  " at token ", i / s.num_topk, " slot ", i % s.num_topk);
   }
 }
 

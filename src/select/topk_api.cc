@@ -40,7 +40,8 @@ void check_ranges(const detail::TopkJob& job) {
     if (job.offsets && !job.indices_64 && e > b) {
       const int64_t off = job.offsets[r * job.offsets_stride], lo = off + b, hi = off + e - 1;
       TESSERA_CHECK(lo >= INT32_MIN && hi <= INT32_MAX, kFn, ": argument 'output_idx_offset' moves row ", r,
-                    "'s indices [", b, ", ", e, ") to [", lo, ", ", hi, "], outside int32: use int64 indices "
+                    "'s indices [", b, ", ", e, ") to [", lo, ", ", hi,
+                    "], outside int32: use int64 indices "
                     "(indices_type=int64) or a smaller offset");
     }
   }

@@ -167,7 +167,16 @@ bool select_bf16_in_window(const SelectKernels& kernels, const RowRef& row, int6
   sel->packed = ws.scratch;
   sel->begin = begin;
   sel->end = end;
-  cpu::SelectCollectArgs a{row.data, begin, begin, begin, window.lo, ws.scratch, 0, ws.capacity, INT_MAX, INT_MIN,
+  cpu::SelectCollectArgs a{row.data,
+                           begin,
+                           begin,
+                           begin,
+                           window.lo,
+                           ws.scratch,
+                           0,
+                           ws.capacity,
+                           INT_MAX,
+                           INT_MIN,
                            window.expected_hits_per_1024};
   for (int s = 0; a.pos < end; ++s) {
     a.base = a.pos;
@@ -202,8 +211,8 @@ bool select_bf16(const SelectKernels& kernels, const RowRef& row, int64_t begin,
 
 void emit_bf16(const SelectKernels& kernels, const Bf16Selection& sel, int k, int64_t offset, int32_t* index32,
                int64_t* index64, uint16_t* values, int32_t* keys) {
-  cpu::SelectEmitArgs e{sel.packed, 0, sel.begin, sel.kth, sel.take_equal, 0, k, offset, index32, index64, values,
-                        keys};
+  cpu::SelectEmitArgs e{sel.packed, 0,      sel.begin, sel.kth, sel.take_equal, 0,
+                        k,          offset, index32,   index64, values,         keys};
   for (int s = 0; e.base < sel.end; ++s, e.base += kSegment) {
     const int64_t first = s ? sel.segment_end[s - 1] : 0;
     e.packed = sel.packed + first;

@@ -29,10 +29,10 @@ enum class DType : uint8_t {
   kF64,
   kBF16,
   kF16,
-  kF8E4M3,   // float8_e4m3fn
-  kF8E5M2,   // float8_e5m2
-  kF4E2M1,   // packed two per byte; shapes count bytes unless an API says otherwise
-  kUE8M0,    // one byte per scale
+  kF8E4M3,  // float8_e4m3fn
+  kF8E5M2,  // float8_e5m2
+  kF4E2M1,  // packed two per byte; shapes count bytes unless an API says otherwise
+  kUE8M0,   // one byte per scale
   kI8,
   kU8,
   kI32,
@@ -47,11 +47,21 @@ const char* dtype_name(DType t);
 // Throws Error(kInvalidArgument) for unknown names.
 DType dtype_from_name(std::string_view name);
 
-inline uint32_t f32_bits(float x) { uint32_t u; std::memcpy(&u, &x, 4); return u; }
-inline float f32_from_bits(uint32_t u) { float x; std::memcpy(&x, &u, 4); return x; }
+inline uint32_t f32_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+inline float f32_from_bits(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
 
 // ---- bf16 ----
-inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return f32_from_bits(uint32_t(h) << 16);
+}
 inline uint16_t f32_to_bf16(float x) {
   uint32_t u = f32_bits(x);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t(((u >> 16) & 0x8000u) | 0x7FC0u);
@@ -115,7 +125,9 @@ inline uint8_t f32_to_e4m3_sat(float x) {
 }
 
 // ---- float8 e5m2 ----
-inline float e5m2_to_f32(uint8_t b) { return f16_to_f32(uint16_t(b) << 8); }
+inline float e5m2_to_f32(uint8_t b) {
+  return f16_to_f32(uint16_t(b) << 8);
+}
 inline uint8_t f32_to_e5m2(float x) {
   const uint32_t u = f32_bits(x), sign = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return uint8_t(sign | 0x7Eu);
@@ -147,8 +159,8 @@ inline uint8_t f32_to_e2m1(float x) {
 // strictly below |x| (ties go to the smaller magnitude); no negative zero; NaN -> 0.
 inline uint8_t f32_to_e2m1_deepgemm(float x) {
   const float a = x < 0 ? -x : x;
-  const uint8_t code = uint8_t((a > 0.25f) + (a > 0.75f) + (a > 1.25f) + (a > 1.75f) + (a > 2.5f) +
-                               (a > 3.5f) + (a > 5.0f));
+  const uint8_t code =
+      uint8_t((a > 0.25f) + (a > 0.75f) + (a > 1.25f) + (a > 1.75f) + (a > 2.5f) + (a > 3.5f) + (a > 5.0f));
   return (x < 0 && code != 0) ? uint8_t(code | 8u) : code;
 }
 
@@ -165,7 +177,7 @@ inline uint8_t f32_to_ue8m0(float x) {
   if ((u >> 31) || u == 0 || u >= 0x7F800000u) return 0xFF;
   uint32_t e = u >> 23;
   if (e == 0) return u >= 0x00600000u ? 1 : 0;  // f32 subnormals: 1.5 * 2^-127 and above round up
-  if (u & 0x400000u) ++e;                          // mantissa >= 0.5 rounds up
+  if (u & 0x400000u) ++e;                       // mantissa >= 0.5 rounds up
   return e >= 0xFF ? 0xFF : uint8_t(e);
 }
 // DeepGEMM's ceil_to_ue8m0: the smallest power of two >= x for x > 0, exponent clamped to [1, 254].

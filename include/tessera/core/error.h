@@ -47,10 +47,9 @@ template <class... Args>
 }  // namespace tessera
 
 // TESSERA_CHECK(cond, "function: argument 'x' must ...", extra...) throws kInvalidArgument.
-#define TESSERA_CHECK(cond, ...)                                              \
-  do {                                                                        \
-    if (__builtin_expect(!(cond), 0))                                         \
-      ::tessera::fail(::tessera::ErrorCode::kInvalidArgument, __VA_ARGS__);   \
+#define TESSERA_CHECK(cond, ...)                                                                            \
+  do {                                                                                                      \
+    if (__builtin_expect(!(cond), 0)) ::tessera::fail(::tessera::ErrorCode::kInvalidArgument, __VA_ARGS__); \
   } while (0)
 
 #define TESSERA_NOT_IMPLEMENTED(...) \

@@ -27,8 +27,7 @@ struct TensorView {
   // Row-major (contiguous) view.
   TensorView(void* data, DType dtype, std::initializer_list<int64_t> shape);
   // View with explicit strides (elements).
-  TensorView(void* data, DType dtype, std::initializer_list<int64_t> shape,
-             std::initializer_list<int64_t> strides);
+  TensorView(void* data, DType dtype, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides);
 
   bool defined() const { return data != nullptr || numel() == 0; }
   int64_t size(int d) const { return shape[d < 0 ? d + ndim : d]; }
@@ -36,7 +35,9 @@ struct TensorView {
   int64_t numel() const;
   bool is_contiguous() const;
   template <class T>
-  T* ptr() const { return static_cast<T*>(data); }
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
   // Byte offset span [lo, hi) touched by the view, used for overlap checks.
   void byte_span(const char** lo, const char** hi) const;
   std::string shape_str() const;    // "[128, 7168]"
@@ -47,8 +48,7 @@ struct TensorView {
 void check_defined(const char* fn, const char* arg, const TensorView& t);
 void check_dtype(const char* fn, const char* arg, const TensorView& t, std::initializer_list<DType> allowed);
 void check_ndim(const char* fn, const char* arg, const TensorView& t, std::initializer_list<int> allowed);
-void check_dim(const char* fn, const char* arg, const TensorView& t, int dim, int64_t expected,
-               const char* what);
+void check_dim(const char* fn, const char* arg, const TensorView& t, int dim, int64_t expected, const char* what);
 void check_same_shape(const char* fn, const char* arg, const TensorView& t, const char* other_arg,
                       const TensorView& other);
 void check_row_major(const char* fn, const char* arg, const TensorView& t);  // stride(-1)==1, no overlap

@@ -49,17 +49,17 @@ struct ElasticBufferConfig {
 namespace detail {
 struct HandleInternal;
 struct ElasticState;
-}
+}  // namespace detail
 
 // What dispatch returns for combine and cached dispatch (DeepEP's EPHandle). Arrays are row-major.
 struct EpHandle {
   bool do_expand = false;
   int num_experts = 0, expert_alignment = 1, num_max_tokens_per_rank = 0, num_topk = 0, num_sms = 0;
-  int64_t num_tokens = 0;                 // T of this rank's input
-  std::vector<int64_t> topk_idx;          // [T, K] copy of the dispatched experts
-  int64_t num_recv_tokens = 0;            // rows of the non-expanded layout
-  int64_t num_expanded_tokens = 0;        // rows of the expanded layout, padding included (non-expand: = num_recv_tokens)
-  std::vector<int> num_recv_tokens_per_expert_list;           // [E_local] counts aligned to expert_alignment
+  int64_t num_tokens = 0;           // T of this rank's input
+  std::vector<int64_t> topk_idx;    // [T, K] copy of the dispatched experts
+  int64_t num_recv_tokens = 0;      // rows of the non-expanded layout
+  int64_t num_expanded_tokens = 0;  // rows of the expanded layout, padding included (non-expand: = num_recv_tokens)
+  std::vector<int> num_recv_tokens_per_expert_list;            // [E_local] counts aligned to expert_alignment
   std::vector<int32_t> psum_num_recv_tokens_per_scaleup_rank;  // [num_ranks] inclusive prefix of rows per source rank
   std::vector<int32_t> psum_num_recv_tokens_per_expert;        // [E_local] see docs/ep.md
   std::vector<int32_t> num_unaligned_recv_tokens_per_expert;   // [E_local]
@@ -69,28 +69,28 @@ struct EpHandle {
 };
 
 struct DispatchArgs {
-  TensorView x;                 // bf16 or float8_e4m3fn [T, hidden], stride(-1) == 1
-  TensorView sf;                // FP8 only: [T, packs] 4-byte items (float32 or int32), any strides
-  TensorView topk_idx;          // [T, K] int64 (-1 = none); must be undefined with a cached handle
-  TensorView topk_weights;      // [T, K] float32, optional
+  TensorView x;                                   // bf16 or float8_e4m3fn [T, hidden], stride(-1) == 1
+  TensorView sf;                                  // FP8 only: [T, packs] 4-byte items (float32 or int32), any strides
+  TensorView topk_idx;                            // [T, K] int64 (-1 = none); must be undefined with a cached handle
+  TensorView topk_weights;                        // [T, K] float32, optional
   TensorView cumulative_local_expert_recv_stats;  // [E_local] int32, optional, += unaligned counts
-  int num_experts = 0;               // 0: from the handle
-  int num_max_tokens_per_rank = 0;   // 0: the buffer's (or the handle's)
-  int expert_alignment = 0;          // 0: 1 (or the handle's)
-  std::shared_ptr<const EpHandle> handle;  // cached dispatch: same routing, same row order
+  int num_experts = 0;                            // 0: from the handle
+  int num_max_tokens_per_rank = 0;                // 0: the buffer's (or the handle's)
+  int expert_alignment = 0;                       // 0: 1 (or the handle's)
+  std::shared_ptr<const EpHandle> handle;         // cached dispatch: same routing, same row order
   bool do_handle_copy = true;
   std::optional<bool> do_cpu_sync;  // default: true unless a handle is given
   bool do_expand = false;
-  bool do_zero_padding = false;     // padding rows are always zero (documented choice)
+  bool do_zero_padding = false;  // padding rows are always zero (documented choice)
   bool use_tma_aligned_col_major_sf = false;
-  bool async = false;               // return before the receive side finished; see Event
-  int num_sms = 0;                  // worker threads (0: automatic)
+  bool async = false;  // return before the receive side finished; see Event
+  int num_sms = 0;     // worker threads (0: automatic)
 };
 
 struct DispatchResult {
-  OwnedTensor recv_x, recv_sf;  // recv_sf only for FP8 input
-  OwnedTensor recv_topk_idx;    // [N, K] int64 local expert or -1 (non-expand only)
-  OwnedTensor recv_topk_weights;  // non-expand [N, K]; expand [M] (only with topk_weights)
+  OwnedTensor recv_x, recv_sf;       // recv_sf only for FP8 input
+  OwnedTensor recv_topk_idx;         // [N, K] int64 local expert or -1 (non-expand only)
+  OwnedTensor recv_topk_weights;     // non-expand [N, K]; expand [M] (only with topk_weights)
   std::shared_ptr<EpHandle> handle;  // for a cached dispatch: the given handle
   Event event;
 };

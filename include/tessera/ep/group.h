@@ -21,9 +21,9 @@ constexpr int kRanksPerNodeFromEnv = -1;
 
 struct Topology {
   int rank = 0, num_ranks = 1;
-  int node = 0, num_nodes = 1;              // scale-out index of this rank's node
-  int local_rank = 0, num_local_ranks = 1;  // index inside the node, and the node's size
-  int host = 0, num_hosts = 1;              // physical hosts (pretend nodes share one)
+  int node = 0, num_nodes = 1;                  // scale-out index of this rank's node
+  int local_rank = 0, num_local_ranks = 1;      // index inside the node, and the node's size
+  int host = 0, num_hosts = 1;                  // physical hosts (pretend nodes share one)
   std::vector<int> node_of, local_of, host_of;  // per rank of the group
   std::vector<std::vector<int>> node_ranks;     // per node: its ranks by local index
   std::vector<int> pid_of;                      // process id of every rank (valid on its host)

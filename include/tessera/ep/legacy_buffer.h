@@ -32,22 +32,22 @@ struct BufferConfig {
   bool low_latency_mode = false;
   int num_qps_per_rank = 24;  // RDMA queue pairs: no effect on CPUs
   bool explicitly_destroy = false;
-  bool enable_shrink = false;  // rank masking is not implemented: must stay false
+  bool enable_shrink = false;         // rank masking is not implemented: must stay false
   double num_cpu_timeout_secs = 300;  // tessera extension (DeepEP v1 has no CPU timeout argument)
 };
 
 struct DispatchLayout {
-  OwnedTensor num_tokens_per_rank;      // [R] int32
+  OwnedTensor num_tokens_per_rank;       // [R] int32
   OwnedTensor num_tokens_per_rdma_rank;  // [num_nodes] int32; undefined with one node
-  OwnedTensor num_tokens_per_expert;    // [E] int32
-  OwnedTensor is_token_in_rank;         // [T, R] bool
+  OwnedTensor num_tokens_per_expert;     // [E] int32
+  OwnedTensor is_token_in_rank;          // [T, R] bool
 };
 
 namespace detail {
 struct LegacyState;
 struct LegacyHandleData;
 struct LowLatencyHandleData;
-}
+}  // namespace detail
 
 // Opaque handles (DeepEP passes tuples; code only hands them back).
 struct LegacyHandle {

@@ -31,8 +31,8 @@ class Event {
  public:
   Event() = default;
   explicit Event(std::shared_ptr<std::function<void()>> finish) : finish_(std::move(finish)) {}
-  void wait();          // throws the operation's error, if any (once)
-  bool done() const;    // true once wait() ran (or nothing was pending)
+  void wait();        // throws the operation's error, if any (once)
+  bool done() const;  // true once wait() ran (or nothing was pending)
 
  private:
   std::shared_ptr<std::function<void()>> finish_;

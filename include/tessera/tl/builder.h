@@ -1,8 +1,8 @@
 // tessera/tl/builder.h - the C++ builder API of the tile language.
 //
 // A KernelBuilder records a program statement by statement, like the Python frontend does (which is
-// built on it): parameters, T.Kernel grids (several run one after another), on-chip buffers, loops, conditionals, element stores
-// and tile operations. Scoped constructs exist as begin/end pairs and as lambda helpers:
+// built on it): parameters, T.Kernel grids (several run one after another), on-chip buffers, loops, conditionals,
+// element stores and tile operations. Scoped constructs exist as begin/end pairs and as lambda helpers:
 //
 //   KernelBuilder kb("add");
 //   Expr n = kb.dynamic("N");
@@ -115,6 +115,8 @@ class KernelBuilder {
 // Regions: all of a buffer; an explicit box; a corner whose extents come from the other operand.
 Region region(const Buffer& b, const std::vector<Expr>& mins, const std::vector<Expr>& extents);
 Region corner(const Buffer& b, const std::vector<Expr>& mins);
-inline Region whole(const Buffer& b) { return Region::whole(b); }
+inline Region whole(const Buffer& b) {
+  return Region::whole(b);
+}
 
 }  // namespace tessera::tl

@@ -26,18 +26,26 @@ Expr lift(T v) {
     return FloatImmNode::make(DataType::kFloat32, double(v), current_loc());
   }
 }
-inline Expr lift(Expr e) { return e; }
+inline Expr lift(Expr e) {
+  return e;
+}
 
 Expr binary(BinOp op, Expr a, Expr b);  // constant-folding constructor
 Expr compare(CmpOp op, Expr a, Expr b);
 
-#define TESSERA_TL_BINARY_OPERATOR(sym, fn)                                                \
-  Expr fn(Expr a, Expr b);                                                                 \
-  inline Expr operator sym(Expr a, Expr b) { return fn(a, b); }                            \
-  template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>                   \
-  Expr operator sym(Expr a, T b) { return fn(a, lift(b)); }                                \
-  template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>                   \
-  Expr operator sym(T a, Expr b) { return fn(lift(a), b); }
+#define TESSERA_TL_BINARY_OPERATOR(sym, fn)                              \
+  Expr fn(Expr a, Expr b);                                               \
+  inline Expr operator sym(Expr a, Expr b) {                             \
+    return fn(a, b);                                                     \
+  }                                                                      \
+  template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0> \
+  Expr operator sym(Expr a, T b) {                                       \
+    return fn(a, lift(b));                                               \
+  }                                                                      \
+  template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0> \
+  Expr operator sym(T a, Expr b) {                                       \
+    return fn(lift(a), b);                                               \
+  }
 
 TESSERA_TL_BINARY_OPERATOR(+, add)
 TESSERA_TL_BINARY_OPERATOR(-, sub)
@@ -60,21 +68,39 @@ Expr min(Expr a, Expr b);
 Expr max(Expr a, Expr b);
 Expr ceildiv(Expr a, Expr b);
 template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
-Expr ceildiv(Expr a, T b) { return ceildiv(a, lift(b)); }
+Expr ceildiv(Expr a, T b) {
+  return ceildiv(a, lift(b));
+}
 template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
-Expr min(Expr a, T b) { return min(a, lift(b)); }
+Expr min(Expr a, T b) {
+  return min(a, lift(b));
+}
 template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
-Expr max(Expr a, T b) { return max(a, lift(b)); }
+Expr max(Expr a, T b) {
+  return max(a, lift(b));
+}
 
 Expr select(Expr cond, Expr t, Expr f);  // T.if_then_else
 Expr cast(DataType t, Expr v);
 Expr call(Intrinsic op, std::vector<Expr> args);
-inline Expr exp(Expr x) { return call(Intrinsic::kExp, {x}); }
-inline Expr exp2(Expr x) { return call(Intrinsic::kExp2, {x}); }
-inline Expr log(Expr x) { return call(Intrinsic::kLog, {x}); }
-inline Expr sqrt(Expr x) { return call(Intrinsic::kSqrt, {x}); }
-inline Expr rsqrt(Expr x) { return call(Intrinsic::kRsqrt, {x}); }
-inline Expr abs(Expr x) { return call(Intrinsic::kAbs, {x}); }
+inline Expr exp(Expr x) {
+  return call(Intrinsic::kExp, {x});
+}
+inline Expr exp2(Expr x) {
+  return call(Intrinsic::kExp2, {x});
+}
+inline Expr log(Expr x) {
+  return call(Intrinsic::kLog, {x});
+}
+inline Expr sqrt(Expr x) {
+  return call(Intrinsic::kSqrt, {x});
+}
+inline Expr rsqrt(Expr x) {
+  return call(Intrinsic::kRsqrt, {x});
+}
+inline Expr abs(Expr x) {
+  return call(Intrinsic::kAbs, {x});
+}
 Expr infinity(DataType t);  // +inf of a float type
 
 }  // namespace tessera::tl

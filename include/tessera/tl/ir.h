@@ -77,7 +77,9 @@ class Handle {
   const Base* get() const { return p_.get(); }
   const Base* operator->() const { return p_.get(); }
   template <class T>
-  const T* as() const { return p_ && p_->kind == T::kKind ? static_cast<const T*>(p_.get()) : nullptr; }
+  const T* as() const {
+    return p_ && p_->kind == T::kKind ? static_cast<const T*>(p_.get()) : nullptr;
+  }
   bool same_as(const Handle& o) const { return p_ == o.p_; }
 
  private:
@@ -118,7 +120,7 @@ struct Region {
 };
 
 // ---- expression nodes ----
-#define TESSERA_TL_NODE_HEADER(N, Base)              \
+#define TESSERA_TL_NODE_HEADER(N, Base)             \
   static constexpr NodeKind kKind = NodeKind::k##N; \
   using Base::Base;
 
@@ -140,7 +142,21 @@ struct VarNode : ExprNode {
   static Expr make(const std::string& name, DataType t, Loc loc = {});
 };
 
-enum class BinOp : uint8_t { kAdd, kSub, kMul, kDiv, kFloorDiv, kFloorMod, kMin, kMax, kBitAnd, kBitOr, kBitXor, kShl, kShr };
+enum class BinOp : uint8_t {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kFloorDiv,
+  kFloorMod,
+  kMin,
+  kMax,
+  kBitAnd,
+  kBitOr,
+  kBitXor,
+  kShl,
+  kShr
+};
 const char* binop_name(BinOp op);
 // Operands are converted to the promoted type; kDiv on integers is floor division (documented);
 // bit operations and shifts need integers.
@@ -183,8 +199,26 @@ struct CastNode : ExprNode {
 };
 
 enum class Intrinsic : uint8_t {
-  kExp, kExp2, kLog, kLog2, kSqrt, kRsqrt, kAbs, kTanh, kSigmoid, kFloor, kCeil, kTrunc, kRound,
-  kSin, kCos, kErf, kPow, kFma, kIsNan, kIsInf,
+  kExp,
+  kExp2,
+  kLog,
+  kLog2,
+  kSqrt,
+  kRsqrt,
+  kAbs,
+  kTanh,
+  kSigmoid,
+  kFloor,
+  kCeil,
+  kTrunc,
+  kRound,
+  kSin,
+  kCos,
+  kErf,
+  kPow,
+  kFma,
+  kIsNan,
+  kIsInf,
   kDecodeE2M1,  // int nibble (low 4 bits) -> float32 value of the float4 e2m1 code
   kExtern,      // a runtime function of the target (name in Call::extern_name), produced by lowering
 };

@@ -37,9 +37,9 @@ struct CompileOptions {
 // One argument of a call: a tensor, or an integer / floating scalar.
 struct KernelArg {
   KernelArg(const TensorView& t) : tensor(t), is_tensor(true) {}  // NOLINT: implicit by design
-  KernelArg(int64_t v) : i(v), f(double(v)) {}                     // NOLINT
-  KernelArg(int v) : i(v), f(double(v)) {}                         // NOLINT
-  KernelArg(double v) : i(int64_t(v)), f(v) {}                     // NOLINT
+  KernelArg(int64_t v) : i(v), f(double(v)) {}                    // NOLINT
+  KernelArg(int v) : i(v), f(double(v)) {}                        // NOLINT
+  KernelArg(double v) : i(int64_t(v)), f(v) {}                    // NOLINT
   TensorView tensor;
   bool is_tensor = false;
   int64_t i = 0;

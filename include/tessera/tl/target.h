@@ -8,9 +8,9 @@
 namespace tessera::tl {
 
 struct Target {
-  std::string name = "cpu";  // tile-op registry key
-  std::string isa;           // "avx512bf16", "avx512", "avx2" or "scalar"
-  int vector_lanes = 16;     // lanes of a vectorized loop (TESSERA_TL_VW); 0 = scalar loops only
+  std::string name = "cpu";            // tile-op registry key
+  std::string isa;                     // "avx512bf16", "avx512", "avx2" or "scalar"
+  int vector_lanes = 16;               // lanes of a vectorized loop (TESSERA_TL_VW); 0 = scalar loops only
   std::vector<std::string> isa_flags;  // host-compiler flags for the ISA
   std::string cpu;  // CPU model and feature list (part of the cache key: -mtune=native schedules for it)
 

@@ -1,6 +1,6 @@
 // flash_mla_with_kvcache and get_mla_metadata (FlashMLA's API, docs/attention.md).
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <utility>
 
 #include "attention/flash_mla/mla_decode.h"
@@ -40,11 +40,16 @@ void check_decode_outputs(const char* fn, const KvcacheInputs& in, const TensorV
   check_dim(fn, "lse", lse, 2, q.shape[1], "seq_len_q");
   check_no_overlap(fn, "out", out, "q", q);
   check_no_overlap(fn, "out", out, "lse", lse);
-  const std::pair<const char*, const TensorView*> inputs[] = {
-      {"q", &in.q}, {"k_cache", &in.k_cache}, {"block_table", in.block_table}, {"cache_seqlens", in.cache_seqlens},
-      {"indices", in.indices}, {"attn_sink", in.attn_sink}, {"extra_k_cache", in.extra_k_cache},
-      {"extra_indices_in_kvcache", in.extra_indices_in_kvcache}, {"topk_length", in.topk_length},
-      {"extra_topk_length", in.extra_topk_length}};
+  const std::pair<const char*, const TensorView*> inputs[] = {{"q", &in.q},
+                                                              {"k_cache", &in.k_cache},
+                                                              {"block_table", in.block_table},
+                                                              {"cache_seqlens", in.cache_seqlens},
+                                                              {"indices", in.indices},
+                                                              {"attn_sink", in.attn_sink},
+                                                              {"extra_k_cache", in.extra_k_cache},
+                                                              {"extra_indices_in_kvcache", in.extra_indices_in_kvcache},
+                                                              {"topk_length", in.topk_length},
+                                                              {"extra_topk_length", in.extra_topk_length}};
   for (const auto& [name, view] : inputs) {
     if (!view) continue;
     check_no_overlap(fn, "out", out, name, *view);
@@ -78,8 +83,7 @@ void flash_mla_with_kvcache(const KvcacheInputs& in, SchedMeta& meta, const Tens
   const SchedConfig now = decode_config(in);
   if (meta.have_initialized) check_same_config(kFn, meta.config, now);
   DecodeSetup s = setup_decode(in, out, lse);
-  Schedule schedule = meta.have_initialized ? meta.schedule
-                                            : make_schedule(s.lens, s.units_per_item, num_threads());
+  Schedule schedule = meta.have_initialized ? meta.schedule : make_schedule(s.lens, s.units_per_item, num_threads());
   check_schedule(kFn, schedule, s.task->requests);
   run_mla(*s.task, schedule);
   if (!meta.have_initialized) {
@@ -107,16 +111,15 @@ Schedule get_mla_metadata(const TensorView& cache_seqlens, int64_t num_q_tokens_
   TESSERA_CHECK(num_q_tokens_per_head_k >= 1, fn, ": argument 'num_q_tokens_per_head_k' must be >= 1, got ",
                 num_q_tokens_per_head_k);
   const int64_t b = cache_seqlens.shape[0];
-  TESSERA_CHECK(b <= kMaxRequests, fn, ": argument 'cache_seqlens' must hold at most ", kMaxRequests,
-                " requests, got ", b);
+  TESSERA_CHECK(b <= kMaxRequests, fn, ": argument 'cache_seqlens' must hold at most ", kMaxRequests, " requests, got ",
+                b);
   std::vector<int64_t> lens;
   int64_t units_per_item;
   if (topk) {
     TESSERA_CHECK(*topk >= 0 && *topk <= INT32_MAX, fn, ": argument 'topk' must be in [0, 2^31 - 1], got ", *topk);
     const int64_t h_q = num_heads_q.value_or(num_q_tokens_per_head_k * num_heads_k);
-    TESSERA_CHECK(h_q >= 1 && (num_q_tokens_per_head_k * num_heads_k) % h_q == 0, fn,
-                  ": argument 'num_heads_q' (", h_q, ") must divide num_q_tokens_per_head_k * num_heads_k = ",
-                  num_q_tokens_per_head_k * num_heads_k);
+    TESSERA_CHECK(h_q >= 1 && (num_q_tokens_per_head_k * num_heads_k) % h_q == 0, fn, ": argument 'num_heads_q' (", h_q,
+                  ") must divide num_q_tokens_per_head_k * num_heads_k = ", num_q_tokens_per_head_k * num_heads_k);
     const int64_t s_q = num_q_tokens_per_head_k * num_heads_k / h_q;
     lens.assign(size_t(b), *topk);
     units_per_item = s_q * row_blocks(int(h_q));

@@ -80,8 +80,7 @@ class DenseDecode final : public MlaTask {
   void store(int64_t g, int r, const float* o, float lse_value, float) const override {
     const int64_t b = g / h_k, kvh = g % h_k, s = r / heads_per_kv, h = kvh * heads_per_kv + r % heads_per_kv;
     const int64_t es = dtype_storage_bytes(out.dtype);
-    char* dst = static_cast<char*>(out.data) +
-                (b * out.strides[0] + s * out.strides[1] + h * out.strides[2]) * es;
+    char* dst = static_cast<char*>(out.data) + (b * out.strides[0] + s * out.strides[1] + h * out.strides[2]) * es;
     store_row(o, d_v, 1.0f, out.dtype, dst);
     lse.ptr<float>()[b * lse.strides[0] + h * lse.strides[1] + s * lse.strides[2]] = lse_value;
   }
@@ -92,12 +91,14 @@ class DenseDecode final : public MlaTask {
 DecodeSetup make_dense_decode(const char* fn, const KvcacheInputs& in, const TensorView& out, const TensorView& lse) {
   const TensorView& q = in.q;
   const TensorView& k = in.k_cache;
-  TESSERA_CHECK(!in.attn_sink && !in.extra_k_cache && !in.extra_indices_in_kvcache && !in.topk_length &&
-                    !in.extra_topk_length,
-                fn, ": arguments 'attn_sink', 'extra_k_cache', 'extra_indices_in_kvcache', 'topk_length' and "
-                "'extra_topk_length' must be None when dense attention is used (indices is None)");
+  TESSERA_CHECK(
+      !in.attn_sink && !in.extra_k_cache && !in.extra_indices_in_kvcache && !in.topk_length && !in.extra_topk_length,
+      fn,
+      ": arguments 'attn_sink', 'extra_k_cache', 'extra_indices_in_kvcache', 'topk_length' and "
+      "'extra_topk_length' must be None when dense attention is used (indices is None)");
   if (in.is_fp8_kvcache)
-    TESSERA_NOT_IMPLEMENTED(fn, ": dense decode over an FP8 KV cache (is_fp8_kvcache=True without indices); "
+    TESSERA_NOT_IMPLEMENTED(fn,
+                            ": dense decode over an FP8 KV cache (is_fp8_kvcache=True without indices); "
                             "use a bf16/fp16 cache, or sparse decode with indices");
   TESSERA_CHECK(in.block_table && in.cache_seqlens, fn,
                 ": arguments 'block_table' and 'cache_seqlens' must be provided when dense attention is used");
@@ -110,16 +111,24 @@ DecodeSetup make_dense_decode(const char* fn, const KvcacheInputs& in, const Ten
                 dtype_name(k.dtype));
   const int64_t b = q.shape[0], s_q = q.shape[1], h_q = q.shape[2], d = q.shape[3];
   const int64_t blocks = k.shape[0], block_size = k.shape[1], h_k = k.shape[2];
-  TESSERA_CHECK(d >= 1 && k.shape[3] == d, fn, ": argument 'k_cache' must have head_dim ", d, " (q's last dim) in "
-                "dim 3, got shape ", k.shape_str());
-  TESSERA_CHECK(block_size >= 1 && h_k >= 1, fn, ": argument 'k_cache' must have page_block_size >= 1 and "
-                "num_heads_k >= 1, got shape ", k.shape_str());
-  TESSERA_CHECK(h_q >= 1 && h_q % h_k == 0, fn, ": num_heads_q (", h_q, ") must be a positive multiple of "
-                "num_heads_k (", h_k, ")");
-  TESSERA_CHECK(h_q / h_k * s_q <= (int64_t(1) << 20), fn, ": seq_len_q * num_heads_q / num_heads_k must be <= 2^20, "
-                "got ", h_q / h_k * s_q);
-  TESSERA_CHECK(in.head_dim_v >= 1 && in.head_dim_v <= d, fn, ": argument 'head_dim_v' must be in [1, ", d,
-                "], got ", in.head_dim_v);
+  TESSERA_CHECK(d >= 1 && k.shape[3] == d, fn, ": argument 'k_cache' must have head_dim ", d,
+                " (q's last dim) in "
+                "dim 3, got shape ",
+                k.shape_str());
+  TESSERA_CHECK(block_size >= 1 && h_k >= 1, fn,
+                ": argument 'k_cache' must have page_block_size >= 1 and "
+                "num_heads_k >= 1, got shape ",
+                k.shape_str());
+  TESSERA_CHECK(h_q >= 1 && h_q % h_k == 0, fn, ": num_heads_q (", h_q,
+                ") must be a positive multiple of "
+                "num_heads_k (",
+                h_k, ")");
+  TESSERA_CHECK(h_q / h_k * s_q <= (int64_t(1) << 20), fn,
+                ": seq_len_q * num_heads_q / num_heads_k must be <= 2^20, "
+                "got ",
+                h_q / h_k * s_q);
+  TESSERA_CHECK(in.head_dim_v >= 1 && in.head_dim_v <= d, fn, ": argument 'head_dim_v' must be in [1, ", d, "], got ",
+                in.head_dim_v);
   const TensorView& bt = *in.block_table;
   const TensorView& sl = *in.cache_seqlens;
   check_defined(fn, "block_table", bt);
@@ -133,12 +142,13 @@ DecodeSetup make_dense_decode(const char* fn, const KvcacheInputs& in, const Ten
   DecodeSetup setup;
   for (int64_t i = 0; i < b; ++i) {
     const int64_t len = sl.ptr<int32_t>()[i * sl.strides[0]];
-    TESSERA_CHECK(len >= 0 && len <= bt.shape[1] * block_size, fn, ": argument 'cache_seqlens': cache_seqlens[", i, "] = ", len,
-                  " must be in [0, max_num_blocks * page_block_size = ", bt.shape[1] * block_size, "]");
+    TESSERA_CHECK(len >= 0 && len <= bt.shape[1] * block_size, fn, ": argument 'cache_seqlens': cache_seqlens[", i,
+                  "] = ", len, " must be in [0, max_num_blocks * page_block_size = ", bt.shape[1] * block_size, "]");
     for (int64_t j = 0; j < (len + block_size - 1) / block_size; ++j) {
       const int64_t blk = bt.ptr<int32_t>()[i * bt.strides[0] + j * bt.strides[1]];
-      TESSERA_CHECK(blk >= 0 && blk < blocks, fn, ": argument 'block_table': block_table[", i, ", ", j, "] = ", blk, " must be in [0, ",
-                    blocks, ") (num_blocks of k_cache): it holds tokens below cache_seqlens[", i, "] = ", len);
+      TESSERA_CHECK(blk >= 0 && blk < blocks, fn, ": argument 'block_table': block_table[", i, ", ", j, "] = ", blk,
+                    " must be in [0, ", blocks, ") (num_blocks of k_cache): it holds tokens below cache_seqlens[", i,
+                    "] = ", len);
     }
     setup.lens.push_back(len);
   }

@@ -3,8 +3,8 @@
 // indices[b, s, :topk_length[b]] followed by the valid entries of the extra cache's list. An index < 0 or
 // >= blocks * block_size is skipped, so unreferenced slots are never read. Tokens are dequantised into
 // the tile buffer by the kernel set; the next tile's bytes are prefetched while the current one computes.
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 
 #include "attention/flash_mla/mla_decode.h"
@@ -97,9 +97,9 @@ class SparseDecode final : public MlaTask {
   }
 };
 
-IndexList check_index_list(const char* fn, const char* indices_arg, const TensorView& indices,
-                           const char* length_arg, const TensorView* length, const char* cache_arg,
-                           const TensorView& cache, int64_t b, int64_t s_q) {
+IndexList check_index_list(const char* fn, const char* indices_arg, const TensorView& indices, const char* length_arg,
+                           const TensorView* length, const char* cache_arg, const TensorView& cache, int64_t b,
+                           int64_t s_q) {
   IndexList l;
   l.cache = check_fp8_cache(fn, cache_arg, cache);
   check_defined(fn, indices_arg, indices);
@@ -118,8 +118,8 @@ IndexList check_index_list(const char* fn, const char* indices_arg, const Tensor
     check_dim(fn, length_arg, *length, 0, b, "batch_size");
     for (int64_t i = 0; i < b; ++i) {
       const int64_t v = length->ptr<int32_t>()[i * length->strides[0]];
-      TESSERA_CHECK(v >= 0 && v <= l.topk, fn, ": argument '", length_arg, "': ", length_arg, "[", i, "] = ", v, " must be in [0, ", l.topk,
-                    "] (the last dim of ", indices_arg, ")");
+      TESSERA_CHECK(v >= 0 && v <= l.topk, fn, ": argument '", length_arg, "': ", length_arg, "[", i, "] = ", v,
+                    " must be in [0, ", l.topk, "] (the last dim of ", indices_arg, ")");
     }
     l.length = *length;
   }
@@ -131,7 +131,8 @@ IndexList check_index_list(const char* fn, const char* indices_arg, const Tensor
 DecodeSetup make_sparse_decode(const char* fn, const KvcacheInputs& in, const TensorView& out, const TensorView& lse) {
   const TensorView& q = in.q;
   TESSERA_CHECK(!in.causal, fn, ": argument 'causal' must be False when sparse attention is enabled (indices given)");
-  TESSERA_CHECK(in.is_fp8_kvcache, fn, ": argument 'is_fp8_kvcache' must be True when sparse attention is enabled "
+  TESSERA_CHECK(in.is_fp8_kvcache, fn,
+                ": argument 'is_fp8_kvcache' must be True when sparse attention is enabled "
                 "(indices given); sparse decode reads the FP8 cache layouts only");
   check_defined(fn, "q", q);
   check_dtype(fn, "q", q, {DType::kBF16});
@@ -139,13 +140,12 @@ DecodeSetup make_sparse_decode(const char* fn, const KvcacheInputs& in, const Te
   const int64_t b = q.shape[0], s_q = q.shape[1], h_q = q.shape[2], d = q.shape[3];
   TESSERA_CHECK(h_q >= 1 && h_q <= (int64_t(1) << 20), fn, ": num_heads_q must be in [1, 2^20], got ", h_q);
   auto task = std::make_unique<SparseDecode>();
-  task->main = check_index_list(fn, "indices", *in.indices, "topk_length", in.topk_length, "k_cache", in.k_cache, b,
-                                s_q);
+  task->main =
+      check_index_list(fn, "indices", *in.indices, "topk_length", in.topk_length, "k_cache", in.k_cache, b, s_q);
   const int64_t want_d = task->main.cache.layout == KvCacheLayout::kV32 ? 576 : 512;
   TESSERA_CHECK(d == want_d, fn, ": argument 'q' must have head_dim ", want_d, " for the ",
                 want_d == 576 ? "V32 (656-byte)" : "MODEL1 (584-byte)", " cache layout, got shape ", q.shape_str());
-  TESSERA_CHECK(in.head_dim_v == 512, fn, ": argument 'head_dim_v' must be 512 for sparse decode, got ",
-                in.head_dim_v);
+  TESSERA_CHECK(in.head_dim_v == 512, fn, ": argument 'head_dim_v' must be 512 for sparse decode, got ", in.head_dim_v);
   TESSERA_CHECK(bool(in.extra_k_cache) == bool(in.extra_indices_in_kvcache), fn,
                 ": arguments 'extra_k_cache' and 'extra_indices_in_kvcache' must be given together");
   TESSERA_CHECK(!in.extra_topk_length || in.extra_k_cache, fn,
@@ -153,8 +153,10 @@ DecodeSetup make_sparse_decode(const char* fn, const KvcacheInputs& in, const Te
   if (in.extra_k_cache) {
     task->extra = check_index_list(fn, "extra_indices_in_kvcache", *in.extra_indices_in_kvcache, "extra_topk_length",
                                    in.extra_topk_length, "extra_k_cache", *in.extra_k_cache, b, s_q);
-    TESSERA_CHECK(task->extra.cache.layout == task->main.cache.layout, fn, ": argument 'extra_k_cache' must have the "
-                  "layout of 'k_cache' (", in.k_cache.shape[3], " bytes per token), got ", in.extra_k_cache->shape[3]);
+    TESSERA_CHECK(task->extra.cache.layout == task->main.cache.layout, fn,
+                  ": argument 'extra_k_cache' must have the "
+                  "layout of 'k_cache' (",
+                  in.k_cache.shape[3], " bytes per token), got ", in.extra_k_cache->shape[3]);
     task->has_extra = true;
   }
   if (in.attn_sink) {

@@ -220,7 +220,9 @@ void combine(const MlaTask& t, const Unit& u, const Partials& parts, float* o) {
 
 }  // namespace
 
-int64_t row_blocks(int64_t rows) { return (rows + cpu::kMlaMaxRows - 1) / cpu::kMlaMaxRows; }
+int64_t row_blocks(int64_t rows) {
+  return (rows + cpu::kMlaMaxRows - 1) / cpu::kMlaMaxRows;
+}
 
 void run_mla(const MlaTask& t, const Schedule& schedule) {
   if (t.rows == 0 || t.groups() == 0) return;  // nothing to compute or store (e.g. s_q == 0)
@@ -284,12 +286,14 @@ void run_mla(const MlaTask& t, const Schedule& schedule) {
   parts.data = partial_storage.get();
 
   const int64_t num_parts = schedule.parts;
-  parallel_shares([&](int tid, int nthreads) {
-    static thread_local TokenList list;
-    list.group = -1;
-    for (int64_t p = tid; p < num_parts; p += nthreads)
-      for (int64_t i = part_begin[p]; i < part_begin[p + 1]; ++i) run_unit(t, units[size_t(i)], &list, parts);
-  }, int(std::min<int64_t>(num_parts, num_threads())));
+  parallel_shares(
+      [&](int tid, int nthreads) {
+        static thread_local TokenList list;
+        list.group = -1;
+        for (int64_t p = tid; p < num_parts; p += nthreads)
+          for (int64_t i = part_begin[p]; i < part_begin[p + 1]; ++i) run_unit(t, units[size_t(i)], &list, parts);
+      },
+      int(std::min<int64_t>(num_parts, num_threads())));
 
   if (split_heads.empty()) return;
   parallel_for(int64_t(split_heads.size()), [&](int64_t b, int64_t e) {

@@ -29,10 +29,12 @@ float tile_scale(float amax) {
 void quantize_token(const uint16_t* x, int64_t stride, const LayoutInfo& li, uint8_t* values, float* scales) {
   for (int64_t t = 0; t < li.tiles; ++t) {
     float amax = 0;
-    for (int64_t i = t * li.tile; i < (t + 1) * li.tile; ++i) amax = std::fmax(amax, std::fabs(bf16_to_f32(x[i * stride])));
+    for (int64_t i = t * li.tile; i < (t + 1) * li.tile; ++i)
+      amax = std::fmax(amax, std::fabs(bf16_to_f32(x[i * stride])));
     const float s = tile_scale(amax);
     scales[t] = s;
-    for (int64_t i = t * li.tile; i < (t + 1) * li.tile; ++i) values[i] = f32_to_e4m3_sat(bf16_to_f32(x[i * stride]) / s);
+    for (int64_t i = t * li.tile; i < (t + 1) * li.tile; ++i)
+      values[i] = f32_to_e4m3_sat(bf16_to_f32(x[i * stride]) / s);
   }
 }
 
@@ -40,8 +42,10 @@ void check_bf16_cache(const char* fn, const char* arg, const TensorView& t, cons
   check_defined(fn, arg, t);
   check_dtype(fn, arg, t, {DType::kBF16});
   check_ndim(fn, arg, t, {4});
-  TESSERA_CHECK(t.shape[2] == 1 && t.shape[3] == li.d, fn, ": argument '", arg, "' must have shape [num_blocks, "
-                "block_size, 1, ", li.d, "] for this layout, got ", t.shape_str());
+  TESSERA_CHECK(t.shape[2] == 1 && t.shape[3] == li.d, fn, ": argument '", arg,
+                "' must have shape [num_blocks, "
+                "block_size, 1, ",
+                li.d, "] for this layout, got ", t.shape_str());
 }
 
 void check_pair(const char* fn, const TensorView& bf16, const char* bf16_arg, const TensorView& quant,
@@ -56,8 +60,12 @@ void check_pair(const char* fn, const TensorView& bf16, const char* bf16_arg, co
 
 }  // namespace
 
-int64_t kv_cache_head_dim(KvCacheLayout layout) { return info(layout).d; }
-int64_t kv_cache_bytes_per_token(KvCacheLayout layout) { return layout == KvCacheLayout::kV32 ? 656 : 584; }
+int64_t kv_cache_head_dim(KvCacheLayout layout) {
+  return info(layout).d;
+}
+int64_t kv_cache_bytes_per_token(KvCacheLayout layout) {
+  return layout == KvCacheLayout::kV32 ? 656 : 584;
+}
 
 void quantize_k_cache(const TensorView& k, KvCacheLayout layout, const TensorView& out) {
   const char* fn = "quantize_k_cache";

@@ -49,8 +49,8 @@ class VarlenPrefill final : public MlaTask {
     }
   }
 
-  void rows_of_tensor(const TensorView& t, bool direct, int64_t n, const TokenList& list, int64_t p, int nt,
-                      void* buf, const void** rows) const {
+  void rows_of_tensor(const TensorView& t, bool direct, int64_t n, const TokenList& list, int64_t p, int nt, void* buf,
+                      const void** rows) const {
     const int64_t i = list.group / h_kv, kvh = list.group % h_kv;
     const size_t es = kernels->elem == cpu::MlaElem::kBF16 ? 2 : 4;
     for (int x = 0; x < nt; ++x) {

@@ -1,8 +1,8 @@
 // flash_mla_sparse_fwd: sparse MLA prefill over a bf16 kv (FlashMLA's API, docs/attention.md).
 // Group g = (query token s, KV head kvh) with the h_q / h_kv query heads of that KV head as rows; its
 // token list is the valid entries of indices[s, kvh, :topk_length[s]] (0 <= index < s_kv).
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -67,8 +67,8 @@ class SparsePrefill final : public MlaTask {
   void prefetch(const TokenList& list, int64_t p, int nt) const override {
     const int64_t kvh = list.group % h_kv;
     for (int i = 0; i < nt; ++i) {
-      const char* src = static_cast<const char*>(kv.data) + (list.slots[size_t(p + i)] * kv.strides[0] +
-                                                             kvh * kv.strides[1]) * 2;
+      const char* src =
+          static_cast<const char*>(kv.data) + (list.slots[size_t(p + i)] * kv.strides[0] + kvh * kv.strides[1]) * 2;
       for (int off = 0; off < d_qk * 2; off += 64) __builtin_prefetch(src + off, 0, 2);
     }
   }
@@ -104,19 +104,20 @@ void flash_mla_sparse_fwd(const SparsePrefillInputs& in, const TensorView& out, 
   const int64_t s_q = q.shape[0], h_q = q.shape[1], d_qk = q.shape[2], h_kv = kv.shape[1];
   TESSERA_CHECK(d_qk >= 1 && kv.shape[2] == d_qk, kFn, ": argument 'kv' must have d_qk = ", d_qk,
                 " (q's last dim) in dim 2, got shape ", kv.shape_str());
-  TESSERA_CHECK(h_kv >= 1 && h_q >= 1 && h_q % h_kv == 0, kFn, ": h_q (", h_q, ") must be a positive multiple of "
-                "h_kv (", h_kv, ")");
+  TESSERA_CHECK(h_kv >= 1 && h_q >= 1 && h_q % h_kv == 0, kFn, ": h_q (", h_q,
+                ") must be a positive multiple of "
+                "h_kv (",
+                h_kv, ")");
   TESSERA_CHECK(h_q / h_kv <= (int64_t(1) << 20), kFn, ": h_q / h_kv must be <= 2^20, got ", h_q / h_kv);
-  TESSERA_CHECK(in.d_v >= 1 && in.d_v <= d_qk, kFn, ": argument 'd_v' must be in [1, d_qk = ", d_qk, "], got ",
-                in.d_v);
+  TESSERA_CHECK(in.d_v >= 1 && in.d_v <= d_qk, kFn, ": argument 'd_v' must be in [1, d_qk = ", d_qk, "], got ", in.d_v);
   TESSERA_CHECK(std::isfinite(in.sm_scale), kFn, ": argument 'sm_scale' must be finite, got ", in.sm_scale);
   check_defined(kFn, "indices", idx);
   check_dtype(kFn, "indices", idx, {DType::kI32});
   check_ndim(kFn, "indices", idx, {3});
   check_dim(kFn, "indices", idx, 0, s_q, "s_q");
   check_dim(kFn, "indices", idx, 1, h_kv, "h_kv");
-  TESSERA_CHECK(idx.shape[2] <= INT32_MAX, kFn, ": argument 'indices' must list at most 2^31 - 1 tokens per query (topk), got ",
-                idx.shape[2]);
+  TESSERA_CHECK(idx.shape[2] <= INT32_MAX, kFn,
+                ": argument 'indices' must list at most 2^31 - 1 tokens per query (topk), got ", idx.shape[2]);
   auto task = std::make_unique<SparsePrefill>();
   task->topk = idx.shape[2];
   if (in.topk_length) {
@@ -127,8 +128,8 @@ void flash_mla_sparse_fwd(const SparsePrefillInputs& in, const TensorView& out, 
     check_dim(kFn, "topk_length", tl, 0, s_q, "s_q");
     for (int64_t i = 0; i < s_q; ++i) {
       const int64_t v = tl.ptr<int32_t>()[i * tl.strides[0]];
-      TESSERA_CHECK(v >= 0 && v <= task->topk, kFn, ": argument 'topk_length': topk_length[", i, "] = ", v, " must be in [0, ", task->topk,
-                    "] (the last dim of indices)");
+      TESSERA_CHECK(v >= 0 && v <= task->topk, kFn, ": argument 'topk_length': topk_length[", i, "] = ", v,
+                    " must be in [0, ", task->topk, "] (the last dim of indices)");
     }
     task->topk_length = tl;
   }
@@ -147,8 +148,10 @@ void flash_mla_sparse_fwd(const SparsePrefillInputs& in, const TensorView& out, 
   check_dim(kFn, "out", out, 0, s_q, "s_q");
   check_dim(kFn, "out", out, 1, h_q, "h_q");
   check_dim(kFn, "out", out, 2, in.d_v, "d_v");
-  TESSERA_CHECK(out.strides[2] == 1 || in.d_v == 1, kFn, ": argument 'out' must have a contiguous last dim, got "
-                "strides ", out.strides_str());
+  TESSERA_CHECK(out.strides[2] == 1 || in.d_v == 1, kFn,
+                ": argument 'out' must have a contiguous last dim, got "
+                "strides ",
+                out.strides_str());
   check_stat_output("max_logits", max_logits, s_q, h_q);
   check_stat_output("lse", lse, s_q, h_q);
   const std::pair<const char*, const TensorView*> outs[] = {{"out", &out}, {"max_logits", &max_logits}, {"lse", &lse}};

@@ -97,14 +97,20 @@ Fp8Cache check_fp8_cache(const char* fn, const char* arg, const TensorView& c) {
   check_defined(fn, arg, c);
   check_dtype(fn, arg, c, {DType::kF8E4M3, DType::kI8, DType::kU8});
   check_ndim(fn, arg, c, {4});
-  TESSERA_CHECK(c.shape[2] == 1, fn, ": argument '", arg, "' must have num_heads_k == 1 (shape[2]) for the FP8 sparse "
-                "cache, got ", c.shape_str());
+  TESSERA_CHECK(c.shape[2] == 1, fn, ": argument '", arg,
+                "' must have num_heads_k == 1 (shape[2]) for the FP8 sparse "
+                "cache, got ",
+                c.shape_str());
   const int64_t bpt = c.shape[3];
-  TESSERA_CHECK(bpt == 656 || bpt == 584, fn, ": argument '", arg, "' must have 656 (V32) or 584 (MODEL1) bytes per "
-                "token in its last dimension, got ", c.shape_str());
+  TESSERA_CHECK(bpt == 656 || bpt == 584, fn, ": argument '", arg,
+                "' must have 656 (V32) or 584 (MODEL1) bytes per "
+                "token in its last dimension, got ",
+                c.shape_str());
   TESSERA_CHECK(c.shape[1] >= 1, fn, ": argument '", arg, "' must have block_size >= 1, got ", c.shape_str());
-  TESSERA_CHECK(c.strides[3] == 1, fn, ": argument '", arg, "' must have contiguous token bytes (stride(3) == 1), "
-                "got strides ", c.strides_str());
+  TESSERA_CHECK(c.strides[3] == 1, fn, ": argument '", arg,
+                "' must have contiguous token bytes (stride(3) == 1), "
+                "got strides ",
+                c.strides_str());
   Fp8Cache g;
   g.base = static_cast<const uint8_t*>(c.data);
   g.layout = bpt == 656 ? KvCacheLayout::kV32 : KvCacheLayout::kModel1;
@@ -113,13 +119,16 @@ Fp8Cache check_fp8_cache(const char* fn, const char* arg, const TensorView& c) {
   g.block_stride = c.strides[0];
   g.block_shift = power_of_two_shift(g.block_size);
   if (g.layout == KvCacheLayout::kV32) {
-    TESSERA_CHECK(c.strides[1] >= 656 || c.shape[1] == 1, fn, ": argument '", arg, "' must not overlap tokens "
-                  "(stride(1) >= 656 bytes), got strides ", c.strides_str());
+    TESSERA_CHECK(c.strides[1] >= 656 || c.shape[1] == 1, fn, ": argument '", arg,
+                  "' must not overlap tokens "
+                  "(stride(1) >= 656 bytes), got strides ",
+                  c.strides_str());
     g.token_stride = c.shape[1] == 1 ? 656 : c.strides[1];
     TESSERA_CHECK(c.shape[0] == 1 || g.block_stride >= g.block_size * g.token_stride, fn, ": argument '", arg,
                   "' must not overlap blocks (stride(0) >= block_size * stride(1)), got strides ", c.strides_str());
   } else {
-    TESSERA_CHECK(c.strides[1] == 584 || c.shape[1] == 1, fn, ": argument '", arg, "' (MODEL1 layout) must have "
+    TESSERA_CHECK(c.strides[1] == 584 || c.shape[1] == 1, fn, ": argument '", arg,
+                  "' (MODEL1 layout) must have "
                   "stride(1) == 584 bytes (FlashMLA's per-block FP8 layout, docs/attention.md), got strides ",
                   c.strides_str());
     g.token_stride = 576;

@@ -11,7 +11,9 @@ namespace {
 
 constexpr int64_t kMaxSplits = 1 << 16;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // (request, split) of item `item` (item == total gives (requests, 0)).
 void item_position(const std::vector<int32_t>& num_splits, int64_t item, int64_t* req, int64_t* split) {
@@ -25,7 +27,9 @@ void item_position(const std::vector<int32_t>& num_splits, int64_t item, int64_t
   *split = item - num_splits[size_t(*req)];
 }
 
-std::string opt_str(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string("None"); }
+std::string opt_str(const std::optional<int64_t>& v) {
+  return v ? std::to_string(*v) : std::string("None");
+}
 
 }  // namespace
 
@@ -77,13 +81,15 @@ Schedule make_schedule(const std::vector<int64_t>& lens, int64_t units_per_item,
 }
 
 void check_schedule(const char* fn, const Schedule& s, int64_t requests) {
-  TESSERA_CHECK(int64_t(s.num_splits.size()) == requests + 1, fn, ": argument 'num_splits' must have batch_size + 1 = ",
-                requests + 1, " entries, got ", s.num_splits.size(), " (recompute it with get_mla_metadata for this batch)");
+  TESSERA_CHECK(int64_t(s.num_splits.size()) == requests + 1, fn,
+                ": argument 'num_splits' must have batch_size + 1 = ", requests + 1, " entries, got ",
+                s.num_splits.size(), " (recompute it with get_mla_metadata for this batch)");
   TESSERA_CHECK(s.num_splits[0] == 0, fn, ": argument 'num_splits' must start with 0, got ", s.num_splits[0]);
   for (int64_t i = 0; i < requests; ++i) {
     const int64_t ns = int64_t(s.num_splits[size_t(i + 1)]) - s.num_splits[size_t(i)];
-    TESSERA_CHECK(ns >= 1 && ns <= kMaxSplits, fn, ": argument 'num_splits' must be prefix sums of split counts in [1, ",
-                  kMaxSplits, "], got ", ns, " splits for request ", i);
+    TESSERA_CHECK(ns >= 1 && ns <= kMaxSplits, fn,
+                  ": argument 'num_splits' must be prefix sums of split counts in [1, ", kMaxSplits, "], got ", ns,
+                  " splits for request ", i);
   }
   const int64_t items = s.num_splits[size_t(requests)];
   TESSERA_CHECK(s.parts >= 1 && int64_t(s.tile_scheduler_metadata.size()) == s.parts * 8, fn,

@@ -37,8 +37,10 @@ VarlenLayout check_varlen_inputs(const char* fn, const VarlenInputs& in) {
     check_dtype(fn, name, *t, {DType::kBF16, DType::kF16});
     check_ndim(fn, name, *t, {3});
   }
-  TESSERA_CHECK(k.dtype == q.dtype && v.dtype == q.dtype, fn, ": arguments 'q', 'k' and 'v' must share one dtype, "
-                "got ", dtype_name(q.dtype), ", ", dtype_name(k.dtype), ", ", dtype_name(v.dtype));
+  TESSERA_CHECK(k.dtype == q.dtype && v.dtype == q.dtype, fn,
+                ": arguments 'q', 'k' and 'v' must share one dtype, "
+                "got ",
+                dtype_name(q.dtype), ", ", dtype_name(k.dtype), ", ", dtype_name(v.dtype));
   VarlenLayout l;
   l.total_q = q.shape[0];
   l.h_q = q.shape[1];
@@ -58,8 +60,8 @@ VarlenLayout check_varlen_inputs(const char* fn, const VarlenInputs& in) {
                 ": argument 'softmax_scale' must be finite, got ", *in.softmax_scale);
   l.b = in.cu_seqlens_qo.ndim == 1 ? in.cu_seqlens_qo.shape[0] - 1 : 0;
   TESSERA_CHECK(l.b >= 0, fn, ": argument 'cu_seqlens_qo' must hold batch_size + 1 >= 1 entries");
-  read_cu_seqlens(fn, "cu_seqlens_qo", in.cu_seqlens_qo, l.b, l.total_q, in.max_seqlen_qo, "max_seqlen_qo",
-                  &l.q_begin, &l.q_len);
+  read_cu_seqlens(fn, "cu_seqlens_qo", in.cu_seqlens_qo, l.b, l.total_q, in.max_seqlen_qo, "max_seqlen_qo", &l.q_begin,
+                  &l.q_len);
   read_cu_seqlens(fn, "cu_seqlens_kv", in.cu_seqlens_kv, l.b, l.total_kv, in.max_seqlen_kv, "max_seqlen_kv",
                   &l.kv_begin, &l.kv_len);
   l.scale = in.softmax_scale.value_or(1.0 / std::sqrt(double(l.d_qk)));

@@ -29,11 +29,10 @@ uint16_t element_bf16(const uint8_t* row, int d, bool fp4, int64_t stride_d, flo
 
 }  // namespace
 
-void build_query_panel(const cpu::MqaLogitsKernels& k, const QuerySource& q, int64_t i, void* panel,
-                       float* weights) {
+void build_query_panel(const cpu::MqaLogitsKernels& k, const QuerySource& q, int64_t i, void* panel, float* weights) {
   const uint8_t* base = q.data + (i / q.inner) * q.stride_outer + (i % q.inner) * q.stride_inner;
   const bool plain_rows = !q.fp4 && !q.sf && q.stride_d == 1;  // FP8 rows: the vector converter
-  uint16_t rows_bf16[128 * 128];  // heads x dim, both <= 128
+  uint16_t rows_bf16[128 * 128];                               // heads x dim, both <= 128
   for (int h = 0; h < q.heads; ++h) {
     const uint8_t* row = base + h * q.stride_head;
     uint16_t* dst = rows_bf16 + h * q.dim;
@@ -65,9 +64,8 @@ void build_query_panel(const cpu::MqaLogitsKernels& k, const QuerySource& q, int
   }
 }
 
-void convert_key_rows(const cpu::MqaLogitsKernels& k, const KeyFormat& f, const uint8_t* values,
-                      int64_t values_stride, const uint8_t* scales, int64_t scales_stride, int rows, void* dst,
-                      float* scale_dst) {
+void convert_key_rows(const cpu::MqaLogitsKernels& k, const KeyFormat& f, const uint8_t* values, int64_t values_stride,
+                      const uint8_t* scales, int64_t scales_stride, int rows, void* dst, float* scale_dst) {
   if (!f.mx) {
     char* out = static_cast<char*>(dst);
     if (values_stride == f.dim) {  // contiguous rows (paged pages, packed kv): one call

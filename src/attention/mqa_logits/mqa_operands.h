@@ -30,8 +30,7 @@ struct QuerySource {
 };
 
 // Builds query i's panel in the layout of kernel set `k` and its weights (zero beyond `heads`).
-void build_query_panel(const cpu::MqaLogitsKernels& k, const QuerySource& q, int64_t i, void* panel,
-                       float* weights);
+void build_query_panel(const cpu::MqaLogitsKernels& k, const QuerySource& q, int64_t i, void* panel, float* weights);
 
 // Key rows: FP8 values with one fp32 scale per row, or (mx) FP8/FP4 values with one int32 word of four
 // UE8M0 exponents per row.
@@ -44,9 +43,8 @@ struct KeyFormat {
 // Converts `rows` rows: values at values + r * values_stride (bytes), the row's scale (fp32, or an
 // int32 UE8M0 word) at scales + r * scales_stride. Output: rows of set `k`'s element type (stride dim)
 // with the MX exponents folded in, and fp32 per-row scales (1.0 for MX).
-void convert_key_rows(const cpu::MqaLogitsKernels& k, const KeyFormat& f, const uint8_t* values,
-                      int64_t values_stride, const uint8_t* scales, int64_t scales_stride, int rows, void* dst,
-                      float* scale_dst);
+void convert_key_rows(const cpu::MqaLogitsKernels& k, const KeyFormat& f, const uint8_t* values, int64_t values_stride,
+                      const uint8_t* scales, int64_t scales_stride, int rows, void* dst, float* scale_dst);
 
 // The kernel set for the active instruction set, from the kernel registry (`caller` names the
 // operation in TESSERA_VERBOSE_DISPATCH lines). One call uses one set throughout.

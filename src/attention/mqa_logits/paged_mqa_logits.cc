@@ -1,8 +1,8 @@
 // fp8_fp4_paged_mqa_logits and its schedule metadata. Work items are runs of kPagesPerItem pages of
 // one request; an item converts each page once (values are token-major, scales follow them) and runs
 // the kernel for every next_n query of the request on the page's rows below that query's length.
-#include <array>
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <vector>
 
@@ -28,8 +28,10 @@ std::vector<int64_t> query_lengths(const char* fn, const TensorView& lens, int64
   check_ndim(fn, "context_lens", lens, {1, 2});
   check_dim(fn, "context_lens", lens, 0, batch, "batch_size");
   if (lens.ndim == 2) check_dim(fn, "context_lens", lens, 1, next_n, "next_n");
-  TESSERA_CHECK(batch * next_n <= (int64_t(1) << 24), fn, ": argument 'context_lens' must cover at most 2^24 queries, "
-                "got shape ", lens.shape_str());
+  TESSERA_CHECK(batch * next_n <= (int64_t(1) << 24), fn,
+                ": argument 'context_lens' must cover at most 2^24 queries, "
+                "got shape ",
+                lens.shape_str());
   std::vector<int64_t> out(static_cast<size_t>(batch * next_n));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t j = 0; j < next_n; ++j) {
@@ -182,9 +184,9 @@ void fp8_fp4_paged_mqa_logits(const TensorView& q, const TensorView* q_sf, const
   }
 
   TESSERA_CHECK(max_context_len >= 0, kFn, ": argument 'max_context_len' must be >= 0, got ", max_context_len);
-  TESSERA_CHECK(max_context_len <= block_table.size(1) * block_kv, kFn, ": argument 'max_context_len' (", max_context_len,
-                ") must not exceed the tokens a block_table row addresses (max_blocks * block_kv = ", block_table.size(1),
-                " * ", block_kv, ")");
+  TESSERA_CHECK(max_context_len <= block_table.size(1) * block_kv, kFn, ": argument 'max_context_len' (",
+                max_context_len, ") must not exceed the tokens a block_table row addresses (max_blocks * block_kv = ",
+                block_table.size(1), " * ", block_kv, ")");
   for (int64_t i = 0; i < batch * next_n; ++i)
     TESSERA_CHECK(len[size_t(i)] <= max_context_len, kFn, ": argument 'context_lens' gives query ", i, " length ",
                   len[size_t(i)], " above max_context_len = ", max_context_len);

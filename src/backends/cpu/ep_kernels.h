@@ -36,8 +36,7 @@ struct EpKernels {
                       const uint16_t* bias1, int64_t n, int streaming);
   void (*weighted_reduce_bf16)(uint16_t* out, const uint16_t* const* rows, const float* weights, int num_rows,
                                int64_t n);
-  void (*cast_e4m3)(uint8_t* out, float* scales, uint8_t* exponents, const uint16_t* x, int64_t n,
-                    int round_scale);
+  void (*cast_e4m3)(uint8_t* out, float* scales, uint8_t* exponents, const uint16_t* x, int64_t n, int round_scale);
 };
 
 const EpKernels* ep_kernels_scalar();

@@ -93,9 +93,8 @@ void mla_softmax_avx512bf16(float* s, int nt, int m, int mp, float scale, const 
 // undoes; v_rows: nt rows (the first d_v elements are read); v_pack is scratch of ceil(nt/2) * 128 bf16.
 // progress (may be null) runs before each 6-row register tile (progress(ctx, i, n), i = 0..n-1 in order),
 // spreading the driver's prefetches finely enough that the miss queues drain in between.
-void mla_pv_avx512bf16(const void* const* v_rows, int nt, const uint16_t* p_pairs, const float* alpha, int m,
-                       int mp, int d_v, float* o, uint16_t* v_pack, void (*progress)(void*, int, int),
-                       void* progress_ctx);
+void mla_pv_avx512bf16(const void* const* v_rows, int nt, const uint16_t* p_pairs, const float* alpha, int m, int mp,
+                       int d_v, float* o, uint16_t* v_pack, void (*progress)(void*, int, int), void* progress_ctx);
 void mla_o_to_natural_avx512bf16(float* o, int m, int d_v);
 void mla_dequant_v32_avx512bf16(const uint8_t* token, void* row);
 void mla_dequant_model1_avx512bf16(const uint8_t* data, const uint8_t* scales, void* row);

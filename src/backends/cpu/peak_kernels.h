@@ -27,7 +27,7 @@ struct StreamKernels {
 
 // Accessors; each is only called after cpu_features() reported the level (README rule 3).
 ComputePeakFn peak_bf16_dot_avx512bf16();  // vdpbf16ps zmm
-ComputePeakFn peak_bf16_amx();              // tdpbf16ps tiles (AMX)
+ComputePeakFn peak_bf16_amx();             // tdpbf16ps tiles (AMX)
 ComputePeakFn peak_f32_fma_avx512();       // vfmadd231ps zmm
 ComputePeakFn peak_f32_fma_avx2();         // vfmadd231ps ymm
 const StreamKernels* stream_kernels_avx512();

@@ -13,18 +13,18 @@
 namespace tessera::cpu {
 
 enum class Slot : int {
-  kGemmPacked,     // GemmKernelSet: packing and register-blocked micro-kernel (gemm_kernel_set.h)
-  kGemmFinalize,   // fp32 workspace -> D conversion and store
-  kGemvBf16,       // decode rows (small M), bf16 weights
-  kGemvFp8,        // decode rows, e4m3 weights
-  kGemvFp4,        // decode rows, e2m1 weights
-  kMla,            // MlaKernelSet: FlashMLA scores, softmax, PV, FP8 KV dequantisation (mla_kernel_set.h)
-  kMlaBwd,         // MlaBwdKernelSet: dense MHA prefill backward products and steps (mla_bwd_kernel_set.h)
-  kMqaLogits,      // MQA logits rows and e4m3 -> bf16 conversion (mqa_logits_kernels.h)
-  kSelect,         // top-k streaming filters, compaction and bf16 passes (select_kernels.h)
-  kEp,             // ep copy, reductions and FP8 cast (ep_kernels.h)
-  kTlGemv,         // tile language: T.gemm with few rows (tl_gemv.h)
-  kTlVector,       // tile language: generated vector code (the compiler flags of the level)
+  kGemmPacked,    // GemmKernelSet: packing and register-blocked micro-kernel (gemm_kernel_set.h)
+  kGemmFinalize,  // fp32 workspace -> D conversion and store
+  kGemvBf16,      // decode rows (small M), bf16 weights
+  kGemvFp8,       // decode rows, e4m3 weights
+  kGemvFp4,       // decode rows, e2m1 weights
+  kMla,           // MlaKernelSet: FlashMLA scores, softmax, PV, FP8 KV dequantisation (mla_kernel_set.h)
+  kMlaBwd,        // MlaBwdKernelSet: dense MHA prefill backward products and steps (mla_bwd_kernel_set.h)
+  kMqaLogits,     // MQA logits rows and e4m3 -> bf16 conversion (mqa_logits_kernels.h)
+  kSelect,        // top-k streaming filters, compaction and bf16 passes (select_kernels.h)
+  kEp,            // ep copy, reductions and FP8 cast (ep_kernels.h)
+  kTlGemv,        // tile language: T.gemm with few rows (tl_gemv.h)
+  kTlVector,      // tile language: generated vector code (the compiler flags of the level)
   kCount
 };
 

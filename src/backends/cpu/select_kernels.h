@@ -59,8 +59,8 @@ using SelectSampleFn = void (*)(const void* row, const int64_t* starts, int runs
 struct SelectCollectArgs {
   const void* row;  // element 0 of a bf16 row
   int64_t pos, end, base;
-  int32_t lo;        // in [-32769, 32767]
-  int32_t* packed;   // holds capacity + kSelectFilterSlack entries
+  int32_t lo;       // in [-32769, 32767]
+  int32_t* packed;  // holds capacity + kSelectFilterSlack entries
   int64_t count;
   int64_t capacity;
   int32_t min_key, max_key;

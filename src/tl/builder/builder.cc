@@ -30,7 +30,8 @@ struct KernelBuilder::Frame {
   Stmt then_stmt;
 };
 
-KernelBuilder::KernelBuilder(std::string name, Loc loc) : name_(std::move(name)), loc_(loc), stack_(new std::vector<Frame>) {
+KernelBuilder::KernelBuilder(std::string name, Loc loc)
+    : name_(std::move(name)), loc_(loc), stack_(new std::vector<Frame>) {
   if (name_.empty()) fail_at(loc, "KernelBuilder: the kernel name must not be empty");
   Frame root;
   root.kind = Frame::Kind::kRoot;
@@ -38,10 +39,16 @@ KernelBuilder::KernelBuilder(std::string name, Loc loc) : name_(std::move(name))
   stack_->push_back(std::move(root));
 }
 
-KernelBuilder::~KernelBuilder() { delete stack_; }
+KernelBuilder::~KernelBuilder() {
+  delete stack_;
+}
 
-KernelBuilder::Frame& KernelBuilder::top() { return stack_->back(); }
-void KernelBuilder::push(Frame f) { stack_->push_back(std::move(f)); }
+KernelBuilder::Frame& KernelBuilder::top() {
+  return stack_->back();
+}
+void KernelBuilder::push(Frame f) {
+  stack_->push_back(std::move(f));
+}
 
 Stmt KernelBuilder::close_frame() {
   Frame& f = top();
@@ -62,7 +69,8 @@ Stmt KernelBuilder::close_frame() {
 }
 
 Expr KernelBuilder::dynamic(const std::string& name) {
-  if (kernel_done_ || stack_->size() > 1) fail_at(loc_, "T.dynamic('" + name + "'): declare dynamic dims before T.Kernel");
+  if (kernel_done_ || stack_->size() > 1)
+    fail_at(loc_, "T.dynamic('" + name + "'): declare dynamic dims before T.Kernel");
   for (const Expr& s : symbols_)
     if (s.as<VarNode>()->name == name) return s;
   Expr v = VarNode::make(name, DataType::kInt32, loc_);
@@ -71,7 +79,8 @@ Expr KernelBuilder::dynamic(const std::string& name) {
 }
 
 Buffer KernelBuilder::tensor(const std::string& name, const std::vector<Expr>& shape, DataType dtype) {
-  if (stack_->size() > 1 || kernel_done_) fail_at(loc_, "T.Tensor '" + name + "': parameters are declared before T.Kernel");
+  if (stack_->size() > 1 || kernel_done_)
+    fail_at(loc_, "T.Tensor '" + name + "': parameters are declared before T.Kernel");
   for (const Param& p : params_)
     if (p.name == name) fail_at(loc_, "T.Tensor '" + name + "': a parameter with this name already exists");
   Buffer b = make_buffer(name, dtype, Scope::kGlobal, shape, loc_);
@@ -149,8 +158,10 @@ void KernelBuilder::split_launch() {
 }
 
 Buffer KernelBuilder::alloc(const std::string& name, const std::vector<int64_t>& shape, DataType dtype, Scope scope) {
-  auto kernel = std::find_if(stack_->begin(), stack_->end(), [](const Frame& f) { return f.kind == Frame::Kind::kKernel; });
-  if (kernel == stack_->end()) fail_at(loc_, std::string("T.alloc_") + scope_name(scope) + "('" + name + "'): only inside T.Kernel");
+  auto kernel =
+      std::find_if(stack_->begin(), stack_->end(), [](const Frame& f) { return f.kind == Frame::Kind::kKernel; });
+  if (kernel == stack_->end())
+    fail_at(loc_, std::string("T.alloc_") + scope_name(scope) + "('" + name + "'): only inside T.Kernel");
   if (scope == Scope::kGlobal) fail_at(loc_, "alloc: global buffers are kernel parameters (T.Tensor)");
   std::vector<Expr> dims;
   for (int64_t d : shape) dims.push_back(make_int(d, loc_));
@@ -176,7 +187,8 @@ Expr KernelBuilder::begin_for(const std::string& var, Expr min, Expr extent, For
   return v;
 }
 
-std::vector<Expr> KernelBuilder::begin_parallel(const std::vector<Expr>& extents, const std::vector<std::string>& names) {
+std::vector<Expr> KernelBuilder::begin_parallel(const std::vector<Expr>& extents,
+                                                const std::vector<std::string>& names) {
   if (extents.empty()) fail_at(loc_, "T.Parallel: needs at least one extent");
   static const char* const kNames[] = {"i", "j", "k", "l", "m", "n"};
   std::vector<Expr> vars;
@@ -233,7 +245,8 @@ void KernelBuilder::end_if() {
 
 Expr KernelBuilder::let(const std::string& name, Expr value) {
   if (!value.defined()) fail_at(loc_, "let '" + name + "': the value is missing");
-  Expr v = VarNode::make(name, compute_type(value.type()) == value.type() ? value.type() : compute_type(value.type()), loc_);
+  Expr v =
+      VarNode::make(name, compute_type(value.type()) == value.type() ? value.type() : compute_type(value.type()), loc_);
   top().entries.push_back(Frame::Entry{{}, v, value, loc_});
   return v;
 }
@@ -244,17 +257,26 @@ void KernelBuilder::emit(Stmt s) {
   top().entries.push_back(Frame::Entry{s, {}, {}, s->loc});
 }
 
-Expr KernelBuilder::load(const Buffer& b, const std::vector<Expr>& indices) { return LoadNode::make(b, indices, loc_); }
+Expr KernelBuilder::load(const Buffer& b, const std::vector<Expr>& indices) {
+  return LoadNode::make(b, indices, loc_);
+}
 
 void KernelBuilder::store(const Buffer& b, const std::vector<Expr>& indices, Expr value) {
   emit(StoreNode::make(b, indices, value, loc_));
 }
-void KernelBuilder::copy(const Region& src, const Region& dst) { emit(CopyNode::make(src, dst, loc_)); }
-void KernelBuilder::gemm(const Region& a, const Region& b, const Region& c, bool trans_a, bool trans_b, bool clear_accum) {
+void KernelBuilder::copy(const Region& src, const Region& dst) {
+  emit(CopyNode::make(src, dst, loc_));
+}
+void KernelBuilder::gemm(const Region& a, const Region& b, const Region& c, bool trans_a, bool trans_b,
+                         bool clear_accum) {
   emit(GemmNode::make(a, b, c, trans_a, trans_b, clear_accum, loc_));
 }
-void KernelBuilder::fill(const Region& dst, Expr value) { emit(FillNode::make(dst, value, loc_)); }
-void KernelBuilder::clear(const Region& dst) { emit(FillNode::make(dst, make_int(0, loc_), loc_)); }
+void KernelBuilder::fill(const Region& dst, Expr value) {
+  emit(FillNode::make(dst, value, loc_));
+}
+void KernelBuilder::clear(const Region& dst) {
+  emit(FillNode::make(dst, make_int(0, loc_), loc_));
+}
 void KernelBuilder::reduce(ReduceKind op, const Region& src, const Region& dst, int dim, bool clear) {
   emit(ReduceNode::make(op, src, dst, dim, clear, loc_));
 }
@@ -281,13 +303,15 @@ void KernelBuilder::serial(Expr extent, const std::function<void(Expr)>& body, c
   end_for();
 }
 
-void KernelBuilder::pipelined(Expr extent, int num_stages, const std::function<void(Expr)>& body, const std::string& var) {
+void KernelBuilder::pipelined(Expr extent, int num_stages, const std::function<void(Expr)>& body,
+                              const std::string& var) {
   Expr v = begin_for(var, make_int(0, loc_), extent, ForKind::kPipelined, num_stages);
   body(v);
   end_for();
 }
 
-void KernelBuilder::parallel(const std::vector<Expr>& extents, const std::function<void(const std::vector<Expr>&)>& body) {
+void KernelBuilder::parallel(const std::vector<Expr>& extents,
+                             const std::function<void(const std::vector<Expr>&)>& body) {
   std::vector<Expr> v = begin_parallel(extents);
   body(v);
   end_for();

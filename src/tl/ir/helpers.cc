@@ -10,7 +10,8 @@ namespace tessera::tl {
 const char* node_kind_name(NodeKind k) {
   switch (k) {
 #define TESSERA_TL_NAME(N) \
-  case NodeKind::k##N: return #N;
+  case NodeKind::k##N:     \
+    return #N;
     TESSERA_TL_EXPR_NODES(TESSERA_TL_NAME) TESSERA_TL_STMT_NODES(TESSERA_TL_NAME)
 #undef TESSERA_TL_NAME
   }
@@ -28,18 +29,22 @@ const char* cmpop_name(CmpOp op) {
 }
 
 const char* intrinsic_name(Intrinsic op) {
-  static const char* const kNames[] = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "sigmoid",
-                                       "floor", "ceil", "trunc", "round", "sin", "cos", "erf", "pow", "fma",
-                                       "isnan", "isinf", "decode_e2m1", "extern"};
+  static const char* const kNames[] = {"exp",     "exp2",  "log",   "log2",  "sqrt",        "rsqrt", "abs", "tanh",
+                                       "sigmoid", "floor", "ceil",  "trunc", "round",       "sin",   "cos", "erf",
+                                       "pow",     "fma",   "isnan", "isinf", "decode_e2m1", "extern"};
   return kNames[int(op)];
 }
 
 int intrinsic_arity(Intrinsic op) {
   switch (op) {
-    case Intrinsic::kPow: return 2;
-    case Intrinsic::kFma: return 3;
-    case Intrinsic::kExtern: return -1;
-    default: return 1;
+    case Intrinsic::kPow:
+      return 2;
+    case Intrinsic::kFma:
+      return 3;
+    case Intrinsic::kExtern:
+      return -1;
+    default:
+      return 1;
   }
 }
 
@@ -84,11 +89,11 @@ Buffer make_buffer(const std::string& name, DataType dtype, Scope scope, const s
     int64_t v = 0;
     const bool constant = is_const_int(e, &v);
     if (scope != Scope::kGlobal && !constant)
-      fail_at(loc, "buffer '" + name + "': " + scope_name(scope) +
-                       " buffers need constant shapes (dimension " + std::to_string(d) + " is symbolic)");
+      fail_at(loc, "buffer '" + name + "': " + scope_name(scope) + " buffers need constant shapes (dimension " +
+                       std::to_string(d) + " is symbolic)");
     if (constant && (v < 0 || (scope != Scope::kGlobal && v == 0)))
-      fail_at(loc, "buffer '" + name + "': dimension " + std::to_string(d) + " must be positive, got " +
-                       std::to_string(v));
+      fail_at(loc,
+              "buffer '" + name + "': dimension " + std::to_string(d) + " must be positive, got " + std::to_string(v));
     b->shape.push_back(e);
   }
   const size_t nd = shape.size();

@@ -23,7 +23,8 @@ void require(bool ok, Loc loc, const char* what, const std::string& rule) {
 
 void require_defined(const Expr& e, Loc loc, const char* what, const char* operand) {
   require(e.defined(), loc, what, std::string("operand '") + operand + "' is missing");
-  require(e.type() != DataType::kHandle, loc, what, std::string("operand '") + operand + "' is an address, not a value");
+  require(e.type() != DataType::kHandle, loc, what,
+          std::string("operand '") + operand + "' is an address, not a value");
 }
 
 // Converts e to the compute type t unless it already computes in t (bf16 values are float32 values).
@@ -44,8 +45,7 @@ void check_indices(const Buffer& b, const std::vector<Expr>& idx, Loc loc, const
                      " dimensions, indexed with " + std::to_string(idx.size()));
   for (const Expr& i : idx) {
     require(i.defined(), loc, what, "an index of '" + b->name + "' is missing");
-    require(is_int(i.type()), loc, what,
-            "indices of '" + b->name + "' must be integers, got " + type_name(i.type()));
+    require(is_int(i.type()), loc, what, "indices of '" + b->name + "' must be integers, got " + type_name(i.type()));
   }
 }
 
@@ -86,8 +86,8 @@ Expr BinaryNode::make(BinOp op, Expr a, Expr b, Loc loc) {
   const char* what = binop_name(op);
   require_defined(a, loc, what, "a");
   require_defined(b, loc, what, "b");
-  const bool bits = op == BinOp::kBitAnd || op == BinOp::kBitOr || op == BinOp::kBitXor || op == BinOp::kShl ||
-                    op == BinOp::kShr;
+  const bool bits =
+      op == BinOp::kBitAnd || op == BinOp::kBitOr || op == BinOp::kBitXor || op == BinOp::kShl || op == BinOp::kShr;
   if (bits)
     require(is_int(a.type()) && is_int(b.type()), loc, what,
             std::string("operands must be integers, got ") + type_name(a.type()) + " and " + type_name(b.type()));

@@ -1,10 +1,11 @@
 // Element types, scopes and source locations of the tile language IR.
+#include "tessera/tl/types.h"
+
 #include <mutex>
 #include <set>
 #include <string>
 
 #include "tessera/core/error.h"
-#include "tessera/tl/types.h"
 
 namespace tessera::tl {
 namespace {
@@ -43,15 +44,26 @@ constexpr Name kNames[] = {
 
 int rank(DataType t) {  // promotion order of compute types
   switch (t) {
-    case DataType::kBool: return 0;
-    case DataType::kInt8: case DataType::kUInt8: case DataType::kInt16: case DataType::kUInt16:
-    case DataType::kInt32: return 1;
-    case DataType::kUInt32: return 2;
-    case DataType::kInt64: return 3;
-    case DataType::kUInt64: return 4;
-    case DataType::kFloat32: return 5;
-    case DataType::kFloat64: return 6;
-    default: return 5;  // low-precision floats compute in float32
+    case DataType::kBool:
+      return 0;
+    case DataType::kInt8:
+    case DataType::kUInt8:
+    case DataType::kInt16:
+    case DataType::kUInt16:
+    case DataType::kInt32:
+      return 1;
+    case DataType::kUInt32:
+      return 2;
+    case DataType::kInt64:
+      return 3;
+    case DataType::kUInt64:
+      return 4;
+    case DataType::kFloat32:
+      return 5;
+    case DataType::kFloat64:
+      return 6;
+    default:
+      return 5;  // low-precision floats compute in float32
   }
 }
 
@@ -73,36 +85,63 @@ DataType type_from_name(std::string_view name) {
 
 int type_bytes(DataType t) {
   switch (t) {
-    case DataType::kBool: case DataType::kInt8: case DataType::kUInt8: case DataType::kFloat8E4M3:
-    case DataType::kFloat8E5M2: return 1;
-    case DataType::kInt16: case DataType::kUInt16: case DataType::kFloat16: case DataType::kBFloat16: return 2;
-    case DataType::kInt32: case DataType::kUInt32: case DataType::kFloat32: return 4;
-    default: return 8;
+    case DataType::kBool:
+    case DataType::kInt8:
+    case DataType::kUInt8:
+    case DataType::kFloat8E4M3:
+    case DataType::kFloat8E5M2:
+      return 1;
+    case DataType::kInt16:
+    case DataType::kUInt16:
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return 2;
+    case DataType::kInt32:
+    case DataType::kUInt32:
+    case DataType::kFloat32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
 bool is_float(DataType t) {
   switch (t) {
-    case DataType::kFloat16: case DataType::kBFloat16: case DataType::kFloat32: case DataType::kFloat64:
-    case DataType::kFloat8E4M3: case DataType::kFloat8E5M2: return true;
-    default: return false;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+    case DataType::kFloat32:
+    case DataType::kFloat64:
+    case DataType::kFloat8E4M3:
+    case DataType::kFloat8E5M2:
+      return true;
+    default:
+      return false;
   }
 }
 
-bool is_int(DataType t) { return !is_float(t) && t != DataType::kHandle; }
+bool is_int(DataType t) {
+  return !is_float(t) && t != DataType::kHandle;
+}
 
 bool is_signed_int(DataType t) {
   return t == DataType::kInt8 || t == DataType::kInt16 || t == DataType::kInt32 || t == DataType::kInt64;
 }
 
-bool is_low_precision_float(DataType t) { return is_float(t) && t != DataType::kFloat32 && t != DataType::kFloat64; }
+bool is_low_precision_float(DataType t) {
+  return is_float(t) && t != DataType::kFloat32 && t != DataType::kFloat64;
+}
 
 DataType compute_type(DataType t) {
   if (is_low_precision_float(t)) return DataType::kFloat32;
   switch (t) {
-    case DataType::kBool: case DataType::kInt8: case DataType::kUInt8: case DataType::kInt16:
-    case DataType::kUInt16: return DataType::kInt32;
-    default: return t;
+    case DataType::kBool:
+    case DataType::kInt8:
+    case DataType::kUInt8:
+    case DataType::kInt16:
+    case DataType::kUInt16:
+      return DataType::kInt32;
+    default:
+      return t;
   }
 }
 
@@ -113,10 +152,14 @@ DataType promote(DataType a, DataType b) {
 
 const char* scope_name(Scope s) {
   switch (s) {
-    case Scope::kGlobal: return "global";
-    case Scope::kShared: return "shared";
-    case Scope::kFragment: return "fragment";
-    case Scope::kLocal: return "local";
+    case Scope::kGlobal:
+      return "global";
+    case Scope::kShared:
+      return "shared";
+    case Scope::kFragment:
+      return "fragment";
+    case Scope::kLocal:
+      return "local";
   }
   return "?";
 }

@@ -9,10 +9,12 @@ void IRVisitor::visit(const Expr& e) {
   if (!e.defined()) return;
   switch (e->kind) {
 #define TESSERA_TL_CASE(N) \
-  case NodeKind::k##N: return visit_##N(static_cast<const N##Node*>(e.get()));
+  case NodeKind::k##N:     \
+    return visit_##N(static_cast<const N##Node*>(e.get()));
     TESSERA_TL_EXPR_NODES(TESSERA_TL_CASE)
 #undef TESSERA_TL_CASE
-    default: return;
+    default:
+      return;
   }
 }
 
@@ -20,10 +22,12 @@ void IRVisitor::visit(const Stmt& s) {
   if (!s.defined()) return;
   switch (s->kind) {
 #define TESSERA_TL_CASE(N) \
-  case NodeKind::k##N: return visit_##N(static_cast<const N##Node*>(s.get()));
+  case NodeKind::k##N:     \
+    return visit_##N(static_cast<const N##Node*>(s.get()));
     TESSERA_TL_STMT_NODES(TESSERA_TL_CASE)
 #undef TESSERA_TL_CASE
-    default: return;
+    default:
+      return;
   }
 }
 
@@ -35,12 +39,24 @@ void IRVisitor::visit_region(const Region& r) {
 void IRVisitor::visit_IntImm(const IntImmNode*) {}
 void IRVisitor::visit_FloatImm(const FloatImmNode*) {}
 void IRVisitor::visit_Var(const VarNode*) {}
-void IRVisitor::visit_Binary(const BinaryNode* op) { visit(op->a), visit(op->b); }
-void IRVisitor::visit_Compare(const CompareNode* op) { visit(op->a), visit(op->b); }
-void IRVisitor::visit_Logical(const LogicalNode* op) { visit(op->a), visit(op->b); }
-void IRVisitor::visit_Not(const NotNode* op) { visit(op->a); }
-void IRVisitor::visit_Select(const SelectNode* op) { visit(op->cond), visit(op->t), visit(op->f); }
-void IRVisitor::visit_Cast(const CastNode* op) { visit(op->value); }
+void IRVisitor::visit_Binary(const BinaryNode* op) {
+  visit(op->a), visit(op->b);
+}
+void IRVisitor::visit_Compare(const CompareNode* op) {
+  visit(op->a), visit(op->b);
+}
+void IRVisitor::visit_Logical(const LogicalNode* op) {
+  visit(op->a), visit(op->b);
+}
+void IRVisitor::visit_Not(const NotNode* op) {
+  visit(op->a);
+}
+void IRVisitor::visit_Select(const SelectNode* op) {
+  visit(op->cond), visit(op->t), visit(op->f);
+}
+void IRVisitor::visit_Cast(const CastNode* op) {
+  visit(op->value);
+}
 void IRVisitor::visit_Call(const CallNode* op) {
   for (const Expr& a : op->args) visit(a);
 }
@@ -54,25 +70,43 @@ void IRVisitor::visit_Store(const StoreNode* op) {
   for (const Expr& i : op->indices) visit(i);
   visit(op->value);
 }
-void IRVisitor::visit_LetStmt(const LetStmtNode* op) { visit(op->value), visit(op->body); }
-void IRVisitor::visit_For(const ForNode* op) { visit(op->min), visit(op->extent), visit(op->body); }
+void IRVisitor::visit_LetStmt(const LetStmtNode* op) {
+  visit(op->value), visit(op->body);
+}
+void IRVisitor::visit_For(const ForNode* op) {
+  visit(op->min), visit(op->extent), visit(op->body);
+}
 void IRVisitor::visit_IfThenElse(const IfThenElseNode* op) {
   visit(op->cond), visit(op->then_case), visit(op->else_case);
 }
 void IRVisitor::visit_Seq(const SeqNode* op) {
   for (const Stmt& s : op->stmts) visit(s);
 }
-void IRVisitor::visit_Allocate(const AllocateNode* op) { visit(op->body); }
-void IRVisitor::visit_Evaluate(const EvaluateNode* op) { visit(op->value); }
+void IRVisitor::visit_Allocate(const AllocateNode* op) {
+  visit(op->body);
+}
+void IRVisitor::visit_Evaluate(const EvaluateNode* op) {
+  visit(op->value);
+}
 void IRVisitor::visit_Launch(const LaunchNode* op) {
   for (const Expr& g : op->grid) visit(g);
   visit(op->body);
 }
-void IRVisitor::visit_Copy(const CopyNode* op) { visit_region(op->src), visit_region(op->dst); }
-void IRVisitor::visit_Gemm(const GemmNode* op) { visit_region(op->a), visit_region(op->b), visit_region(op->c); }
-void IRVisitor::visit_Fill(const FillNode* op) { visit_region(op->dst), visit(op->value); }
-void IRVisitor::visit_Reduce(const ReduceNode* op) { visit_region(op->src), visit_region(op->dst); }
-void IRVisitor::visit_Cumsum(const CumsumNode* op) { visit_region(op->src), visit_region(op->dst); }
+void IRVisitor::visit_Copy(const CopyNode* op) {
+  visit_region(op->src), visit_region(op->dst);
+}
+void IRVisitor::visit_Gemm(const GemmNode* op) {
+  visit_region(op->a), visit_region(op->b), visit_region(op->c);
+}
+void IRVisitor::visit_Fill(const FillNode* op) {
+  visit_region(op->dst), visit(op->value);
+}
+void IRVisitor::visit_Reduce(const ReduceNode* op) {
+  visit_region(op->src), visit_region(op->dst);
+}
+void IRVisitor::visit_Cumsum(const CumsumNode* op) {
+  visit_region(op->src), visit_region(op->dst);
+}
 void IRVisitor::visit_Atomic(const AtomicNode* op) {
   visit_region(op->dst);
   if (op->src.buffer) visit_region(op->src);
@@ -85,10 +119,12 @@ Expr IRMutator::mutate(const Expr& e) {
   if (!e.defined()) return e;
   switch (e->kind) {
 #define TESSERA_TL_CASE(N) \
-  case NodeKind::k##N: return mutate_##N(static_cast<const N##Node*>(e.get()), e);
+  case NodeKind::k##N:     \
+    return mutate_##N(static_cast<const N##Node*>(e.get()), e);
     TESSERA_TL_EXPR_NODES(TESSERA_TL_CASE)
 #undef TESSERA_TL_CASE
-    default: return e;
+    default:
+      return e;
   }
 }
 
@@ -96,10 +132,12 @@ Stmt IRMutator::mutate(const Stmt& s) {
   if (!s.defined()) return s;
   switch (s->kind) {
 #define TESSERA_TL_CASE(N) \
-  case NodeKind::k##N: return mutate_##N(static_cast<const N##Node*>(s.get()), s);
+  case NodeKind::k##N:     \
+    return mutate_##N(static_cast<const N##Node*>(s.get()), s);
     TESSERA_TL_STMT_NODES(TESSERA_TL_CASE)
 #undef TESSERA_TL_CASE
-    default: return s;
+    default:
+      return s;
   }
 }
 
@@ -123,9 +161,15 @@ Region IRMutator::mutate_region(const Region& r, bool* changed) {
   return out;
 }
 
-Expr IRMutator::mutate_IntImm(const IntImmNode*, const Expr& self) { return self; }
-Expr IRMutator::mutate_FloatImm(const FloatImmNode*, const Expr& self) { return self; }
-Expr IRMutator::mutate_Var(const VarNode*, const Expr& self) { return self; }
+Expr IRMutator::mutate_IntImm(const IntImmNode*, const Expr& self) {
+  return self;
+}
+Expr IRMutator::mutate_FloatImm(const FloatImmNode*, const Expr& self) {
+  return self;
+}
+Expr IRMutator::mutate_Var(const VarNode*, const Expr& self) {
+  return self;
+}
 
 Expr IRMutator::mutate_Binary(const BinaryNode* op, const Expr& self) {
   Expr a = mutate(op->a), b = mutate(op->b);
@@ -314,9 +358,15 @@ class Substituter : public IRMutator {
 
 }  // namespace
 
-void for_each_expr(const Stmt& s, const std::function<void(const Expr&)>& fn) { ExprWalker(fn).visit(s); }
-void for_each_expr(const Expr& e, const std::function<void(const Expr&)>& fn) { ExprWalker(fn).visit(e); }
-void for_each_stmt(const Stmt& s, const std::function<void(const Stmt&)>& fn) { StmtWalker(fn).visit(s); }
+void for_each_expr(const Stmt& s, const std::function<void(const Expr&)>& fn) {
+  ExprWalker(fn).visit(s);
+}
+void for_each_expr(const Expr& e, const std::function<void(const Expr&)>& fn) {
+  ExprWalker(fn).visit(e);
+}
+void for_each_stmt(const Stmt& s, const std::function<void(const Stmt&)>& fn) {
+  StmtWalker(fn).visit(s);
+}
 
 bool uses_var(const Expr& e, const Expr& v) {
   bool found = false;
@@ -330,7 +380,11 @@ bool uses_var(const Stmt& s, const Expr& v) {
   return found;
 }
 
-Expr substitute(const Expr& e, const std::vector<std::pair<Expr, Expr>>& map) { return Substituter(map).mutate(e); }
-Stmt substitute(const Stmt& s, const std::vector<std::pair<Expr, Expr>>& map) { return Substituter(map).mutate(s); }
+Expr substitute(const Expr& e, const std::vector<std::pair<Expr, Expr>>& map) {
+  return Substituter(map).mutate(e);
+}
+Stmt substitute(const Stmt& s, const std::vector<std::pair<Expr, Expr>>& map) {
+  return Substituter(map).mutate(s);
+}
 
 }  // namespace tessera::tl

@@ -41,7 +41,9 @@ class IRMutator {
 #undef TESSERA_TL_MUTATE_EXPR
 #undef TESSERA_TL_MUTATE_STMT
   // Hook for passes that substitute buffers; called on every buffer reference.
-  virtual Buffer mutate_buffer(const Buffer& b) { return b; }
+  virtual Buffer mutate_buffer(const Buffer& b) {
+    return b;
+  }
   // Mutates a list; *changed is set when any element changed.
   std::vector<Expr> mutate_exprs(const std::vector<Expr>& v, bool* changed);
   Region mutate_region(const Region& r, bool* changed);

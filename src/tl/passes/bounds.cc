@@ -60,22 +60,38 @@ void narrow(const Node* var, CmpOp op, int64_t c, RangeMap* ranges) {
     r.has_lo = true;
   };
   switch (op) {
-    case CmpOp::kLT: set_hi(c - 1); break;
-    case CmpOp::kLE: set_hi(c); break;
-    case CmpOp::kGT: set_lo(c + 1); break;
-    case CmpOp::kGE: set_lo(c); break;
-    case CmpOp::kEQ: set_lo(c), set_hi(c); break;
-    case CmpOp::kNE: break;
+    case CmpOp::kLT:
+      set_hi(c - 1);
+      break;
+    case CmpOp::kLE:
+      set_hi(c);
+      break;
+    case CmpOp::kGT:
+      set_lo(c + 1);
+      break;
+    case CmpOp::kGE:
+      set_lo(c);
+      break;
+    case CmpOp::kEQ:
+      set_lo(c), set_hi(c);
+      break;
+    case CmpOp::kNE:
+      break;
   }
 }
 
 CmpOp flip(CmpOp op) {
   switch (op) {
-    case CmpOp::kLT: return CmpOp::kGT;
-    case CmpOp::kLE: return CmpOp::kGE;
-    case CmpOp::kGT: return CmpOp::kLT;
-    case CmpOp::kGE: return CmpOp::kLE;
-    default: return op;
+    case CmpOp::kLT:
+      return CmpOp::kGT;
+    case CmpOp::kLE:
+      return CmpOp::kGE;
+    case CmpOp::kGT:
+      return CmpOp::kLT;
+    case CmpOp::kGE:
+      return CmpOp::kLE;
+    default:
+      return op;
   }
 }
 
@@ -94,9 +110,12 @@ Interval bound_of(const Expr& e, const RangeMap& ranges) {
   if (!b) return Interval::everything();
   const Interval x = bound_of(b->a, ranges), y = bound_of(b->b, ranges);
   switch (b->op) {
-    case BinOp::kAdd: return add(x, y);
-    case BinOp::kSub: return add(x, negate(y));
-    case BinOp::kMul: return mul(x, y);
+    case BinOp::kAdd:
+      return add(x, y);
+    case BinOp::kSub:
+      return add(x, negate(y));
+    case BinOp::kMul:
+      return mul(x, y);
     case BinOp::kDiv:
     case BinOp::kFloorDiv:
       if (y.bounded() && y.lo == y.hi && y.lo > 0)
@@ -127,7 +146,8 @@ Interval bound_of(const Expr& e, const RangeMap& ranges) {
     case BinOp::kBitAnd:
       if (y.bounded() && y.lo == y.hi && y.lo >= 0) return Interval::range(0, y.lo);
       return Interval::everything();
-    default: return Interval::everything();
+    default:
+      return Interval::everything();
   }
 }
 

@@ -37,7 +37,8 @@ class UseCounter : public IRVisitor {
   }
   void visit_Copy(const CopyNode* op) override {
     other(op->src.buffer);
-    if (covers_whole(op->dst) && op->src.buffer->scope == Scope::kGlobal && op->src.buffer->dtype == op->dst.buffer->dtype)
+    if (covers_whole(op->dst) && op->src.buffer->scope == Scope::kGlobal &&
+        op->src.buffer->dtype == op->dst.buffer->dtype)
       ++uses[op->dst.buffer.get()].copies_in;
     else
       other(op->dst.buffer);
@@ -100,8 +101,9 @@ class Elider : public IRMutator {
       if (blocked || gemms.empty()) continue;
       for (size_t j : gemms) {
         const GemmNode* g = stmts[j].as<GemmNode>();
-        stmts[j] = GemmNode::make(g->a.buffer == c->dst.buffer ? c->src : g->a, g->b.buffer == c->dst.buffer ? c->src : g->b,
-                                  g->c, g->trans_a, g->trans_b, g->clear_accum, g->loc);
+        stmts[j] =
+            GemmNode::make(g->a.buffer == c->dst.buffer ? c->src : g->a, g->b.buffer == c->dst.buffer ? c->src : g->b,
+                           g->c, g->trans_a, g->trans_b, g->clear_accum, g->loc);
       }
       stmts[i] = SeqNode::make({}, c->loc);
       changed = true;

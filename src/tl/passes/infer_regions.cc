@@ -124,7 +124,8 @@ class InferRegions : public IRMutator {
     const Expr kb = op->trans_b ? b1 : b0, n = op->trans_b ? b0 : b1;
     auto shapes = [&] {
       return "A " + extents_str(tile_or_all(r[0])) + (op->trans_a ? " (transposed)" : "") + ", B " +
-             extents_str(tile_or_all(r[1])) + (op->trans_b ? " (transposed)" : "") + ", C " + extents_str(tile_or_all(r[2]));
+             extents_str(tile_or_all(r[1])) + (op->trans_b ? " (transposed)" : "") + ", C " +
+             extents_str(tile_or_all(r[2]));
     };
     if (!same_extent(ka, kb)) fail_at(op->loc, "T.gemm: shape mismatch: K of A and K of B differ: " + shapes());
     if (!same_extent(m, c0)) fail_at(op->loc, "T.gemm: shape mismatch: M of A and rows of C differ: " + shapes());
@@ -159,7 +160,8 @@ class InferRegions : public IRMutator {
   Stmt mutate_Cumsum(const CumsumNode* op, const Stmt& self) override {
     require_known(op->src, op->loc, "T.cumsum", "src");
     Region s = simplified(op->src);
-    Region d = op->dst.extents_known() ? simplified(op->dst) : simplified(fill_corner(op->dst, s, op->loc, "T.cumsum", "dst"));
+    Region d =
+        op->dst.extents_known() ? simplified(op->dst) : simplified(fill_corner(op->dst, s, op->loc, "T.cumsum", "dst"));
     check_same_tile(s, d, op->loc, "T.cumsum", "src", "dst");
     const int dim = normalize_dim(op->dim, s.extent.size(), op->loc, "T.cumsum");
     (void)self;
@@ -193,6 +195,8 @@ class InferRegions : public IRMutator {
 
 }  // namespace
 
-Stmt infer_regions(const Stmt& s) { return InferRegions().mutate(s); }
+Stmt infer_regions(const Stmt& s) {
+  return InferRegions().mutate(s);
+}
 
 }  // namespace tessera::tl

@@ -125,6 +125,8 @@ class Legalize : public IRMutator {
 
 }  // namespace
 
-Stmt legalize_bounds(const Stmt& s) { return Legalize().mutate(s); }
+Stmt legalize_bounds(const Stmt& s) {
+  return Legalize().mutate(s);
+}
 
 }  // namespace tessera::tl

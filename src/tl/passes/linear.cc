@@ -50,7 +50,8 @@ bool analyze(const Expr& e, const Expr& var, Expr* base, int64_t* coeff) {
       *coeff = ca * k;
       return true;
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 

@@ -12,7 +12,9 @@
 namespace tessera::tl {
 namespace {
 
-bool verbose() { return env::flag("TESSERA_TL_VERBOSE_LOWERING"); }
+bool verbose() {
+  return env::flag("TESSERA_TL_VERBOSE_LOWERING");
+}
 
 class Lowerer : public IRMutator {
  public:
@@ -45,6 +47,8 @@ class Lowerer : public IRMutator {
 
 }  // namespace
 
-Stmt lower_tile_ops(const Stmt& s, const Target& target) { return Lowerer(target).mutate(s); }
+Stmt lower_tile_ops(const Stmt& s, const Target& target) {
+  return Lowerer(target).mutate(s);
+}
 
 }  // namespace tessera::tl

@@ -21,7 +21,9 @@
 namespace tessera::tl {
 namespace {
 
-bool print_ir() { return env::flag("TESSERA_TL_PRINT_IR"); }
+bool print_ir() {
+  return env::flag("TESSERA_TL_PRINT_IR");
+}
 
 }  // namespace
 
@@ -36,7 +38,8 @@ Program lower_program(const Program& p, const Target& target) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const bool changed = !next.same_as(out.body);
     out.body = next;
-    if (print && changed) std::fprintf(stderr, "[tessera tl] after %s (%.2f ms):\n%s\n", name, ms, to_string(out).c_str());
+    if (print && changed)
+      std::fprintf(stderr, "[tessera tl] after %s (%.2f ms):\n%s\n", name, ms, to_string(out).c_str());
   };
   run("infer_regions", infer_regions);
   run("elide_gemm_copies", elide_gemm_copies);

@@ -1,6 +1,6 @@
 // The lowering pipeline: verify -> infer_regions -> plan_pipeline -> elide_gemm_copies -> lower_tile_ops
-// -> legalize_bounds -> simplify -> vectorize. TESSERA_TL_PRINT_IR=1 prints the program after every pass that changed it,
-// with the time each pass took.
+// -> legalize_bounds -> simplify -> vectorize. TESSERA_TL_PRINT_IR=1 prints the program after every pass that changed
+// it, with the time each pass took.
 #pragma once
 
 #include "tessera/tl/ir.h"

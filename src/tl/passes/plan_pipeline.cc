@@ -18,7 +18,8 @@ Stmt prefetch_for(const Region& src, const Expr& var, int64_t dist, Loc loc) {
   Expr rows = make_int(1), stride = IntImmNode::make(DataType::kInt64, 0);
   if (dims.size() == 2) {
     rows = src.extent[size_t(dims[0])];
-    stride = BinaryNode::make(BinOp::kMul, src.buffer->strides[size_t(dims[0])], IntImmNode::make(DataType::kInt64, es));
+    stride =
+        BinaryNode::make(BinOp::kMul, src.buffer->strides[size_t(dims[0])], IntImmNode::make(DataType::kInt64, es));
   }
   const Expr ahead = BinaryNode::make(BinOp::kAdd, var, make_int(dist));
   std::vector<Expr> mins;
@@ -28,7 +29,9 @@ Stmt prefetch_for(const Region& src, const Expr& var, int64_t dist, Loc loc) {
   return EvaluateNode::make(
       CallNode::make_extern(DataType::kInt32, "tlrt::prefetch_2d",
                             {AddressOfNode::make(src.buffer, mins, loc), CastNode::make(DataType::kInt64, rows),
-                             simplify(row_bytes), simplify(stride)}, loc), loc);
+                             simplify(row_bytes), simplify(stride)},
+                            loc),
+      loc);
 }
 
 class PlanPipeline : public IRMutator {
@@ -62,6 +65,8 @@ class PlanPipeline : public IRMutator {
 
 }  // namespace
 
-Stmt plan_pipeline(const Stmt& s) { return PlanPipeline().mutate(s); }
+Stmt plan_pipeline(const Stmt& s) {
+  return PlanPipeline().mutate(s);
+}
 
 }  // namespace tessera::tl

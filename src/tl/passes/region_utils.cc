@@ -49,7 +49,8 @@ std::vector<Expr> region_index(const Region& r, const std::vector<Expr>& tile_in
   for (size_t i = 0; i < dims.size() && i < tile_index.size(); ++i) {
     const size_t d = size_t(dims[i]);
     int64_t m;
-    idx[d] = is_const_int(r.min[d], &m) && m == 0 ? tile_index[i] : BinaryNode::make(BinOp::kAdd, r.min[d], tile_index[i]);
+    idx[d] =
+        is_const_int(r.min[d], &m) && m == 0 ? tile_index[i] : BinaryNode::make(BinOp::kAdd, r.min[d], tile_index[i]);
   }
   return idx;
 }
@@ -57,8 +58,8 @@ std::vector<Expr> region_index(const Region& r, const std::vector<Expr>& tile_in
 bool covers_whole(const Region& r) {
   for (size_t d = 0; d < r.min.size(); ++d) {
     int64_t m, e, s;
-    if (!is_const_int(r.min[d], &m) || m != 0 || !is_const_int(r.extent[d], &e) || !is_const_int(r.buffer->shape[d], &s) ||
-        e != s)
+    if (!is_const_int(r.min[d], &m) || m != 0 || !is_const_int(r.extent[d], &e) ||
+        !is_const_int(r.buffer->shape[d], &s) || e != s)
       return false;
   }
   return true;

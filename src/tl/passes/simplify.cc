@@ -15,7 +15,9 @@ int64_t floor_div(int64_t a, int64_t b) {
   const int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+int64_t floor_mod(int64_t a, int64_t b) {
+  return a - floor_div(a, b) * b;
+}
 
 // A linear integer expression: sum(coeff * term) + constant.
 struct Linear {
@@ -39,13 +41,18 @@ void collect(const Expr& e, int64_t scale, Linear* out) {
   if (const BinaryNode* b = e.as<BinaryNode>(); b && b->a.type() == e.type() && b->b.type() == e.type()) {
     int64_t c;
     switch (b->op) {
-      case BinOp::kAdd: collect(b->a, scale, out), collect(b->b, scale, out); return;
-      case BinOp::kSub: collect(b->a, scale, out), collect(b->b, -scale, out); return;
+      case BinOp::kAdd:
+        collect(b->a, scale, out), collect(b->b, scale, out);
+        return;
+      case BinOp::kSub:
+        collect(b->a, scale, out), collect(b->b, -scale, out);
+        return;
       case BinOp::kMul:
         if (is_const_int(b->b, &c)) return collect(b->a, scale * c, out);
         if (is_const_int(b->a, &c)) return collect(b->b, scale * c, out);
         break;
-      default: break;
+      default:
+        break;
     }
   }
   out->add_term(e, scale);
@@ -55,7 +62,9 @@ Expr rebuild(const Linear& lin, DataType t, Loc loc) {
   Expr acc;
   for (const auto& [term, coeff] : lin.terms) {
     if (coeff == 0) continue;
-    Expr piece = coeff == 1 || coeff == -1 ? term : BinaryNode::make(BinOp::kMul, term, IntImmNode::make(t, std::llabs(coeff), loc), loc);
+    Expr piece = coeff == 1 || coeff == -1
+                     ? term
+                     : BinaryNode::make(BinOp::kMul, term, IntImmNode::make(t, std::llabs(coeff), loc), loc);
     if (!acc.defined()) {
       acc = coeff < 0 ? BinaryNode::make(BinOp::kSub, IntImmNode::make(t, 0, loc), piece, loc) : piece;
     } else {
@@ -71,9 +80,12 @@ Expr rebuild(const Linear& lin, DataType t, Loc loc) {
 Expr fold_int(BinOp op, int64_t a, int64_t b, DataType t, Loc loc, bool* ok) {
   *ok = true;
   switch (op) {
-    case BinOp::kAdd: return IntImmNode::make(t, a + b, loc);
-    case BinOp::kSub: return IntImmNode::make(t, a - b, loc);
-    case BinOp::kMul: return IntImmNode::make(t, a * b, loc);
+    case BinOp::kAdd:
+      return IntImmNode::make(t, a + b, loc);
+    case BinOp::kSub:
+      return IntImmNode::make(t, a - b, loc);
+    case BinOp::kMul:
+      return IntImmNode::make(t, a * b, loc);
     case BinOp::kDiv:
     case BinOp::kFloorDiv:
       if (b != 0) return IntImmNode::make(t, floor_div(a, b), loc);
@@ -81,11 +93,16 @@ Expr fold_int(BinOp op, int64_t a, int64_t b, DataType t, Loc loc, bool* ok) {
     case BinOp::kFloorMod:
       if (b != 0) return IntImmNode::make(t, floor_mod(a, b), loc);
       break;
-    case BinOp::kMin: return IntImmNode::make(t, std::min(a, b), loc);
-    case BinOp::kMax: return IntImmNode::make(t, std::max(a, b), loc);
-    case BinOp::kBitAnd: return IntImmNode::make(t, a & b, loc);
-    case BinOp::kBitOr: return IntImmNode::make(t, a | b, loc);
-    case BinOp::kBitXor: return IntImmNode::make(t, a ^ b, loc);
+    case BinOp::kMin:
+      return IntImmNode::make(t, std::min(a, b), loc);
+    case BinOp::kMax:
+      return IntImmNode::make(t, std::max(a, b), loc);
+    case BinOp::kBitAnd:
+      return IntImmNode::make(t, a & b, loc);
+    case BinOp::kBitOr:
+      return IntImmNode::make(t, a | b, loc);
+    case BinOp::kBitXor:
+      return IntImmNode::make(t, a ^ b, loc);
     case BinOp::kShl:
       if (b >= 0 && b < 63) return IntImmNode::make(t, a << b, loc);
       break;
@@ -100,13 +117,20 @@ Expr fold_int(BinOp op, int64_t a, int64_t b, DataType t, Loc loc, bool* ok) {
 Expr fold_float(BinOp op, double a, double b, DataType t, Loc loc, bool* ok) {
   *ok = true;
   switch (op) {
-    case BinOp::kAdd: return FloatImmNode::make(t, a + b, loc);
-    case BinOp::kSub: return FloatImmNode::make(t, a - b, loc);
-    case BinOp::kMul: return FloatImmNode::make(t, a * b, loc);
-    case BinOp::kDiv: return FloatImmNode::make(t, a / b, loc);
-    case BinOp::kMin: return FloatImmNode::make(t, std::fmin(a, b), loc);
-    case BinOp::kMax: return FloatImmNode::make(t, std::fmax(a, b), loc);
-    default: break;
+    case BinOp::kAdd:
+      return FloatImmNode::make(t, a + b, loc);
+    case BinOp::kSub:
+      return FloatImmNode::make(t, a - b, loc);
+    case BinOp::kMul:
+      return FloatImmNode::make(t, a * b, loc);
+    case BinOp::kDiv:
+      return FloatImmNode::make(t, a / b, loc);
+    case BinOp::kMin:
+      return FloatImmNode::make(t, std::fmin(a, b), loc);
+    case BinOp::kMax:
+      return FloatImmNode::make(t, std::fmax(a, b), loc);
+    default:
+      break;
   }
   *ok = false;
   return {};
@@ -114,12 +138,18 @@ Expr fold_float(BinOp op, double a, double b, DataType t, Loc loc, bool* ok) {
 
 bool compare_const(CmpOp op, double a, double b) {
   switch (op) {
-    case CmpOp::kLT: return a < b;
-    case CmpOp::kLE: return a <= b;
-    case CmpOp::kGT: return a > b;
-    case CmpOp::kGE: return a >= b;
-    case CmpOp::kEQ: return a == b;
-    case CmpOp::kNE: return a != b;
+    case CmpOp::kLT:
+      return a < b;
+    case CmpOp::kLE:
+      return a <= b;
+    case CmpOp::kGT:
+      return a > b;
+    case CmpOp::kGE:
+      return a >= b;
+    case CmpOp::kEQ:
+      return a == b;
+    case CmpOp::kNE:
+      return a != b;
   }
   return false;
 }
@@ -157,7 +187,8 @@ class Simplifier : public IRMutator {
         if (is_const_int(m->b, &c) && c % ib == 0 && c > 0) {
           if (b->op == BinOp::kFloorMod) return IntImmNode::make(t, 0, b->loc);
           if (b->op == BinOp::kFloorDiv || b->op == BinOp::kDiv)
-            return c == ib ? m->a : simplify(BinaryNode::make(BinOp::kMul, m->a, IntImmNode::make(t, c / ib, b->loc), b->loc));
+            return c == ib ? m->a
+                           : simplify(BinaryNode::make(BinOp::kMul, m->a, IntImmNode::make(t, c / ib, b->loc), b->loc));
         }
       }
     }
@@ -249,8 +280,12 @@ class Simplifier : public IRMutator {
 
 }  // namespace
 
-Expr simplify(const Expr& e) { return Simplifier().mutate(e); }
-Stmt simplify(const Stmt& s) { return Simplifier().mutate(s); }
+Expr simplify(const Expr& e) {
+  return Simplifier().mutate(e);
+}
+Stmt simplify(const Stmt& s) {
+  return Simplifier().mutate(s);
+}
 
 bool structural_equal(const Expr& a, const Expr& b) {
   if (a.same_as(b)) return true;
@@ -263,9 +298,12 @@ bool structural_equal(const Expr& a, const Expr& b) {
     return true;
   };
   switch (a->kind) {
-    case NodeKind::kIntImm: return a.as<IntImmNode>()->value == b.as<IntImmNode>()->value;
-    case NodeKind::kFloatImm: return a.as<FloatImmNode>()->value == b.as<FloatImmNode>()->value;
-    case NodeKind::kVar: return false;  // identity only (checked above)
+    case NodeKind::kIntImm:
+      return a.as<IntImmNode>()->value == b.as<IntImmNode>()->value;
+    case NodeKind::kFloatImm:
+      return a.as<FloatImmNode>()->value == b.as<FloatImmNode>()->value;
+    case NodeKind::kVar:
+      return false;  // identity only (checked above)
     case NodeKind::kBinary: {
       const BinaryNode *x = a.as<BinaryNode>(), *y = b.as<BinaryNode>();
       return x->op == y->op && structural_equal(x->a, y->a) && structural_equal(x->b, y->b);
@@ -278,12 +316,14 @@ bool structural_equal(const Expr& a, const Expr& b) {
       const LogicalNode *x = a.as<LogicalNode>(), *y = b.as<LogicalNode>();
       return x->is_and == y->is_and && structural_equal(x->a, y->a) && structural_equal(x->b, y->b);
     }
-    case NodeKind::kNot: return structural_equal(a.as<NotNode>()->a, b.as<NotNode>()->a);
+    case NodeKind::kNot:
+      return structural_equal(a.as<NotNode>()->a, b.as<NotNode>()->a);
     case NodeKind::kSelect: {
       const SelectNode *x = a.as<SelectNode>(), *y = b.as<SelectNode>();
       return structural_equal(x->cond, y->cond) && structural_equal(x->t, y->t) && structural_equal(x->f, y->f);
     }
-    case NodeKind::kCast: return structural_equal(a.as<CastNode>()->value, b.as<CastNode>()->value);
+    case NodeKind::kCast:
+      return structural_equal(a.as<CastNode>()->value, b.as<CastNode>()->value);
     case NodeKind::kCall: {
       const CallNode *x = a.as<CallNode>(), *y = b.as<CallNode>();
       return x->op == y->op && x->extern_name == y->extern_name && all_equal(x->args, y->args);
@@ -296,7 +336,8 @@ bool structural_equal(const Expr& a, const Expr& b) {
       const AddressOfNode *x = a.as<AddressOfNode>(), *y = b.as<AddressOfNode>();
       return x->buffer == y->buffer && all_equal(x->indices, y->indices);
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 

@@ -22,7 +22,8 @@ std::vector<const TileOpImpl*> tile_op_impls(NodeKind op, const Target& target) 
   std::vector<const TileOpImpl*> out;
   for (const TileOpImpl& impl : all_impls())
     if (impl.op == op && (impl.target.empty() || impl.target == target.name)) out.push_back(&impl);
-  std::stable_sort(out.begin(), out.end(), [](const TileOpImpl* a, const TileOpImpl* b) { return a->priority > b->priority; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const TileOpImpl* a, const TileOpImpl* b) { return a->priority > b->priority; });
   return out;
 }
 

@@ -39,7 +39,9 @@ bool element_wise(const Stmt& body, const Expr& var) {
   };
   for_each_stmt(body, [&](const Stmt& s) {
     switch (s->kind) {
-      case NodeKind::kSeq: case NodeKind::kIfThenElse: break;
+      case NodeKind::kSeq:
+      case NodeKind::kIfThenElse:
+        break;
       case NodeKind::kLetStmt: {
         const LetStmtNode* l = s.as<LetStmtNode>();
         if (depends(l->value)) lane_vars.insert(l->var.get());
@@ -55,7 +57,8 @@ bool element_wise(const Stmt& body, const Expr& var) {
         if (ok && reads(body, st->buffer) && !injective(st->indices, var)) ok = false;
         break;
       }
-      default: ok = false;
+      default:
+        ok = false;
     }
   });
   if (!ok) return false;
@@ -87,6 +90,8 @@ class Vectorizer : public IRMutator {
 
 }  // namespace
 
-Stmt vectorize(const Stmt& s, const Target& target) { return Vectorizer(target).mutate(s); }
+Stmt vectorize(const Stmt& s, const Target& target) {
+  return Vectorizer(target).mutate(s);
+}
 
 }  // namespace tessera::tl

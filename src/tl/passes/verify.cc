@@ -9,7 +9,9 @@
 namespace tessera::tl {
 namespace {
 
-std::string describe(const Buffer& b) { return std::string(scope_name(b->scope)) + " buffer '" + b->name + "'"; }
+std::string describe(const Buffer& b) {
+  return std::string(scope_name(b->scope)) + " buffer '" + b->name + "'";
+}
 
 class Verifier : public IRVisitor {
  public:
@@ -42,7 +44,6 @@ class Verifier : public IRVisitor {
     });
   }
 
-
   void visit_Var(const VarNode* op) override {
     if (!defined_.count(op))
       fail_at(stmt_loc_.known() ? stmt_loc_ : op->loc,
@@ -53,7 +54,8 @@ class Verifier : public IRVisitor {
 
   void use_buffer(const Buffer& b, Loc loc) {
     if (!buffers_.count(b.get()))
-      fail_at(loc, describe(b) + " is used outside the kernel that allocates it, or is not a parameter of this program");
+      fail_at(loc,
+              describe(b) + " is used outside the kernel that allocates it, or is not a parameter of this program");
   }
   void visit_Load(const LoadNode* op) override {
     use_buffer(op->buffer, op->loc);

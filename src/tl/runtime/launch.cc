@@ -67,9 +67,13 @@ int64_t stream_bytes() {
   return cpu_features().l3_bytes / 2;  // the inputs want the other half
 }
 
-void gemm(const TlGemmArgs* args) { tile_gemm(*args); }
+void gemm(const TlGemmArgs* args) {
+  tile_gemm(*args);
+}
 
-int32_t threads() { return int32_t(num_threads()); }
+int32_t threads() {
+  return int32_t(num_threads());
+}
 
 TlRuntime& runtime() {
   static TlRuntime rt = {TESSERA_TL_ABI_VERSION, launch, gemm, stream_bytes(), threads};
@@ -78,8 +82,12 @@ TlRuntime& runtime() {
 
 }  // namespace
 
-const TlRuntime* host_runtime() { return &runtime(); }
+const TlRuntime* host_runtime() {
+  return &runtime();
+}
 
-void set_stream_bytes(int64_t bytes) { runtime().stream_bytes = bytes >= 0 ? bytes : stream_bytes(); }
+void set_stream_bytes(int64_t bytes) {
+  runtime().stream_bytes = bytes >= 0 ? bytes : stream_bytes();
+}
 
 }  // namespace tessera::tl

@@ -16,8 +16,9 @@ std::shared_ptr<const KernelLibrary> KernelLibrary::open(const std::string& path
   lib->launch_ = reinterpret_cast<TlLaunchFn>(::dlsym(h, "tessera_tl_launch_v1"));
   auto sig = reinterpret_cast<TlSignatureFn>(::dlsym(h, "tessera_tl_signature_v1"));
   if (!lib->launch_ || !sig)
-    fail(ErrorCode::kRuntime, "tl: ", path, " is not a tessera kernel library (tessera_tl_launch_v1 / "
-                              "tessera_tl_signature_v1 missing)");
+    fail(ErrorCode::kRuntime, "tl: ", path,
+         " is not a tessera kernel library (tessera_tl_launch_v1 / "
+         "tessera_tl_signature_v1 missing)");
   lib->signature_ = sig();
   return lib;
 }

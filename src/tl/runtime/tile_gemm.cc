@@ -22,11 +22,34 @@ namespace {
 
 bool to_src_type(int32_t t, cpu::GemmSrcType* out) {
   switch (DataType(t)) {
-    case DataType::kBFloat16: *out = cpu::GemmSrcType::kBF16; return true;
-    case DataType::kFloat32: *out = cpu::GemmSrcType::kF32; return true;
-    case DataType::kFloat8E4M3: *out = cpu::GemmSrcType::kE4M3; return true;
-    default: return false;
+    case DataType::kBFloat16:
+      *out = cpu::GemmSrcType::kBF16;
+      return true;
+    case DataType::kFloat32:
+      *out = cpu::GemmSrcType::kF32;
+      return true;
+    case DataType::kFloat8E4M3:
+      *out = cpu::GemmSrcType::kE4M3;
+      return true;
+    case DataType::kFloat16:
+      *out = cpu::GemmSrcType::kF16;
+      return true;
+    case DataType::kFloat8E5M2:
+      *out = cpu::GemmSrcType::kE5M2;
+      return true;
+    default:
+      return false;
   }
+}
+
+constexpr int kSrcTypes = 6;  // GemmSrcType values
+
+// fp16 operands run on the bf16 sets as their 4-term split (gemm_kernel_set.h, F16Split), which takes
+// four bf16 products per fp16 product: only AMX's tiles are fast enough for that to beat the fp32 FMA
+// sets (which read fp16 as it is); elsewhere, and against operands that are not fp16, the fp32 sets
+// take fp16 (docs/notes/2026-12-05-tl-fp16-gemm.md).
+bool splits_f16(const cpu::KernelImpl& impl, cpu::GemmSrcType a, cpu::GemmSrcType b) {
+  return impl.need == Isa::kAmx && a == cpu::GemmSrcType::kF16 && b == cpu::GemmSrcType::kF16;
 }
 
 // A T.gemm runs per tile, thousands of times per kernel: each choice is asked of the registry once per
@@ -37,11 +60,16 @@ const char* refuse_packed(const cpu::KernelImpl& impl, const void* table, const 
   const auto* types = static_cast<const cpu::GemmSrcType*>(problem);
   const auto* ks = static_cast<const cpu::GemmKernelSet*>(table);
   if (ks && (!ks->accepts(types[0]) || !ks->accepts(types[1]))) return "refused: operand types not accepted";
+  const bool f16 = types[0] == cpu::GemmSrcType::kF16 || types[1] == cpu::GemmSrcType::kF16;
+  if (ks && f16 && ks->elem_bytes == 2 && !splits_f16(impl, types[0], types[1]))
+    return "refused: fp16 split pays only on AMX tiles";
   return nullptr;
 }
 
-const cpu::GemmKernelSet* choose(cpu::GemmSrcType a, cpu::GemmSrcType b) {
-  static std::atomic<const void*> cache[kLevels][4][4];
+// The set for operand types (a, b) at the active level; *split: it reads fp16 as its bf16 split.
+const cpu::GemmKernelSet* choose(cpu::GemmSrcType a, cpu::GemmSrcType b, bool* split) {
+  static std::atomic<const void*> cache[kLevels][kSrcTypes][kSrcTypes];
+  static std::atomic<bool> splits[kLevels][kSrcTypes][kSrcTypes];
   static const void* const kUnset = &cache;
   static std::once_flag init;
   std::call_once(init, [] {
@@ -50,12 +78,16 @@ const cpu::GemmKernelSet* choose(cpu::GemmSrcType a, cpu::GemmSrcType b) {
         for (auto& c : row) c.store(kUnset);
   });
   std::atomic<const void*>& slot = cache[int(active_isa())][int(a)][int(b)];
+  std::atomic<bool>& slot_split = splits[int(active_isa())][int(a)][int(b)];
   const void* table = slot.load(std::memory_order_acquire);
   if (table == kUnset) {
     const cpu::GemmSrcType types[2] = {a, b};
-    table = cpu::choose_kernel(cpu::Slot::kGemmPacked, "tl T.gemm", refuse_packed, types).table;
+    const cpu::KernelChoice c = cpu::choose_kernel(cpu::Slot::kGemmPacked, "tl T.gemm", refuse_packed, types);
+    table = c.table;
+    slot_split.store(c.impl && c.table && splits_f16(*c.impl, a, b), std::memory_order_relaxed);
     slot.store(table, std::memory_order_release);
   }
+  *split = slot_split.load(std::memory_order_relaxed);
   return static_cast<const cpu::GemmKernelSet*>(table);
 }
 
@@ -77,12 +109,18 @@ cpu::TlGemvFn choose_gemv() {
 
 float element(const void* p, int32_t type, int64_t off) {
   switch (DataType(type)) {
-    case DataType::kFloat32: return static_cast<const float*>(p)[off];
-    case DataType::kBFloat16: return bf16_to_f32(static_cast<const uint16_t*>(p)[off]);
-    case DataType::kFloat16: return f16_to_f32(static_cast<const uint16_t*>(p)[off]);
-    case DataType::kFloat8E4M3: return e4m3_to_f32(static_cast<const uint8_t*>(p)[off]);
-    case DataType::kFloat8E5M2: return e5m2_to_f32(static_cast<const uint8_t*>(p)[off]);
-    default: return 0.0f;  // the lowering only emits float operand types
+    case DataType::kFloat32:
+      return static_cast<const float*>(p)[off];
+    case DataType::kBFloat16:
+      return bf16_to_f32(static_cast<const uint16_t*>(p)[off]);
+    case DataType::kFloat16:
+      return f16_to_f32(static_cast<const uint16_t*>(p)[off]);
+    case DataType::kFloat8E4M3:
+      return e4m3_to_f32(static_cast<const uint8_t*>(p)[off]);
+    case DataType::kFloat8E5M2:
+      return e5m2_to_f32(static_cast<const uint8_t*>(p)[off]);
+    default:
+      return 0.0f;  // the lowering only emits float operand types
   }
 }
 
@@ -148,7 +186,8 @@ bool gemv(const TlGemmArgs& g, int m_valid) {
   v.accumulate = !g.clear;
   fn(v);
   if (g.clear)  // columns whose B row does not exist
-    for (int i = 0; i < m_valid; ++i) std::fill(g.c + int64_t(i) * g.ldc + g.b_rows, g.c + int64_t(i) * g.ldc + g.n, 0.0f);
+    for (int i = 0; i < m_valid; ++i)
+      std::fill(g.c + int64_t(i) * g.ldc + g.b_rows, g.c + int64_t(i) * g.ldc + g.n, 0.0f);
   return true;
 }
 
@@ -158,10 +197,10 @@ struct Chunk {
   const cpu::GemmKernelSet& ks;
   cpu::GemmTile tile;
   int m_valid;
-  int panels;            // b-panels of nr columns
-  const char* bpack;     // this chunk's b-panels
-  float* edge;           // mr x nr tile for a last panel narrower than nr
-  bool accumulate;       // add to C (later chunks, or a T.gemm without clear)
+  int panels;         // b-panels of nr columns
+  const char* bpack;  // this chunk's b-panels
+  float* edge;        // mr x nr tile for a last panel narrower than nr
+  bool accumulate;    // add to C (later chunks, or a T.gemm without clear)
   cpu::UkrArgs u;
 };
 
@@ -199,10 +238,21 @@ void run_in_place(Chunk& ch, const cpu::GemmSrc& a, int pc, void* abuf) {
   const char* ablock = static_cast<const char*>(ch.ks.prepare_a(a, 0, ch.m_valid, pc, ch.u.kc, ch.g.a_ks, abuf, &lda));
   ch.u.lda = lda;
   for (int p = 0; p < ch.panels; ++p)
-    for (int ir = 0; ir < ch.m_valid; ir += ch.tile.mr) run_tile(ch, ablock + int64_t(ir) * lda * ch.ks.elem_bytes, ir, p);
+    for (int ir = 0; ir < ch.m_valid; ir += ch.tile.mr)
+      run_tile(ch, ablock + int64_t(ir) * lda * ch.ks.elem_bytes, ir, p);
 }
 
-int src_bytes(cpu::GemmSrcType t) { return t == cpu::GemmSrcType::kF32 ? 4 : (t == cpu::GemmSrcType::kE4M3 ? 1 : 2); }
+int src_bytes(cpu::GemmSrcType t) {
+  switch (t) {
+    case cpu::GemmSrcType::kF32:
+      return 4;
+    case cpu::GemmSrcType::kE4M3:
+    case cpu::GemmSrcType::kE5M2:
+      return 1;
+    default:
+      return 2;
+  }
+}
 
 // Source lines a later step reads: `rows` rows of `row_lines` lines from base, row_stride bytes apart.
 struct Lines {
@@ -213,7 +263,9 @@ struct Lines {
 };
 
 // Rows [r0, r0 + rows) x K [k0, k0 + kc) of a K-contiguous operand (K values past k_total left out).
+// Only sets that copy a-panels ask, and fp16 reaches those as its split: K counts four per fp16 value.
 Lines source_lines(const cpu::GemmSrc& s, int64_t r0, int rows, int k0, int kc, int k_total) {
+  if (s.type == cpu::GemmSrcType::kF16) k0 /= 4, kc /= 4, k_total /= 4;
   Lines l;
   const int k_len = std::min(kc, k_total - k0);
   if (s.stride_k != 1 || rows <= 0 || k_len <= 0) return l;
@@ -255,8 +307,9 @@ void run_panel_outer(Chunk& ch, const cpu::GemmSrc& a, const cpu::GemmSrc& b, in
     int64_t lda = 0;
     const char* apanel = static_cast<const char*>(ch.ks.prepare_a(a, ir, rows, pc, u.kc, g.a_ks, abuf, &lda));
     u.lda = lda;
-    const Lines a_next = j + 1 < a_panels ? source_lines(a, ir + mr, std::min(mr, ch.m_valid - ir - mr), pc, u.kc, g.a_ks)
-                                          : source_lines(a, 0, std::min(mr, ch.m_valid), pc + u.kc, kc_next, g.a_ks);
+    const Lines a_next = j + 1 < a_panels
+                             ? source_lines(a, ir + mr, std::min(mr, ch.m_valid - ir - mr), pc, u.kc, g.a_ks)
+                             : source_lines(a, 0, std::min(mr, ch.m_valid), pc + u.kc, kc_next, g.a_ks);
     // The b share: rows [b0, b1) of the next chunk's B, in this panel's last call.
     const int b0 = b_next.rows * j / a_panels, b1 = b_next.rows * (j + 1) / a_panels;
     const int a_calls = ch.panels > 1 && b1 > b0 ? ch.panels - 1 : ch.panels;
@@ -279,22 +332,9 @@ void run_panel_outer(Chunk& ch, const cpu::GemmSrc& a, const cpu::GemmSrc& b, in
 // than 256; 64 and 96 took 6-19% more than 128.
 constexpr int kAmxChunk = 128;
 
-}  // namespace
-
-void tile_gemm(const TlGemmArgs& g) {
-  if (g.m <= 0 || g.n <= 0) return;
-  // Rows of C whose A row does not exist get no products: zero them when clearing, else leave them.
-  const int m_valid = g.k > 0 ? g.a_rows : 0;
-  if (g.clear)
-    for (int i = m_valid; i < g.m; ++i) std::fill_n(g.c + int64_t(i) * g.ldc, g.n, 0.0f);
-  if (m_valid <= 0) return;
-  if (m_valid <= 4 && gemv(g, m_valid)) return;
-  cpu::GemmSrcType at, bt;
-  const cpu::GemmKernelSet* ks = to_src_type(g.a_type, &at) && to_src_type(g.b_type, &bt) ? choose(at, bt) : nullptr;
-  if (!ks || !ks->accepts(at) || !ks->accepts(bt)) return scalar_gemm(g);
-
-  const cpu::GemmSrc a{g.a, at, g.a_stride_m, g.a_stride_k};
-  const cpu::GemmSrc b{g.b, bt, g.b_stride_n, g.b_stride_k};
+// The packed path over K values [0, g.k) of the sources a and b (g counts K in the set's values).
+void tiles(const TlGemmArgs& g, const cpu::GemmKernelSet* ks, const cpu::GemmSrc& a, const cpu::GemmSrc& b,
+           int m_valid) {
   const cpu::GemmTile tile = pick_tile(*ks, m_valid, g.n);
   const int mr = tile.mr, nr = tile.nr, es = ks->elem_bytes;
   const int k_pad = (g.k + ks->k_align - 1) / ks->k_align * ks->k_align;
@@ -320,6 +360,32 @@ void tile_gemm(const TlGemmArgs& g) {
       run_in_place(ch, a, pc, abuf);
     }
   }
+}
+
+}  // namespace
+
+void tile_gemm(const TlGemmArgs& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  // Rows of C whose A row does not exist get no products: zero them when clearing, else leave them.
+  const int m_valid = g.k > 0 ? g.a_rows : 0;
+  if (g.clear)
+    for (int i = m_valid; i < g.m; ++i) std::fill_n(g.c + int64_t(i) * g.ldc, g.n, 0.0f);
+  if (m_valid <= 0) return;
+  if (m_valid <= 4 && gemv(g, m_valid)) return;
+  cpu::GemmSrcType at, bt;
+  bool split = false;
+  const cpu::GemmKernelSet* ks =
+      to_src_type(g.a_type, &at) && to_src_type(g.b_type, &bt) ? choose(at, bt, &split) : nullptr;
+  if (!ks || !ks->accepts(at) || !ks->accepts(bt)) return scalar_gemm(g);
+
+  // An fp16 split counts four bf16 K values per fp16 value (gemm_kernel_set.h, F16Split).
+  const int kx = split ? 4 : 1;
+  TlGemmArgs gx = g;
+  gx.k *= kx, gx.a_ks *= kx, gx.b_ks *= kx;
+  const cpu::GemmSrc a{g.a, at, g.a_stride_m, g.a_stride_k};  // fp16 split: [hi hi lo lo]
+  cpu::GemmSrc b{g.b, bt, g.b_stride_n, g.b_stride_k};
+  b.f16_split = cpu::F16Split::kHiLoHiLo;  // against A's [hi hi lo lo]
+  tiles(gx, ks, a, b, m_valid);
 }
 
 }  // namespace tessera::tl

@@ -65,27 +65,36 @@ TEST(MlaBadInput, DenseDecode) {
   const std::vector<BadCase> cases = {
       {"q int32", [](KvcacheInputs& in, Keep&) { in.q.dtype = DType::kI32; }, {"'q'", "dtype"}},
       {"q 3-D", [](KvcacheInputs& in, Keep&) { in.q.ndim = 3; }, {"'q'"}},
-      {"k_cache fp16 with bf16 q", [](KvcacheInputs& in, Keep&) { in.k_cache.dtype = DType::kF16; }, {"'k_cache'", "dtype"}},
+      {"k_cache fp16 with bf16 q",
+       [](KvcacheInputs& in, Keep&) { in.k_cache.dtype = DType::kF16; },
+       {"'k_cache'", "dtype"}},
       {"head_dim mismatch", [](KvcacheInputs& in, Keep&) { in.k_cache.shape[3] = 512; }, {"'k_cache'", "head_dim"}},
       {"h_q not a multiple of h_k", [](KvcacheInputs& in, Keep&) { in.k_cache.shape[2] = 3; }, {"num_heads_k"}},
       {"head_dim_v too large", [](KvcacheInputs& in, Keep&) { in.head_dim_v = 600; }, {"'head_dim_v'"}},
       {"no block_table", [](KvcacheInputs& in, Keep&) { in.block_table = nullptr; }, {"'block_table'"}},
-      {"cache_seqlens too long", [](KvcacheInputs& in, Keep& keep) {
+      {"cache_seqlens too long",
+       [](KvcacheInputs& in, Keep& keep) {
          in.cache_seqlens = keep.copy(*in.cache_seqlens, {70, INT32_MAX});
-       }, {"cache_seqlens[1]", "max_num_blocks"}},
-      {"negative cache_seqlens", [](KvcacheInputs& in, Keep& keep) {
+       },
+       {"cache_seqlens[1]", "max_num_blocks"}},
+      {"negative cache_seqlens",
+       [](KvcacheInputs& in, Keep& keep) {
          in.cache_seqlens = keep.copy(*in.cache_seqlens, {-1, 10});
-       }, {"cache_seqlens[0]"}},
-      {"block id out of range", [](KvcacheInputs& in, Keep& keep) {
+       },
+       {"cache_seqlens[0]"}},
+      {"block id out of range",
+       [](KvcacheInputs& in, Keep& keep) {
          const int32_t* bt = static_cast<const int32_t*>(in.block_table->data);
          std::vector<int32_t> copy(bt, bt + in.block_table->numel());
          copy[1] = 1000;  // request 0, block 1: holds tokens 64..69
          in.block_table = keep.copy(*in.block_table, copy);
-       }, {"block_table[0, 1] = 1000"}},
+       },
+       {"block_table[0, 1] = 1000"}},
       {"sparse-only argument", [&](KvcacheInputs& in, Keep&) { in.attn_sink = &p.lse.view; }, {"'attn_sink'", "dense"}},
       {"NaN softmax_scale", [](KvcacheInputs& in, Keep&) { in.softmax_scale = std::nan(""); }, {"'softmax_scale'"}},
   };
-  expect_refused("dense", cases, [&] { return p.inputs(); }, &p.out, &p.lse);
+  expect_refused(
+      "dense", cases, [&] { return p.inputs(); }, &p.out, &p.lse);
 
   // Output checks: wrong shape, wrong dtype, aliasing q.
   const std::vector<uint8_t> before = p.out.bytes;
@@ -121,31 +130,41 @@ TEST(MlaBadInput, SparseDecode) {
       {"two kv heads", [](KvcacheInputs& in, Keep&) { in.k_cache.shape[2] = 2; }, {"'k_cache'", "num_heads_k"}},
       {"q head_dim for V32", [](KvcacheInputs& in, Keep&) { in.q.shape[3] = 512; }, {"'q'", "576"}},
       {"q fp16", [](KvcacheInputs& in, Keep&) { in.q.dtype = DType::kF16; }, {"'q'", "dtype"}},
-      {"indices int64", [](KvcacheInputs& in, Keep& keep) {
+      {"indices int64",
+       [](KvcacheInputs& in, Keep& keep) {
          TensorView* v = keep.copy(*in.indices);
          v->dtype = DType::kI64;
          in.indices = v;
-       }, {"'indices'", "dtype"}},
-      {"indices batch", [](KvcacheInputs& in, Keep& keep) {
+       },
+       {"'indices'", "dtype"}},
+      {"indices batch",
+       [](KvcacheInputs& in, Keep& keep) {
          TensorView* v = keep.copy(*in.indices);
          v->shape[0] = 1;
          in.indices = v;
-       }, {"'indices'", "batch_size"}},
-      {"topk_length above topk", [](KvcacheInputs& in, Keep& keep) {
+       },
+       {"'indices'", "batch_size"}},
+      {"topk_length above topk",
+       [](KvcacheInputs& in, Keep& keep) {
          in.topk_length = keep.copy(*in.topk_length, {3, 65});
-       }, {"topk_length[1] = 65"}},
-      {"extra cache without indices", [](KvcacheInputs& in, Keep&) { in.extra_indices_in_kvcache = nullptr; },
+       },
+       {"topk_length[1] = 65"}},
+      {"extra cache without indices",
+       [](KvcacheInputs& in, Keep&) { in.extra_indices_in_kvcache = nullptr; },
        {"'extra_k_cache'", "together"}},
-      {"extra cache in the other layout", [](KvcacheInputs& in, Keep& keep) {
+      {"extra cache in the other layout",
+       [](KvcacheInputs& in, Keep& keep) {
          TensorView* v = keep.copy(*in.extra_k_cache);
          v->shape[3] = 584;
          v->strides[1] = 584;
          in.extra_k_cache = v;
-       }, {"'extra_k_cache'", "layout"}},
+       },
+       {"'extra_k_cache'", "layout"}},
       {"attn_sink shape", [&](KvcacheInputs& in, Keep&) { in.attn_sink = &p.lse.view; }, {"'attn_sink'"}},
       {"head_dim_v", [](KvcacheInputs& in, Keep&) { in.head_dim_v = 256; }, {"'head_dim_v'", "512"}},
   };
-  expect_refused("sparse", cases, [&] { return p.inputs(); }, &p.out, &p.lse);
+  expect_refused(
+      "sparse", cases, [&] { return p.inputs(); }, &p.out, &p.lse);
 }
 
 TEST(MlaBadInput, SparsePrefill) {

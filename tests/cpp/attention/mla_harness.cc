@@ -1,9 +1,9 @@
 // Shared pieces of the MLA test harness: comparisons, the float64 reference row, typed buffers.
+#include "attention/mla_harness.h"
+
 #include <cmath>
 #include <limits>
 #include <sstream>
-
-#include "attention/mla_harness.h"
 
 namespace tessera::test {
 
@@ -21,8 +21,8 @@ namespace tessera::test {
       ok = std::isnan(r) ? std::isnan(g) : g == r;
     } else {
       const double err = std::fabs(g - r);
-      ok = std::isfinite(g) && (err < tol.abs || err / (std::fabs(r) + 1e-6) < tol.rel ||
-                                (slack && err <= (*slack)[i]));
+      ok =
+          std::isfinite(g) && (err < tol.abs || err / (std::fabs(r) + 1e-6) < tol.rel || (slack && err <= (*slack)[i]));
       fg.push_back(g);
       fr.push_back(r);
     }
@@ -33,8 +33,7 @@ namespace tessera::test {
                                          << " elements out of tolerance; first at flat index " << first << ": got "
                                          << got[size_t(first)] << ", reference " << ref[size_t(first)];
   const double diff = calc_diff(fg, fr);
-  if (!(diff < tol.cos))
-    return ::testing::AssertionFailure() << what << ": cosine diff " << diff << " >= " << tol.cos;
+  if (!(diff < tol.cos)) return ::testing::AssertionFailure() << what << ": cosine diff " << diff << " >= " << tol.cos;
   return ::testing::AssertionSuccess() << what << ": " << got.size() << " elements, cosine diff " << diff;
 }
 
@@ -94,8 +93,12 @@ int64_t element_offset(const TensorView& v, const std::vector<int64_t>& idx) {
   return off;
 }
 
-uint16_t to_bits(double x, DType t) { return t == DType::kBF16 ? f32_to_bf16(float(x)) : f32_to_f16(float(x)); }
-double from_bits(uint16_t bits, DType t) { return t == DType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits); }
+uint16_t to_bits(double x, DType t) {
+  return t == DType::kBF16 ? f32_to_bf16(float(x)) : f32_to_f16(float(x));
+}
+double from_bits(uint16_t bits, DType t) {
+  return t == DType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+}
 
 namespace {
 // Visits every logical element: fn(offset in elements).

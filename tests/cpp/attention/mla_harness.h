@@ -77,7 +77,7 @@ struct SparseProblem {
   flash_mla::KvCacheLayout layout = flash_mla::KvCacheLayout::kV32;
   bool with_topk_length = false, with_sink = false, with_extra = false, strided_q = false, strided_indices = false;
   int extra_topk = 256, extra_blocks = 3, extra_block_size = 32;  // blocks grow to 2 slots per entry
-  double invalid_fraction = 0.25;  // share of index entries that are -1, negative or out of range
+  double invalid_fraction = 0.25;     // share of index entries that are -1, negative or out of range
   std::vector<int> all_invalid_rows;  // (b * s_q + s) lists made entirely of invalid indices
   bool short_lists = false;           // accept RefRow::slack (edge cases with lists of a few tokens)
   // filled by build()

@@ -3,6 +3,8 @@
 // per-row visibility (including rows that see nothing), separate V rows, rows followed by NaN so any read
 // past a row's end shows; plus the row conversions (bf16/fp16 widening, FP8 dequantisation) bit for bit
 // against the scalar set, and the registry's choice per level.
+#include "backends/cpu/mla_kernel_set.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/mla_kernel_set.h"
 #include "backends/cpu/registry.h"
 #include "test_util.h"
 
@@ -148,20 +149,21 @@ void check_case(const cpu::MlaKernelSet& ks, const TileCase& c, Rng& rng, const 
 TEST(MlaKernelSets, AttendTilesMatchFloat64) {
   Rng rng = Rng::for_current_test();
   const TileCase cases[] = {
-      {16, 576, 512, {96, 96, 37}, false},   // DeepSeek dims, full and partial tiles
-      {37, 576, 512, {1, 95, 24}, false},    // odd row count: row tail of every register tile
-      {7, 75, 48, {50, 96}, true},           // odd d_qk, a d_v of three AVX2 / AVX-512 vectors, separate V
-      {128, 64, 64, {13}, false},            // the most rows a unit has
-      {1, 33, 16, {96, 7}, true},            // one row
-      {70, 200, 80, {96, 41}, false},        // 80 columns: an AVX-512 block of 4 vectors + 1
+      {16, 576, 512, {96, 96, 37}, false},  // DeepSeek dims, full and partial tiles
+      {37, 576, 512, {1, 95, 24}, false},   // odd row count: row tail of every register tile
+      {7, 75, 48, {50, 96}, true},          // odd d_qk, a d_v of three AVX2 / AVX-512 vectors, separate V
+      {128, 64, 64, {13}, false},           // the most rows a unit has
+      {1, 33, 16, {96, 7}, true},           // one row
+      {70, 200, 80, {96, 41}, false},       // 80 columns: an AVX-512 block of 4 vectors + 1
   };
   for (const SetAtLevel& s : fp32_sets()) {
     for (const TileCase& c : cases) {
       if (c.d_v % s.set->v_align != 0 || c.d_qk % s.set->qk_align != 0) continue;
       TileCase fitted = c;
       for (int& nt : fitted.tiles) nt = std::min(nt, s.set->tile_tokens);
-      check_case(*s.set, fitted, rng,
-                 s.name + " m=" + std::to_string(c.m) + " d_qk=" + std::to_string(c.d_qk) + " d_v=" + std::to_string(c.d_v));
+      check_case(
+          *s.set, fitted, rng,
+          s.name + " m=" + std::to_string(c.m) + " d_qk=" + std::to_string(c.d_qk) + " d_v=" + std::to_string(c.d_v));
     }
   }
 }
@@ -234,8 +236,8 @@ TEST(MlaKernelSets, WidenRowIsExact) {
           if (std::isnan(ref)) {
             ASSERT_TRUE(std::isnan(got[size_t(i)])) << s.name << " code " << hex(codes[size_t(i)]);
           } else {
-            ASSERT_EQ(f32_bits(got[size_t(i)]), f32_bits(ref)) << s.name << (fp16 ? " fp16" : " bf16") << " code "
-                                                               << hex(codes[size_t(i)]);
+            ASSERT_EQ(f32_bits(got[size_t(i)]), f32_bits(ref))
+                << s.name << (fp16 ? " fp16" : " bf16") << " code " << hex(codes[size_t(i)]);
           }
         }
       }
@@ -268,8 +270,8 @@ TEST(MlaKernelSets, DequantisationMatchesTheScalarSet) {
         if (std::isnan(ref[size_t(i)])) {
           EXPECT_TRUE(std::isnan(got[size_t(i)])) << s.name << " element " << i;
         } else {
-          EXPECT_EQ(f32_bits(got[size_t(i)]), f32_bits(ref[size_t(i)])) << s.name << (v32 ? " V32" : " MODEL1")
-                                                                        << " element " << i;
+          EXPECT_EQ(f32_bits(got[size_t(i)]), f32_bits(ref[size_t(i)]))
+              << s.name << (v32 ? " V32" : " MODEL1") << " element " << i;
         }
       }
     }

@@ -68,7 +68,8 @@ TEST_P(KvQuant, BytesMatchTheSpecAndPaddingIsUntouched) {
       const uint8_t* got = base + t * (layout == KvCacheLayout::kV32 ? 656 : 576);
       EXPECT_EQ(std::memcmp(got, data.data(), data.size()), 0) << "block " << b << " token " << t;
       if (layout == KvCacheLayout::kModel1) {
-        EXPECT_EQ(std::memcmp(base + bs * 576 + t * 8, scales.data(), 8), 0) << "scales of block " << b << " token " << t;
+        EXPECT_EQ(std::memcmp(base + bs * 576 + t * 8, scales.data(), 8), 0)
+            << "scales of block " << b << " token " << t;
       }
     }
     for (int64_t i = int64_t(bs) * bpt; i < stride; ++i) ASSERT_EQ(base[i], 0xA5) << "padding byte " << i << " written";

@@ -208,7 +208,8 @@ void SparseProblem::build(Rng& rng) {
   indices = make_buffer(DType::kI32, {b, s_q, topk}, strided_indices ? topk + 5 : 0);
   for (int i = 0; i < b; ++i)
     for (int s = 0; s < s_q; ++s) {
-      const bool none = std::find(all_invalid_rows.begin(), all_invalid_rows.end(), i * s_q + s) != all_invalid_rows.end();
+      const bool none =
+          std::find(all_invalid_rows.begin(), all_invalid_rows.end(), i * s_q + s) != all_invalid_rows.end();
       write_list(&indices, {i, s}, make_list(rng, pool, slots, topk, invalid_fraction, none));
     }
   if (with_topk_length) {
@@ -224,7 +225,8 @@ void SparseProblem::build(Rng& rng) {
     extra_indices = make_buffer(DType::kI32, {b, s_q, extra_topk});
     for (int i = 0; i < b; ++i)
       for (int s = 0; s < s_q; ++s) {
-        const bool none = std::find(all_invalid_rows.begin(), all_invalid_rows.end(), i * s_q + s) != all_invalid_rows.end();
+        const bool none =
+            std::find(all_invalid_rows.begin(), all_invalid_rows.end(), i * s_q + s) != all_invalid_rows.end();
         write_list(&extra_indices, {i, s}, make_list(rng, extra_pool, eslots, extra_topk, invalid_fraction, none));
       }
     if (with_topk_length) {
@@ -276,8 +278,8 @@ flash_mla::KvcacheInputs SparseProblem::inputs() const {
       for (int32_t v : read_list(indices, i, s, len))
         if (v >= 0 && v < slots) ks.push_back(main_rows.data() + int64_t(v) * dq);
       if (with_extra) {
-        const int elen = with_topk_length ? reinterpret_cast<const int32_t*>(extra_topk_length.bytes.data())[i]
-                                          : extra_topk;
+        const int elen =
+            with_topk_length ? reinterpret_cast<const int32_t*>(extra_topk_length.bytes.data())[i] : extra_topk;
         for (int32_t v : read_list(extra_indices, i, s, elen))
           if (v >= 0 && v < eslots) ks.push_back(extra_rows.data() + int64_t(v) * dq);
       }
@@ -310,7 +312,8 @@ void PrefillProblem::build(Rng& rng) {
   indices = make_buffer(DType::kI32, {s_q, h_kv, topk});
   for (int s = 0; s < s_q; ++s)
     for (int g = 0; g < h_kv; ++g) {
-      const bool none = std::find(all_invalid_queries.begin(), all_invalid_queries.end(), s) != all_invalid_queries.end();
+      const bool none =
+          std::find(all_invalid_queries.begin(), all_invalid_queries.end(), s) != all_invalid_queries.end();
       write_list(&indices, {s, g}, make_list(rng, pool, s_kv, topk, invalid_fraction, none));
     }
   if (with_topk_length) {

@@ -8,8 +8,8 @@
 namespace tessera::test {
 namespace {
 
-using flash_mla::Schedule;
 using flash_mla::SchedMeta;
+using flash_mla::Schedule;
 
 std::vector<uint8_t> snapshot(const Buffer& out, const Buffer& lse) {
   std::vector<uint8_t> s = out.bytes;
@@ -187,8 +187,9 @@ TEST(MlaSchedule, MalformedOldFormIsRefused) {
   Schedule s = flash_mla::get_mla_metadata(p.seqlens.view, p.h_q, 1);
   Schedule short_splits = s;
   short_splits.num_splits.pop_back();
-  EXPECT_TRUE(throws_invalid([&] { flash_mla::flash_mla_with_kvcache(p.inputs(), short_splits, p.out.view, p.lse.view); },
-                             {"num_splits", "batch_size + 1"}));
+  EXPECT_TRUE(
+      throws_invalid([&] { flash_mla::flash_mla_with_kvcache(p.inputs(), short_splits, p.out.view, p.lse.view); },
+                     {"num_splits", "batch_size + 1"}));
   Schedule bad_rows = s;
   bad_rows.tile_scheduler_metadata[5] += 1;
   EXPECT_TRUE(throws_invalid([&] { flash_mla::flash_mla_with_kvcache(p.inputs(), bad_rows, p.out.view, p.lse.view); },

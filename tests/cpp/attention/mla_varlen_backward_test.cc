@@ -1,8 +1,8 @@
 // flash_attn_varlen_bwd (dense MHA prefill backward) against float64 gradients: varlen requests with odd
 // lengths (a zero-length one included), causal bottom-right (more queries than keys too) and not, MHA and
 // GQA, bf16 and fp16, fp32 gradient outputs, strided q, dlse, head dims off the AMX K step, rows long
-// enough that P and dP are recomputed instead of kept (at the SIMD levels); bitwise determinism across thread counts; the
-// registry's choice per level; bad input.
+// enough that P and dP are recomputed instead of kept (at the SIMD levels); bitwise determinism across thread counts;
+// the registry's choice per level; bad input.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -124,7 +124,7 @@ struct BwdProblem {
           for (int t = 0; t < lim; ++t) sum += std::exp(s[size_t(t)] - mx);
           for (int t = 0; t < lim; ++t) {
             s[size_t(t)] = std::exp(s[size_t(t)] - mx) / sum;  // p
-            delta += s[size_t(t)] * dp[size_t(t)];                 // dO . out
+            delta += s[size_t(t)] * dp[size_t(t)];             // dO . out
           }
           if (with_dlse) delta -= ld[row];
           for (int t = 0; t < lim; ++t) {
@@ -158,20 +158,90 @@ struct BwdCase {
 };
 
 const BwdCase kCases[] = {
-    {"MHA d 192/128 causal, odd lengths, a zero-length request", {37, 0, 71}, {101, 0, 133}, 4, 4, 192, 128, true,
-     DType::kBF16, DType::kBF16, false, false},
-    {"GQA 6 over 2, d 64, not causal, strided q", {33, 65}, {129, 70}, 6, 2, 64, 64, false, DType::kBF16,
-     DType::kBF16, true, false},
-    {"causal with more queries than keys, GQA 4 over 1", {50, 7}, {20, 7}, 4, 1, 128, 96, true, DType::kBF16,
-     DType::kBF16, false, false},
-    {"fp16 inputs, fp32 gradients, dlse", {45, 19}, {77, 150}, 4, 2, 80, 48, true, DType::kF16, DType::kF32, false,
+    {"MHA d 192/128 causal, odd lengths, a zero-length request",
+     {37, 0, 71},
+     {101, 0, 133},
+     4,
+     4,
+     192,
+     128,
+     true,
+     DType::kBF16,
+     DType::kBF16,
+     false,
+     false},
+    {"GQA 6 over 2, d 64, not causal, strided q",
+     {33, 65},
+     {129, 70},
+     6,
+     2,
+     64,
+     64,
+     false,
+     DType::kBF16,
+     DType::kBF16,
+     true,
+     false},
+    {"causal with more queries than keys, GQA 4 over 1",
+     {50, 7},
+     {20, 7},
+     4,
+     1,
+     128,
+     96,
+     true,
+     DType::kBF16,
+     DType::kBF16,
+     false,
+     false},
+    {"fp16 inputs, fp32 gradients, dlse",
+     {45, 19},
+     {77, 150},
+     4,
+     2,
+     80,
+     48,
+     true,
+     DType::kF16,
+     DType::kF32,
+     false,
      true},
-    {"bf16 inputs, fp32 gradients, not causal", {9, 130}, {200, 65}, 2, 2, 128, 128, false, DType::kBF16,
-     DType::kF32, false, false},
-    {"head dims off the AMX K step, causal over several tiles, GQA 2 over 1", {150, 1}, {300, 64}, 2, 1, 72, 40,
-     true, DType::kBF16, DType::kBF16, false, true},
-    {"a 64-row tile over 16400 keys (SIMD levels: P and dP recomputed)", {64}, {16400}, 1, 1, 32, 32, false,
-     DType::kBF16, DType::kF32, false, false},
+    {"bf16 inputs, fp32 gradients, not causal",
+     {9, 130},
+     {200, 65},
+     2,
+     2,
+     128,
+     128,
+     false,
+     DType::kBF16,
+     DType::kF32,
+     false,
+     false},
+    {"head dims off the AMX K step, causal over several tiles, GQA 2 over 1",
+     {150, 1},
+     {300, 64},
+     2,
+     1,
+     72,
+     40,
+     true,
+     DType::kBF16,
+     DType::kBF16,
+     false,
+     true},
+    {"a 64-row tile over 16400 keys (SIMD levels: P and dP recomputed)",
+     {64},
+     {16400},
+     1,
+     1,
+     32,
+     32,
+     false,
+     DType::kBF16,
+     DType::kF32,
+     false,
+     false},
 };
 
 class VarlenBackward : public ::testing::TestWithParam<Isa> {};
@@ -251,8 +321,7 @@ TEST(VarlenBackwardBadInput, ClearErrorsAndUntouchedOutputs) {
   p.build(rng);
   const std::vector<uint8_t> before = p.dq.bytes;
   const flash_mla::VarlenInputs in = p.inputs();
-  auto run = [&](const flash_mla::VarlenInputs& x, const TensorView& dout, const TensorView& dq,
-                 const TensorView& dk) {
+  auto run = [&](const flash_mla::VarlenInputs& x, const TensorView& dout, const TensorView& dq, const TensorView& dk) {
     flash_mla::flash_attn_varlen_bwd(x, p.out.view, p.lse.view, dout, dq, dk, p.dv.view);
   };
   flash_mla::VarlenInputs bad = in;
@@ -273,8 +342,8 @@ TEST(VarlenBackwardBadInput, ClearErrorsAndUntouchedOutputs) {
   dq_over_out.data = p.dout.view.data;
   dq_over_out.dtype = p.dout.view.dtype;
   dq_over_out.shape[2] = p.dout.view.shape[2];
-  EXPECT_TRUE(throws_invalid([&] { run(in, p.dout.view, dq_over_out, p.dk.view); },
-                             {"'dq'", "must not overlap", "'dout'"}));
+  EXPECT_TRUE(
+      throws_invalid([&] { run(in, p.dout.view, dq_over_out, p.dk.view); }, {"'dq'", "must not overlap", "'dout'"}));
   EXPECT_TRUE(p.dq.bytes == before);
 }
 

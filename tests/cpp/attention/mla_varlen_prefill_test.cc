@@ -70,12 +70,15 @@ struct VarlenProblem {
           std::vector<const double*> keys;
           for (int t = 0; t < limit; ++t) {
             double* row = kv_rows.data() + size_t(t) * (d_qk + d_v);
-            for (int c = 0; c < d_qk; ++c) row[c] = kd[((k0 + size_t(t)) * size_t(h_kv) + size_t(g)) * size_t(d_qk) + size_t(c)];
-            for (int c = 0; c < d_v; ++c) row[d_qk + c] = vd[((k0 + size_t(t)) * size_t(h_kv) + size_t(g)) * size_t(d_v) + size_t(c)];
+            for (int c = 0; c < d_qk; ++c)
+              row[c] = kd[((k0 + size_t(t)) * size_t(h_kv) + size_t(g)) * size_t(d_qk) + size_t(c)];
+            for (int c = 0; c < d_v; ++c)
+              row[d_qk + c] = vd[((k0 + size_t(t)) * size_t(h_kv) + size_t(g)) * size_t(d_v) + size_t(c)];
             keys.push_back(row);
           }
-          const std::vector<double> qrow(qd.begin() + long(((q0 + size_t(j)) * size_t(h_q) + size_t(h)) * size_t(d_qk)),
-                                         qd.begin() + long(((q0 + size_t(j)) * size_t(h_q) + size_t(h) + 1) * size_t(d_qk)));
+          const std::vector<double> qrow(
+              qd.begin() + long(((q0 + size_t(j)) * size_t(h_q) + size_t(h)) * size_t(d_qk)),
+              qd.begin() + long(((q0 + size_t(j)) * size_t(h_q) + size_t(h) + 1) * size_t(d_qk)));
           std::vector<double> q_ext = qrow;
           q_ext.resize(size_t(d_qk + d_v), 0.0);  // zeros against the value part: scores use keys only
           RefRow r = reference_row(q_ext, keys, d_qk + d_v, 1.0 / std::sqrt(double(d_qk)));
@@ -102,8 +105,28 @@ struct VarlenCase {
 };
 
 const VarlenCase kCases[] = {
-    {"MHA d 192/128 causal, a zero-length request", {40, 0, 70}, {600, 0, 900}, 8, 8, 192, 128, true, DType::kBF16, false, false},
-    {"GQA 8 over 2, d 128, not causal, strided q", {33, 50}, {512, 700}, 8, 2, 128, 128, false, DType::kBF16, true, false},
+    {"MHA d 192/128 causal, a zero-length request",
+     {40, 0, 70},
+     {600, 0, 900},
+     8,
+     8,
+     192,
+     128,
+     true,
+     DType::kBF16,
+     false,
+     false},
+    {"GQA 8 over 2, d 128, not causal, strided q",
+     {33, 50},
+     {512, 700},
+     8,
+     2,
+     128,
+     128,
+     false,
+     DType::kBF16,
+     true,
+     false},
     {"fp16 (reference path)", {20, 30}, {500, 640}, 4, 4, 128, 128, true, DType::kF16, false, false},
     {"causal with more queries than keys", {50, 7}, {20, 7}, 4, 1, 192, 128, true, DType::kBF16, false, true},
 };

@@ -301,7 +301,8 @@ PagedProblem make_paged(const PagedCase& c, Rng& rng) {
   p.max_blocks += 2;
   p.num_blocks = total_pages + 3;  // three pages nobody references
   // A few columns past the longest query (they must come out -inf), within what a table row addresses.
-  p.max_context_len = std::min(*std::max_element(p.query_len.begin(), p.query_len.end()) + 5, p.max_blocks * c.block_kv);
+  p.max_context_len =
+      std::min(*std::max_element(p.query_len.begin(), p.query_len.end()) + 5, p.max_blocks * c.block_kv);
 
   // The cache starts as NaN everywhere: values 0x7F (e4m3 NaN; FP4 bytes 0x7F are finite but their
   // scales are NaN), scales NaN; only referenced slots are written.

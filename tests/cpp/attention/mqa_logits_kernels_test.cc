@@ -2,6 +2,8 @@
 // FP4 code and MX exponent; the rows kernel against float64 for head counts around the vector widths,
 // every head dimension and row counts around the register block; a row's bits independent of the
 // block it lands in; the AMX set against the vdpbf16ps set where the CPU has AMX.
+#include "backends/cpu/mqa_logits_kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/mqa_logits_kernels.h"
 #include "backends/cpu/registry.h"
 #include "tessera/core/dtype.h"
 #include "test_util.h"
@@ -98,7 +99,8 @@ TEST_P(MqaKernels, RowsMatchFloat64AndDoNotDependOnTheBlock) {
       // Operands exact in bf16 and fp32: e4m3 codes (finite), so every set reads the same values.
       auto code = [&] {
         uint8_t c;
-        do c = uint8_t(rng.bits32()); while ((c & 0x7F) == 0x7F);
+        do c = uint8_t(rng.bits32());
+        while ((c & 0x7F) == 0x7F);
         return c;
       };
       std::vector<uint16_t> q(size_t(heads * dim));
@@ -135,8 +137,8 @@ TEST_P(MqaKernels, RowsMatchFloat64AndDoNotDependOnTheBlock) {
       // Each row alone and the rows from 1 on: the same bits.
       for (int r = 0; r < rows; ++r) {
         float one;
-        k.rows({p, weights.data(), heads, nv, dim, tile.data() + int64_t(r) * dim * k.key_bytes, dim,
-                scale.data() + r, 1, &one});
+        k.rows({p, weights.data(), heads, nv, dim, tile.data() + int64_t(r) * dim * k.key_bytes, dim, scale.data() + r,
+                1, &one});
         ASSERT_EQ(f32_bits(one), f32_bits(out[size_t(r)])) << k.name << " heads " << heads << " row " << r;
       }
       if (rows > 1) {
@@ -154,7 +156,7 @@ TEST_P(MqaKernels, ReluPassesNaNAndPaddedHeadsStayOut) {
   const cpu::MqaLogitsKernels& k = set();
   const int heads = 5, dim = 32, rows = 3;
   std::vector<uint16_t> q(size_t(heads * dim), f32_to_bf16(0.0f));
-  std::vector<uint8_t> kc(size_t(rows * dim), 0x38);  // 1.0
+  std::vector<uint8_t> kc(size_t(rows * dim), 0x38);                       // 1.0
   for (int h = 0; h < heads; ++h) q[size_t(h * dim)] = f32_to_bf16(1.0f);  // every head dots to 1
   std::vector<float> weights(16, std::nanf("")), scale = {INFINITY, std::nanf(""), 1.0f}, out(3);
   for (int h = 0; h < heads; ++h) weights[size_t(h)] = 1.0f;  // entries >= heads are ignored
@@ -190,7 +192,8 @@ TEST(MqaKernelsAmx, MatchesTheVectorSetAndDoesNotDependOnTheBlock) {
       for (auto& v : q) v = f32_to_bf16(float(rng.uniform(-2, 2)));
       std::vector<uint8_t> kc(size_t(rows * dim));
       for (auto& v : kc) {
-        do v = uint8_t(rng.bits32()); while ((v & 0x7F) == 0x7F);
+        do v = uint8_t(rng.bits32());
+        while ((v & 0x7F) == 0x7F);
       }
       std::vector<float> weights(size_t(16 * nv), std::nanf("")), scale(static_cast<size_t>(rows));
       for (int h = 0; h < heads; ++h) weights[size_t(h)] = float(rng.uniform(-1, 1));

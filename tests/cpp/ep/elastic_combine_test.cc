@@ -111,11 +111,12 @@ TEST_P(ElasticCombine, BitExactToReferenceOrder) {
     const auto want = ref_combine_row(mine, t, R, topo, &bias0[size_t(t * c.hidden)], &bias1[size_t(t * c.hidden)]);
     const uint16_t* got = out.combined_x.view.ptr<uint16_t>() + t * c.hidden;
     for (int hh = 0; hh < c.hidden; ++hh)
-      ASSERT_EQ(got[hh], want[size_t(hh)]) << where(me, "combined_x", t, hh) << " got " << bf16f(got[hh]) << " want "
-                                           << bf16f(want[size_t(hh)]);
+      ASSERT_EQ(got[hh], want[size_t(hh)])
+          << where(me, "combined_x", t, hh) << " got " << bf16f(got[hh]) << " want " << bf16f(want[size_t(hh)]);
     for (int k = 0; k < K; ++k) {
       const float expect = mine.idx[size_t(t * K + k)] >= 0 ? mine.w[size_t(t * K + k)] : 0.0f;
-      ASSERT_EQ(out.combined_topk_weights.view.ptr<float>()[t * K + k], expect) << where(me, "combined_topk_weights", t, k);
+      ASSERT_EQ(out.combined_topk_weights.view.ptr<float>()[t * K + k], expect)
+          << where(me, "combined_topk_weights", t, k);
     }
   }
   // Without bias and weights; and asynchronously.

@@ -1,13 +1,14 @@
-// Every vector ep kernel set this CPU can run (Highway's, at each level) against the portable one, bit for bit: every bf16 code through the FP8 cast (both scale modes),
-// reductions over special values (NaN, inf, subnormals, ties) with tails of every length and unaligned
-// rows, and copies at every alignment. No communication: a plain test program, so it also runs under a
-// QEMU CPU model (qemu-x86_64 -cpu Haswell: AVX2, no AVX-512).
+// Every vector ep kernel set this CPU can run (Highway's, at each level) against the portable one, bit for bit: every
+// bf16 code through the FP8 cast (both scale modes), reductions over special values (NaN, inf, subnormals, ties) with
+// tails of every length and unaligned rows, and copies at every alignment. No communication: a plain test program, so
+// it also runs under a QEMU CPU model (qemu-x86_64 -cpu Haswell: AVX2, no AVX-512).
+#include "backends/cpu/ep_kernels.h"
+
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "backends/cpu/ep_kernels.h"
 #include "backends/cpu/registry.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/memory.h"
@@ -34,14 +35,14 @@ std::vector<KernelSet> vector_sets() {
   return sets;
 }
 
-#define FOR_EACH_VECTOR_SET(set)                                                    \
-  const std::vector<KernelSet> sets_ = vector_sets();                               \
-  if (sets_.empty()) GTEST_SKIP() << "no vector level on this CPU";                 \
+#define FOR_EACH_VECTOR_SET(set)                                    \
+  const std::vector<KernelSet> sets_ = vector_sets();               \
+  if (sets_.empty()) GTEST_SKIP() << "no vector level on this CPU"; \
   for (const KernelSet& set : sets_)
 
 std::vector<uint16_t> special_bf16(std::mt19937& gen, size_t n) {
-  static const uint16_t kSpecial[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x0001, 0x807F, 0x3F80,
-                                      0xBF80, 0x7F7F, 0x4380, 0x3B80, 0x0080, 0x3F81, 0x4000};
+  static const uint16_t kSpecial[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x0001, 0x807F,
+                                      0x3F80, 0xBF80, 0x7F7F, 0x4380, 0x3B80, 0x0080, 0x3F81, 0x4000};
   std::vector<uint16_t> v(n);
   for (auto& x : v) x = gen() % 4 == 0 ? kSpecial[gen() % 16] : uint16_t(gen());
   return v;
@@ -104,8 +105,8 @@ TEST(EpKernels, CastMatchesScalarAtEveryChunkingLengthAndOffset) {
           std::vector<uint8_t> q1(size_t(n + offset) + 1, 0xA5), q2(size_t(n + offset) + 1, 0xA5);
           std::vector<uint8_t> e1(static_cast<size_t>(blocks), 0), e2(static_cast<size_t>(blocks), 0);
           std::vector<float> s1(static_cast<size_t>(blocks), -1.0f), s2(static_cast<size_t>(blocks), -1.0f);
-          set.kernels->cast_e4m3(q1.data() + offset, with_scales ? s1.data() : nullptr, e1.data(),
-                                 x.data() + offset, n, round_scale);
+          set.kernels->cast_e4m3(q1.data() + offset, with_scales ? s1.data() : nullptr, e1.data(), x.data() + offset, n,
+                                 round_scale);
           ref.cast_e4m3(q2.data() + offset, with_scales ? s2.data() : nullptr, e2.data(), x.data() + offset, n,
                         round_scale);
           ASSERT_EQ(q1, q2) << "n " << n << " round_scale " << round_scale;  // nothing written around it

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new FailuresOnly(world.rank()));
   } else {
-    std::printf("ep tests: %s, %d pool threads per rank\n", world.topology().describe().c_str(), tessera::num_threads());
+    std::printf("ep tests: %s, %d pool threads per rank\n", world.topology().describe().c_str(),
+                tessera::num_threads());
   }
   return RUN_ALL_TESTS();
 }

@@ -13,7 +13,9 @@ std::shared_ptr<Group> world_ptr() {
   return g;
 }
 
-Group& world_group() { return *world_ptr(); }
+Group& world_group() {
+  return *world_ptr();
+}
 
 float bf16f(uint16_t h) {
   const uint32_t u = uint32_t(h) << 16;
@@ -22,7 +24,9 @@ float bf16f(uint16_t h) {
   return x;
 }
 
-uint16_t f2bf16(float x) { return f32_to_bf16(x); }
+uint16_t f2bf16(float x) {
+  return f32_to_bf16(x);
+}
 
 std::string where(int rank, const char* what, int64_t row, int64_t col) {
   std::ostringstream os;
@@ -108,7 +112,9 @@ std::vector<std::vector<RefRow>> ref_expert_rows(const std::vector<RankInputs>& 
   return out;
 }
 
-uint16_t contribution(uint16_t x, int d) { return f2bf16(bf16f(x) * (1.0f + 0.25f * float(d))); }
+uint16_t contribution(uint16_t x, int d) {
+  return f2bf16(bf16f(x) * (1.0f + 0.25f * float(d)));
+}
 
 uint16_t lane_contribution(uint16_t x, int d, int lane) {
   return f2bf16(bf16f(x) * (0.5f + 0.125f * float(lane)) + 0.0625f * float(d));
@@ -139,7 +145,9 @@ std::vector<uint16_t> ref_combine_row(const RankInputs& mine, int64_t t, int ran
     return bf16f(f2bf16(acc));
   };
   // Keys in ascending order of their last lane; hybrid: ranks of other nodes merge into their node.
-  auto key_of = [&](int d) { return topo.hybrid && topo.node_of[size_t(d)] != topo.my_node ? ranks + topo.node_of[size_t(d)] : d; };
+  auto key_of = [&](int d) {
+    return topo.hybrid && topo.node_of[size_t(d)] != topo.my_node ? ranks + topo.node_of[size_t(d)] : d;
+  };
   std::vector<int> keys;
   for (int k = 0; k < K; ++k) {
     const int d = rank[size_t(k)];
@@ -155,7 +163,8 @@ std::vector<uint16_t> ref_combine_row(const RankInputs& mine, int64_t t, int ran
     if (bias1) acc += bf16f(bias1[h]);
     if (topo.expand && !topo.multiple_reduction) {
       for (int k = 0; k < K; ++k)
-        if (rank[size_t(k)] >= 0) acc += bf16f(lane_contribution(mine.x[size_t(t * mine.hidden + h)], rank[size_t(k)], k));
+        if (rank[size_t(k)] >= 0)
+          acc += bf16f(lane_contribution(mine.x[size_t(t * mine.hidden + h)], rank[size_t(k)], k));
       out[size_t(h)] = f2bf16(acc);
       continue;
     }

@@ -26,7 +26,7 @@ struct Config {
   int num_topk = 6;
   int num_experts = 0;  // 0: 8 per rank
   int num_max = 128;
-  int packs = 2;        // FP8 scale packs per token
+  int packs = 2;  // FP8 scale packs per token
   double mask_prob = 0.1;
   int experts(int ranks) const { return num_experts ? num_experts : 8 * ranks; }
 };
@@ -77,7 +77,7 @@ struct CombineTopo {
   bool hybrid = false;
   bool multiple_reduction = true;  // expand only
   bool expand = false;
-  std::vector<int> node_of;        // per rank
+  std::vector<int> node_of;  // per rank
   int my_node = 0;
 };
 CombineTopo combine_topo(const ElasticBuffer& buf, bool expand, bool multiple_reduction);

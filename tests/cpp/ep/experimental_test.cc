@@ -12,7 +12,9 @@ namespace tessera::ep::test {
 namespace {
 
 // Value j of message m from rank r: distinct for every (r, m, j).
-float value(int r, int m, int64_t j) { return float(r * 100000 + m * 1000) + float(j % 997); }
+float value(int r, int m, int64_t j) {
+  return float(r * 100000 + m * 1000) + float(j % 997);
+}
 
 ElasticBufferConfig small_config() {
   ElasticBufferConfig cfg;
@@ -55,8 +57,8 @@ TEST(ElasticPp, FifoToBothNeighbours) {
         std::vector<float> got(size_t(1 + (m * 389 + round * 97) % max_elems), -2.0f);
         buf.pp_recv(TensorView(got.data(), DType::kF32, {int64_t(got.size())}), from);
         for (size_t j = 0; j < got.size(); ++j)
-          ASSERT_EQ(got[j], value(from, round * 10 + m, int64_t(j))) << "rank " << me << " dir " << dir << " round "
-                                                                     << round << " message " << m << " value " << j;
+          ASSERT_EQ(got[j], value(from, round * 10 + m, int64_t(j)))
+              << "rank " << me << " dir " << dir << " round " << round << " message " << m << " value " << j;
       }
     }
   }
@@ -98,8 +100,8 @@ TEST(ElasticAgrs, GathersEveryRanksTensors) {
     uint8_t* small = slots[1].view.ptr<uint8_t>();
     for (int j = 0; j < 64; ++j) small[j] = uint8_t(me * 7 + session * 3 + j);
     std::memcpy(slots[0].view.data, b.data(), b.size() * 2);
-    AllGatherResult rb = buf.all_gather({TensorView(slots[0].view.data, DType::kBF16, {b_rows, b_cols}),
-                                         TensorView(small, DType::kU8, {64})});
+    AllGatherResult rb = buf.all_gather(
+        {TensorView(slots[0].view.data, DType::kBF16, {b_rows, b_cols}), TensorView(small, DType::kU8, {64})});
     ra.event.wait();
     rb.event.wait();
     ASSERT_EQ(ra.gathered.size(), 1u);
@@ -150,7 +152,9 @@ TEST(ElasticAgrs, ErrorsNameTheRule) {
   world_group().barrier();
 }
 
-uint16_t entry_value(int rank, int64_t e, int64_t h, int round) { return uint16_t(rank * 4099 + e * 131 + h * 7 + round); }
+uint16_t entry_value(int rank, int64_t e, int64_t h, int round) {
+  return uint16_t(rank * 4099 + e * 131 + h * 7 + round);
+}
 
 TEST(ElasticEngram, FetchesEntriesOfEveryRank) {
   const int R = world_group().size(), me = world_group().rank();
@@ -181,7 +185,8 @@ TEST(ElasticEngram, FetchesEntriesOfEveryRank) {
     buf.engram_write(sv, fv);
     const int64_t T = 7, P = 3;
     std::vector<int32_t> idx(static_cast<size_t>(T * P));
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = int32_t((i * 37 + size_t(me) * 11 + size_t(round)) % size_t(E * R));
+    for (size_t i = 0; i < idx.size(); ++i)
+      idx[i] = int32_t((i * 37 + size_t(me) * 11 + size_t(round)) % size_t(E * R));
     const EngramFetchResult got = buf.engram_fetch(TensorView(idx.data(), DType::kI32, {T, P}));
     ASSERT_EQ(got.data.view.shape[0], T);
     ASSERT_EQ(got.data.view.shape[1], P * H);

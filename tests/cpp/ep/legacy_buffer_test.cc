@@ -40,7 +40,8 @@ TEST(LegacyBuffer, LayoutDispatchCombineAndCache) {
     }
     for (int d = 0; d < R; ++d) {
       per_rank[size_t(d)] += hit[size_t(d)];
-      ASSERT_EQ(layout.is_token_in_rank.view.ptr<uint8_t>()[t * R + d], hit[size_t(d)] ? 1 : 0) << where(me, "is_token_in_rank", t, d);
+      ASSERT_EQ(layout.is_token_in_rank.view.ptr<uint8_t>()[t * R + d], hit[size_t(d)] ? 1 : 0)
+          << where(me, "is_token_in_rank", t, d);
     }
   }
   for (int d = 0; d < R; ++d) EXPECT_EQ(layout.num_tokens_per_rank.view.ptr<int32_t>()[d], per_rank[size_t(d)]);
@@ -74,7 +75,8 @@ TEST(LegacyBuffer, LayoutDispatchCombineAndCache) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const RankInputs& s = in[size_t(rows[i].src)];
     const int64_t t = rows[i].token;
-    ASSERT_EQ(std::memcmp(d.recv_x.view.ptr<uint16_t>() + i * c.hidden, &s.x[size_t(t * c.hidden)], size_t(c.hidden) * 2), 0)
+    ASSERT_EQ(
+        std::memcmp(d.recv_x.view.ptr<uint16_t>() + i * c.hidden, &s.x[size_t(t * c.hidden)], size_t(c.hidden) * 2), 0)
         << where(me, "recv_x", int64_t(i), 0);
     for (int k = 0; k < K; ++k) {
       const int64_t e = s.idx[size_t(t * K + k)];
@@ -122,7 +124,8 @@ TEST(LegacyBuffer, LayoutDispatchCombineAndCache) {
       ASSERT_EQ(out.combined_x.view.ptr<uint16_t>()[t * c.hidden + hh], f2bf16(acc)) << where(me, "combined_x", t, hh);
     }
     for (int k = 0; k < K; ++k)
-      ASSERT_EQ(out.combined_topk_weights.view.ptr<float>()[t * K + k], mine.idx[size_t(t * K + k)] >= 0 ? mine.w[size_t(t * K + k)] : 0.0f)
+      ASSERT_EQ(out.combined_topk_weights.view.ptr<float>()[t * K + k],
+                mine.idx[size_t(t * K + k)] >= 0 ? mine.w[size_t(t * K + k)] : 0.0f)
           << where(me, "combined_topk_weights", t, k);
   }
 
@@ -145,7 +148,8 @@ TEST(LegacyBuffer, LayoutDispatchCombineAndCache) {
   EXPECT_EQ(std::memcmp(in_place.combined_x.view.data, out.combined_x.view.data, size_t(mine.T * c.hidden * 2)), 0)
       << "rank " << me << ": combine with x = recv_x differs from combine with a private copy";
   EXPECT_EQ(std::memcmp(in_place.combined_topk_weights.view.data, out.combined_topk_weights.view.data,
-                        size_t(mine.T * K * 4)), 0);
+                        size_t(mine.T * K * 4)),
+            0);
 }
 
 // Without topk_idx the records carry no experts: the rows still arrive (they came back as zeros once),
@@ -172,7 +176,8 @@ TEST(LegacyBuffer, DispatchWithoutTopkCarriesRowsCountsAndPrefix) {
   EXPECT_FALSE(d.recv_topk_idx.defined());
   for (size_t i = 0; i < rows.size(); ++i)
     ASSERT_EQ(std::memcmp(d.recv_x.view.ptr<uint16_t>() + i * c.hidden,
-                          &in[size_t(rows[i].src)].x[size_t(rows[i].token * c.hidden)], size_t(c.hidden) * 2), 0)
+                          &in[size_t(rows[i].src)].x[size_t(rows[i].token * c.hidden)], size_t(c.hidden) * 2),
+              0)
         << where(me, "recv_x without topk", int64_t(i), 0);
   // Expected figures from every rank's inputs.
   std::vector<int64_t> per_expert(size_t(E), 0);
@@ -250,7 +255,8 @@ void check_low_latency_recv(const LowLatencyDispatchResult& d, const std::vector
   const auto experts = ref_expert_rows(in, me, R);
   const int64_t rows = int64_t(R) * num_max, packs = lc.ue8m0 ? c.hidden / 512 : c.hidden / 128;
   for (int e = 0; e < epr; ++e) {
-    ASSERT_EQ(d.recv_count.view.ptr<int32_t>()[e], int32_t(experts[size_t(e)].size())) << "rank " << me << " expert " << e;
+    ASSERT_EQ(d.recv_count.view.ptr<int32_t>()[e], int32_t(experts[size_t(e)].size()))
+        << "rank " << me << " expert " << e;
     for (size_t i = 0; i < experts[size_t(e)].size(); ++i) {
       const RefRow& r = experts[size_t(e)][i];
       const uint16_t* src = &in[size_t(r.src)].x[size_t(r.token * c.hidden)];
@@ -342,7 +348,8 @@ TEST_P(LowLatency, DispatchCountsCastAndWeightedCombine) {
       for (int k = 0; k < K; ++k) {
         const int dst = mine.rank_of(t, k, R);
         if (dst < 0) continue;
-        const float product = mine.w[size_t(t * K + k)] * bf16f(lane_contribution(mine.x[size_t(t * c.hidden + hh)], dst, k));
+        const float product =
+            mine.w[size_t(t * K + k)] * bf16f(lane_contribution(mine.x[size_t(t * c.hidden + hh)], dst, k));
         acc += product;
       }
       ASSERT_EQ(out[size_t(t * c.hidden + hh)], f2bf16(acc)) << where(me, "low-latency combined", t, hh);

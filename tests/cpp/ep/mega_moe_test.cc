@@ -1,6 +1,8 @@
 // Mega MoE on one rank (no MPI): the activation's rounding rules, a small bf16 layer against a double
 // reference, the receive statistics and the named argument errors. The multi-rank cases and the
 // FP8 x FP4 layer against a float64 reference are in tests/python/test_mega_moe.py.
+#include "tessera/mega_moe.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,12 +13,13 @@
 
 #include "moe/mega_moe_activation.h"
 #include "tessera/core/dtype.h"
-#include "tessera/mega_moe.h"
 
 namespace tessera::mega_moe {
 namespace {
 
-double bf16_round(double v) { return bf16_to_f32(f32_to_bf16(float(v))); }
+double bf16_round(double v) {
+  return bf16_to_f32(f32_to_bf16(float(v)));
+}
 
 TEST(MegaMoeActivation, QuantisesPer32WithCeilPowerOfTwoScales) {
   std::vector<float> v(64, 0.0f);
@@ -125,9 +128,12 @@ void expect_error(const std::function<void()>& call, const std::string& needle) 
 TEST(MegaMoe, NamedErrors) {
   SmallLayer layer;
   std::vector<uint16_t> big(5 * SmallLayer::kHidden);
-  expect_error([&] { bf16_mega_moe(TensorView(big.data(), DType::kBF16, {5, 4}), layer.l1_view(), layer.l2_view(),
-                                   nullptr, *layer.buffer); },
-               "num_max_tokens_per_rank");
+  expect_error(
+      [&] {
+        bf16_mega_moe(TensorView(big.data(), DType::kBF16, {5, 4}), layer.l1_view(), layer.l2_view(), nullptr,
+                      *layer.buffer);
+      },
+      "num_max_tokens_per_rank");
   expect_error([&] { bf16_mega_moe(layer.y_view(), layer.l2_view(), layer.l2_view(), nullptr, *layer.buffer); },
                "l1_weights");
   Options clamp;

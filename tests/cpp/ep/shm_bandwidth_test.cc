@@ -1,9 +1,10 @@
 // The in-group shared-memory measurements behind `tessera bench ep`'s limit and ceiling: both patterns
 // return a rate exactly when the rank's node has other ranks (pretend one-rank nodes get 0).
+#include "tessera/ep/shm_bandwidth.h"
+
 #include <string>
 
 #include "ep_test_util.h"
-#include "tessera/ep/shm_bandwidth.h"
 
 namespace tessera::ep::test {
 namespace {

@@ -23,7 +23,9 @@ void foreign_tile_config() {
   asm volatile("ldtilecfg %0" : : "m"(cfg));
 }
 
-void foreign_tile_release() { asm volatile("tilerelease"); }
+void foreign_tile_release() {
+  asm volatile("tilerelease");
+}
 
 struct TileStateCase {
   const char* name;

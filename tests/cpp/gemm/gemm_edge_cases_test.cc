@@ -105,10 +105,10 @@ TEST_P(GemmEdgeCases, WritesOnlyInsideAWindowOfALargerBuffer) {
 TEST_P(GemmEdgeCases, E4m3NanCodesGiveNanOutputs) {
   if (layout() != Layout::kNT) GTEST_SKIP() << "K-major operands only (the decode GEMV's layout)";
   Rng rng = Rng::for_current_test();
-  for (const GemmShape& s : {GemmShape{1, 37, 200, kKm, kKm, 0, kF32, CMode::kNone},
-                             GemmShape{4, 41, 1280, kKm, kKm, 0, kF32, CMode::kNone},
-                             GemmShape{6, 23, 96, kKm, kKm, 0, kF32, CMode::kNone},
-                             GemmShape{12, 19, 256, kKm, kKm, 0, kF32, CMode::kNone}}) {
+  for (const GemmShape& s :
+       {GemmShape{1, 37, 200, kKm, kKm, 0, kF32, CMode::kNone}, GemmShape{4, 41, 1280, kKm, kKm, 0, kF32, CMode::kNone},
+        GemmShape{6, 23, 96, kKm, kKm, 0, kF32, CMode::kNone},
+        GemmShape{12, 19, 256, kKm, kKm, 0, kF32, CMode::kNone}}) {
     PreparedGemm g = prepare_scaled(scale_recipe("fp8 token(1,128) x block(128,128) f32"), layout(), s, rng);
     const int64_t nan_col = s.n / 2, nan_row = s.m - 1;
     g.b.storage[size_t(nan_col * s.k + s.k - 3)] = 0xFF;  // rows of k bytes (pad 0), near the K tail

@@ -66,10 +66,10 @@ void check(cpu::FinalizeFn fn, const Case& k, std::mt19937& rng) {
   a.d = got;
   a.d_bf16 = k.d_bf16;
   a.ldd = ldd;
-  a.c = k.c == CKind::kNone ? nullptr
+  a.c = k.c == CKind::kNone      ? nullptr
         : k.c == CKind::kInPlace ? static_cast<const void*>(got)
-        : k.c == CKind::kF32 ? static_cast<const void*>(c32.data())
-                             : static_cast<const void*>(c16.data());
+        : k.c == CKind::kF32     ? static_cast<const void*>(c32.data())
+                                 : static_cast<const void*>(c16.data());
   a.c_bf16 = k.c == CKind::kBf16 || (k.c == CKind::kInPlace && k.d_bf16);
   a.ldc = ldd;
   a.rows = k.rows;
@@ -102,8 +102,8 @@ void check(cpu::FinalizeFn fn, const Case& k, std::mt19937& rng) {
   for (size_t i = 0; i < got_raw.size(); ++i)
     if (got_raw[i] != want_raw[i]) {
       const int64_t at = int64_t(i) - (got - got_raw.data());
-      ADD_FAILURE() << "first difference at D byte " << at << " (row " << at / es / ldd << ", column "
-                    << at / es % ldd << "): " << int(got_raw[i]) << " vs " << int(want_raw[i]);
+      ADD_FAILURE() << "first difference at D byte " << at << " (row " << at / es / ldd << ", column " << at / es % ldd
+                    << "): " << int(got_raw[i]) << " vs " << int(want_raw[i]);
       break;
     }
   ASSERT_EQ(0, std::memcmp(got_raw.data(), want_raw.data(), got_raw.size()))

@@ -85,9 +85,9 @@ void expect_same_bits_either_way(const char* variable, const char* first, const 
   Rng rng = Rng::for_current_test();
   for (const GemmShape& shape : kShapes) {
     for (int scaled = 0; scaled < 2; ++scaled) {
-      PreparedGemm g = scaled ? prepare_scaled(scale_recipe("fp8 token(1,128) x block(128,128) f32"), Layout::kNT,
-                                               shape, rng)
-                              : prepare_plain(Family::kBf16, kBf16, Layout::kNT, shape, rng);
+      PreparedGemm g =
+          scaled ? prepare_scaled(scale_recipe("fp8 token(1,128) x block(128,128) f32"), Layout::kNT, shape, rng)
+                 : prepare_plain(Family::kBf16, kBf16, Layout::kNT, shape, rng);
       const int es = dtype_storage_bytes(g.d.dtype);
       NumThreadsScope threads(2);
       std::vector<uint8_t> first_bits;
@@ -107,7 +107,9 @@ void expect_same_bits_either_way(const char* variable, const char* first, const 
   }
 }
 
-TEST(GemmSplit, SameBitsForEitherSplit) { expect_same_bits_either_way("TESSERA_GEMM_SPLIT", "x", "y"); }
+TEST(GemmSplit, SameBitsForEitherSplit) {
+  expect_same_bits_either_way("TESSERA_GEMM_SPLIT", "x", "y");
+}
 
 // Which amx tile runs is a speed choice too: each output's tile products are the same in either.
 TEST(GemmSplit, SameBitsForEitherAmxTile) {

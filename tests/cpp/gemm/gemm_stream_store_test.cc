@@ -133,16 +133,32 @@ void check_case(int64_t m, int64_t n, int64_t k, DType d_type, CUse c_use) {
 }
 
 // Which cases finalize transposed tiles (the wide or the tall) depends on the kernel set's plan.
-TEST(GemmStreamStore, WideBf16D) { check_case(260, 8200, 96, DType::kBF16, CUse::kNone); }
-TEST(GemmStreamStore, WideF32DWithC) { check_case(130, 8200, 64, DType::kF32, CUse::kSeparate); }
-TEST(GemmStreamStore, TallBf16DInPlace) { check_case(8200, 260, 64, DType::kBF16, CUse::kInPlace); }
-TEST(GemmStreamStore, WideF32D) { check_case(260, 4100, 80, DType::kF32, CUse::kNone); }
+TEST(GemmStreamStore, WideBf16D) {
+  check_case(260, 8200, 96, DType::kBF16, CUse::kNone);
+}
+TEST(GemmStreamStore, WideF32DWithC) {
+  check_case(130, 8200, 64, DType::kF32, CUse::kSeparate);
+}
+TEST(GemmStreamStore, TallBf16DInPlace) {
+  check_case(8200, 260, 64, DType::kBF16, CUse::kInPlace);
+}
+TEST(GemmStreamStore, WideF32D) {
+  check_case(260, 4100, 80, DType::kF32, CUse::kNone);
+}
 // Rows of whole lines (N a multiple of 32 bf16 / 16 fp32 values): a misaligned D keeps one offset in
 // every row, so each row writes a head with ordinary stores and streams from the first boundary on.
-TEST(GemmStreamStore, WideBf16DWholeLineRows) { check_case(260, 8192, 96, DType::kBF16, CUse::kNone); }
-TEST(GemmStreamStore, TallBf16DWholeLineRowsInPlace) { check_case(8200, 256, 64, DType::kBF16, CUse::kInPlace); }
-TEST(GemmStreamStore, WideF32DWholeLineRowsWithC) { check_case(130, 8192, 64, DType::kF32, CUse::kSeparate); }
-TEST(GemmStreamStore, TallF32DWholeLineRows) { check_case(8200, 256, 64, DType::kF32, CUse::kNone); }
+TEST(GemmStreamStore, WideBf16DWholeLineRows) {
+  check_case(260, 8192, 96, DType::kBF16, CUse::kNone);
+}
+TEST(GemmStreamStore, TallBf16DWholeLineRowsInPlace) {
+  check_case(8200, 256, 64, DType::kBF16, CUse::kInPlace);
+}
+TEST(GemmStreamStore, WideF32DWholeLineRowsWithC) {
+  check_case(130, 8192, 64, DType::kF32, CUse::kSeparate);
+}
+TEST(GemmStreamStore, TallF32DWholeLineRows) {
+  check_case(8200, 256, 64, DType::kF32, CUse::kNone);
+}
 
 // An MoE GEMM whose groups' D are 1 MiB each and 4.2 MiB together: the call's D decides.
 TEST(GemmStreamStore, GroupedContiguousBf16D) {

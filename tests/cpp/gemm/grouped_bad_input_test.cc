@@ -74,9 +74,9 @@ TEST(GroupedBadInput, ContiguousLayouts) {
   expect_rejected([&] { run(short_ids, false); }, d, {kContiguous, "grouped_layout"});
 
   expect_rejected([&] { run({5, 21, 41, 41}, true); }, d, {kContiguous, "grouped_layout", "G"});  // 4 ends, 3 groups
-  expect_rejected([&] { run({5, 3, 41}, true); }, d, {kContiguous, "grouped_layout"});          // decreasing
-  expect_rejected([&] { run({5, 21, 49}, true); }, d, {kContiguous, "grouped_layout", "48"});   // past M_sum
-  expect_rejected([&] { run({5, 10, 41}, true); }, d, {kContiguous, "grouped_layout", "gap"});  // inside [5, 16)
+  expect_rejected([&] { run({5, 3, 41}, true); }, d, {kContiguous, "grouped_layout"});            // decreasing
+  expect_rejected([&] { run({5, 21, 49}, true); }, d, {kContiguous, "grouped_layout", "48"});     // past M_sum
+  expect_rejected([&] { run({5, 10, 41}, true); }, d, {kContiguous, "grouped_layout", "gap"});    // inside [5, 16)
 }
 
 TEST(GroupedBadInput, ContiguousScalesAndOutput) {

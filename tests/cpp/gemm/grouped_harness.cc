@@ -157,9 +157,9 @@ double grouped_calc_diff(const Buffer& d, const std::vector<double>& ref, const 
     if (row_group[size_t(r)] >= 0) continue;
     for (int64_t c = 0; c < n; ++c)
       if (d.data<uint16_t>()[r * n + c] != want)
-        return ::testing::AssertionFailure() << "row " << r << " column " << c << " holds "
-                                             << hex(d.data<uint16_t>()[r * n + c]) << ", want " << hex(want)
-                                             << (want_zero ? " (zero padding)" : " (untouched)");
+        return ::testing::AssertionFailure()
+               << "row " << r << " column " << c << " holds " << hex(d.data<uint16_t>()[r * n + c]) << ", want "
+               << hex(want) << (want_zero ? " (zero padding)" : " (untouched)");
   }
   return ::testing::AssertionSuccess();
 }

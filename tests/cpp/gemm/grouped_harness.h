@@ -24,9 +24,13 @@ struct Buffer {
   Buffer& operator=(Buffer&&) = default;
 
   template <class T>
-  T* data() { return reinterpret_cast<T*>(bytes.data()); }
+  T* data() {
+    return reinterpret_cast<T*>(bytes.data());
+  }
   template <class T>
-  const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
+  const T* data() const {
+    return reinterpret_cast<const T*>(bytes.data());
+  }
   int64_t numel() const { return view.numel(); }
 };
 

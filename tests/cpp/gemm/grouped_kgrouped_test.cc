@@ -117,8 +117,8 @@ TEST(KGrouped, Bf16SizesAndPsumWithEveryCMode) {
   Rng rng = Rng::for_current_test();
   const int64_t m = 24, n = 40;
   for (const bool psum : {false, true}) {
-    const KGroups g = k_groups(psum ? std::vector<int64_t>{37, 0, 100, 64, 3} : std::vector<int64_t>{64, 0, 96, 32},
-                               32, psum);
+    const KGroups g =
+        k_groups(psum ? std::vector<int64_t>{37, 0, 100, 64, 3} : std::vector<int64_t>{64, 0, 96, 32}, 32, psum);
     const int64_t groups = int64_t(g.k.size());
     Bf16Operand a = random_bf16({g.total, m}, rng), b = random_bf16({g.total, n}, rng);
     const Buffer layout = int32_buffer(g.layout);
@@ -142,8 +142,8 @@ TEST(KGrouped, Fp8PerChannelScalesBothStyles) {
   for (const int gran_k : {32, 128})
     for (const bool psum : {false, true})
       for (const bool packed : {false, true}) {
-        const KGroups g = k_groups(psum ? std::vector<int64_t>{37, 0, 200, 129} : std::vector<int64_t>{64, 0, 224, 160},
-                                   32, psum);
+        const KGroups g =
+            k_groups(psum ? std::vector<int64_t>{37, 0, 200, 129} : std::vector<int64_t>{64, 0, 224, 160}, 32, psum);
         const PerChannel a = per_channel(g, m, gran_k, packed, rng), b = per_channel(g, n, gran_k, packed, rng);
         const Buffer sfa = pack_per_channel(a.scale, g, gran_k), sfb = pack_per_channel(b.scale, g, gran_k);
         const Buffer layout = int32_buffer(g.layout);
@@ -170,7 +170,8 @@ TEST(KGrouped, Sm90NtFormAndDeterminism) {
     int64_t at = 0;
     for (size_t gi = 0; gi < ks.size(); ++gi)
       for (int64_t c = 0; c < mn; ++c)
-        for (int64_t r = g.k0[gi]; r < g.k0[gi] + ks[gi]; ++r) out.bytes[size_t(at++)] = p.data.bytes[size_t(r * mn + c)];
+        for (int64_t r = g.k0[gi]; r < g.k0[gi] + ks[gi]; ++r)
+          out.bytes[size_t(at++)] = p.data.bytes[size_t(r * mn + c)];
     return out;
   };
   auto transposed = [](TensorView v) {

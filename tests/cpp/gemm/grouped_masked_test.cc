@@ -57,8 +57,8 @@ TEST_P(GroupedMasked, Fp8TokenTimesBlock) {
   const Fp8Operand b = quantised_fp8(groups, n, k, 128, rng);
   const Buffer masked = int32_buffer(kMaskedM);
   Buffer d = poisoned_bf16({groups, kMaxM, n});
-  gemm::m_grouped_fp8_fp4_gemm_nt_masked({a.data.view, a.scale.view}, {b.data.view, b.scale.view}, d.view,
-                                         masked.view, 20);
+  gemm::m_grouped_fp8_fp4_gemm_nt_masked({a.data.view, a.scale.view}, {b.data.view, b.scale.view}, d.view, masked.view,
+                                         20);
   const std::vector<int32_t> rows = masked_rows(kMaskedM, kMaxM);
   EXPECT_LT(grouped_calc_diff(d, grouped_reference(a.deq, b.deq, rows, n, k), rows), 1e-5);
   EXPECT_TRUE(other_rows_are(d, rows, false));

@@ -71,11 +71,15 @@ TEST(Fp8Einsum, BhrHdrBhdAndOtherExpressionsNotImplemented) {
     for (int64_t h = 0; h < H; ++h)
       for (int64_t dd = 0; dd < D; ++dd)
         for (int64_t r = 0; r < R; ++r)
-          ref[size_t((bb * H + h) * D + dd)] += x.deq[size_t((bb * H + h) * R + r)] * y.deq[size_t((h * D + dd) * R + r)];
+          ref[size_t((bb * H + h) * D + dd)] +=
+              x.deq[size_t((bb * H + h) * R + r)] * y.deq[size_t((h * D + dd) * R + r)];
   EXPECT_LT(calc_diff(bf16_values(z), ref), 1e-5);
   const std::vector<uint8_t> before = z.bytes;
-  EXPECT_TRUE(throws_error([&] { gemm::fp8_einsum("bhd,hdr->bhr", {xv, xs}, {y.data.view, y.scale.view}, z.view); },
-                           ErrorCode::kNotImplemented, {"fp8_einsum", "bhd,hdr->bhr"}));
+  EXPECT_TRUE(throws_error(
+      [&] {
+        gemm::fp8_einsum("bhd,hdr->bhr", {xv, xs}, {y.data.view, y.scale.view}, z.view);
+      },
+      ErrorCode::kNotImplemented, {"fp8_einsum", "bhd,hdr->bhr"}));
   EXPECT_TRUE(before == z.bytes);
 }
 
@@ -103,7 +107,8 @@ TEST(HcPrenorm, SplitsHoldTheirBlocksPartialSums) {
         want_sq.push_back(ss);
         for (int64_t j = 0; j < n; ++j) {
           double acc = 0;
-          for (int64_t kk = k0; kk < k1; ++kk) acc += a.values[size_t(i * k + kk)] * double(b.data<float>()[j * k + kk]);
+          for (int64_t kk = k0; kk < k1; ++kk)
+            acc += a.values[size_t(i * k + kk)] * double(b.data<float>()[j * k + kk]);
           got.push_back(d.data<float>()[(split * m + i) * n + j]);
           want.push_back(acc);
         }
@@ -124,8 +129,7 @@ TEST(SkipHeadMid, MapsColumnsAndLeavesTheMiddleUntouched) {
   const int64_t m = 20, k = 320, left = 32, mid = 16, right = 32, heads = 3, n = heads * (left + right);
   const Fp8Operand a = quantised_fp8(0, m, k, 1, rng), b = quantised_fp8(0, n, k, 128, rng);
   Buffer d = poisoned_bf16({m, n + heads * mid});
-  gemm::fp8_gemm_nt_skip_head_mid({a.data.view, a.scale.view}, {b.data.view, b.scale.view}, d.view,
-                                  {left, mid, right});
+  gemm::fp8_gemm_nt_skip_head_mid({a.data.view, a.scale.view}, {b.data.view, b.scale.view}, d.view, {left, mid, right});
   const int64_t width = n + heads * mid;
   std::vector<bool> written(size_t(width), false);
   std::vector<double> got, want;

@@ -258,8 +258,8 @@ TEST(MachineLimitsMeasure, GemmKernelCeilingMeasuresTheGemmsKernelSet) {
     set_isa_cap(cap);
     const GemmKernelCeiling c = measure_gemm_kernel_ceiling(/*rounds=*/1);
     const Isa isa = active_isa();
-    std::printf("cap %d: kernel '%s' %.1f GFLOP/s (%.1f%% of %.1f), check %.2g\n", int(cap), c.kernel.c_str(),
-                c.gflops, c.pct_of_peak, c.peak_gflops, c.max_rel_err);
+    std::printf("cap %d: kernel '%s' %.1f GFLOP/s (%.1f%% of %.1f), check %.2g\n", int(cap), c.kernel.c_str(), c.gflops,
+                c.pct_of_peak, c.peak_gflops, c.max_rel_err);
     // bf16 kernel sets: avx512bf16 and amx on x86, neon_bf16 (BFMMLA; sve takes it too) on ARM.
     const bool arm_bf16 = isa_includes(isa, Isa::kNeonBf16);
     if (!isa_includes(isa, Isa::kAvx512Bf16) && !arm_bf16) {

@@ -1,13 +1,12 @@
 // The bf16 counting path (select/topk_bf16.h) under windows chosen to go wrong: whatever window it is
 // given, it either selects exactly what the general path selects or says it cannot (false).
-#include "select/topk_bf16.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "select/topk_bf16.h"
 #include "test_util.h"
 
 namespace tessera::test {
@@ -55,8 +54,11 @@ TEST_P(Bf16Path, AnyWindowSelectsExactlyOrDeclines) {
         const KeyWindow sampled = sample_window(kernels, row, 0, n, k, ws);
         // The sampled window, one that admits everything (capacity overflow), one above every key
         // (too few candidates), a narrow one below the k-th key (k or more above hi) and one at it.
-        const KeyWindow windows[] = {sampled,         {-32769, 32767, 1024}, {32766, 32767, 1},
-                                     {-32769, -32768, 1024}, {sampled.lo, sampled.lo + 1, 512}};
+        const KeyWindow windows[] = {sampled,
+                                     {-32769, 32767, 1024},
+                                     {32766, 32767, 1},
+                                     {-32769, -32768, 1024},
+                                     {sampled.lo, sampled.lo + 1, 512}};
         for (const KeyWindow& w : windows) {
           Bf16Selection sel;
           if (!select_bf16_in_window(kernels, row, 0, n, k, w, ws, &sel)) {

@@ -52,8 +52,7 @@ TEST_P(TopkShapes, MatchesReferenceInEveryMode) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(IsaDtype, TopkShapes,
-                         ::testing::Combine(::testing::ValuesIn(all_isas()), ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(IsaDtype, TopkShapes, ::testing::Combine(::testing::ValuesIn(all_isas()), ::testing::Bool()));
 
 class TopkDistributions : public ::testing::TestWithParam<std::tuple<Dist, bool>> {};
 

@@ -68,7 +68,8 @@ TEST(TlAot, LibraryLoadsAndRunsWithoutThePythonFrontend) {
     k({TensorView(x.data(), DType::kF32, {n}), TensorView(y.data(), DType::kF32, {n}), 4.0});
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[size_t(i)], 1.0f + float(i) * 4.0f * 0.5f) << "n=" << n << " i=" << i;
   }
-  EXPECT_TRUE(throws_error([&] { Kernel::load(dir + "/missing.so"); }, ErrorCode::kRuntime, {"cannot load", "missing.so"}));
+  EXPECT_TRUE(
+      throws_error([&] { Kernel::load(dir + "/missing.so"); }, ErrorCode::kRuntime, {"cannot load", "missing.so"}));
   std::filesystem::remove_all(dir);
 }
 

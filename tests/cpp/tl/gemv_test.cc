@@ -104,8 +104,7 @@ TEST(TlGemv, MatchesFloat64) {
             check(kernel, {rows, n_rows, k_len, fp8, (n_rows + k_len) % 2 == 1}, rng);
     for (bool fp8 : {true, false})
       for (int rows = 1; rows <= 4; ++rows)
-        for (int k_len : {64, 128, 192})
-          check(kernel, {rows, 64, k_len, fp8, rows % 2 == 0, true}, rng);
+        for (int k_len : {64, 128, 192}) check(kernel, {rows, 64, k_len, fp8, rows % 2 == 0, true}, rng);
   }
 }
 

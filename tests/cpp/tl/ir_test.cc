@@ -14,7 +14,9 @@ namespace {
 
 using namespace tessera::tl;
 
-Expr var(const char* name) { return VarNode::make(name, DataType::kInt32); }
+Expr var(const char* name) {
+  return VarNode::make(name, DataType::kInt32);
+}
 
 // Simplifies `input` and compares the printed result; prints all three on failure.
 void check(const Expr& input, const std::string& expected) {
@@ -44,7 +46,8 @@ TEST(TlIr, TypePromotion) {
   const Buffer b = make_buffer("x", DataType::kBFloat16, Scope::kFragment, {make_int(16)}, {});
   const Expr ld = LoadNode::make(b, {make_int(0)});
   EXPECT_EQ(BinaryNode::make(BinOp::kAdd, ld, ld).type(), DataType::kFloat32);  // bf16 computes in float32
-  EXPECT_EQ(BinaryNode::make(BinOp::kMul, var("i"), FloatImmNode::make(DataType::kFloat32, 2)).type(), DataType::kFloat32);
+  EXPECT_EQ(BinaryNode::make(BinOp::kMul, var("i"), FloatImmNode::make(DataType::kFloat32, 2)).type(),
+            DataType::kFloat32);
   EXPECT_EQ(BinaryNode::make(BinOp::kAdd, var("i"), IntImmNode::make(DataType::kInt64, 1)).type(), DataType::kInt64);
   EXPECT_EQ(CompareNode::make(CmpOp::kLT, var("i"), make_int(3)).type(), DataType::kBool);
   EXPECT_EQ(CallNode::make(Intrinsic::kExp2, {var("i")}).type(), DataType::kFloat32);
@@ -103,10 +106,13 @@ TEST(TlIr, SplitLaunchKeepsGridVarsBuffersAndLets) {
   EXPECT_TRUE(first->block_vars[0].same_as(second->block_vars[0]));
   const std::string text = to_string(prog);
   EXPECT_NE(text.find("with T.Kernel(3, threads=32) as (bx):"), text.rfind("with T.Kernel(3, threads=32) as (bx):"))
-      << "expected two launches\n" << text;
+      << "expected two launches\n"
+      << text;
   size_t lets = 0, allocs = 0;
   for (size_t at = text.find("base = "); at != std::string::npos; at = text.find("base = ", at + 1)) ++lets;
-  for (size_t at = text.find("tile = T.alloc_shared"); at != std::string::npos; at = text.find("tile = T.alloc_shared", at + 1)) ++allocs;
+  for (size_t at = text.find("tile = T.alloc_shared"); at != std::string::npos;
+       at = text.find("tile = T.alloc_shared", at + 1))
+    ++allocs;
   EXPECT_EQ(lets, 2u) << text;
   EXPECT_EQ(allocs, 2u) << text;
 }

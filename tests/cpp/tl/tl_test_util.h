@@ -20,7 +20,9 @@ inline tl::CompileOptions tl_options() {
 }
 
 // The location tests give nodes, so error messages have a known file:line.
-inline tl::Loc test_loc(int line) { return tl::Loc::make("kernel.py", line); }
+inline tl::Loc test_loc(int line) {
+  return tl::Loc::make("kernel.py", line);
+}
 
 template <class T>
 TensorView view(std::vector<T>& v, DType dt, std::initializer_list<int64_t> shape) {

@@ -36,10 +36,12 @@ inline V combine(V acc, V x) {
 template <int kOp, class V>
 inline V identity() {
   using E = elem_t<V>;
-  if constexpr (kOp == kMax) return splat<V>(std::numeric_limits<E>::has_infinity ? -std::numeric_limits<E>::infinity()
-                                                                                  : std::numeric_limits<E>::lowest());
-  if constexpr (kOp == kMin) return splat<V>(std::numeric_limits<E>::has_infinity ? std::numeric_limits<E>::infinity()
-                                                                                  : std::numeric_limits<E>::max());
+  if constexpr (kOp == kMax)
+    return splat<V>(std::numeric_limits<E>::has_infinity ? -std::numeric_limits<E>::infinity()
+                                                         : std::numeric_limits<E>::lowest());
+  if constexpr (kOp == kMin)
+    return splat<V>(std::numeric_limits<E>::has_infinity ? std::numeric_limits<E>::infinity()
+                                                         : std::numeric_limits<E>::max());
   return V{};
 }
 
@@ -63,16 +65,18 @@ inline elem_t<V> reduce_row(const S* p, int64_t n, int64_t stride) {
       acc[0] = combine<kOp>(acc[0], vsel(m, LDG(p + i * stride, lanes, m), identity<kOp, V>()));
     }
   }
-  const V all = combine<kOp == kAbsSum ? kSum : (kOp == kAbsMax ? kMax : kOp)>(
-      combine<kOp == kAbsSum ? kSum : (kOp == kAbsMax ? kMax : kOp)>(acc[0], acc[1]),
-      combine<kOp == kAbsSum ? kSum : (kOp == kAbsMax ? kMax : kOp)>(acc[2], acc[3]));
+  const V all = combine < kOp == kAbsSum
+                    ? kSum
+                    : (kOp == kAbsMax ? kMax : kOp) >
+                          (combine < kOp == kAbsSum ? kSum : (kOp == kAbsMax ? kMax : kOp) > (acc[0], acc[1]),
+                           combine < kOp == kAbsSum ? kSum : (kOp == kAbsMax ? kMax : kOp) > (acc[2], acc[3]));
   return hreduce(all, kOp);
 }
 
-#define TLRT_REDUCE(NAME, S, V)                                                                 \
-  template <int kOp>                                                                            \
-  inline elem_t<V> reduce_##NAME(const S* p, int64_t n, int64_t stride) {                       \
-    return reduce_row<kOp, V, S, ld_##NAME, ld_##NAME##_m, ld_##NAME##_g>(p, n, stride);        \
+#define TLRT_REDUCE(NAME, S, V)                                                          \
+  template <int kOp>                                                                     \
+  inline elem_t<V> reduce_##NAME(const S* p, int64_t n, int64_t stride) {                \
+    return reduce_row<kOp, V, S, ld_##NAME, ld_##NAME##_m, ld_##NAME##_g>(p, n, stride); \
   }
 TLRT_REDUCE(f32, float, vf)
 TLRT_REDUCE(f64, double, vd)
@@ -104,19 +108,29 @@ inline void atomic_rmw(Bits* p, C v, Dec dec, Enc enc, Op op) {
 
 struct AddOp {
   template <class T>
-  T operator()(T a, T b) const { return a + b; }
+  T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct MaxOp {
   template <class T>
-  T operator()(T a, T b) const { return b > a ? b : a; }
+  T operator()(T a, T b) const {
+    return b > a ? b : a;
+  }
 };
 struct MinOp {
   template <class T>
-  T operator()(T a, T b) const { return b < a ? b : a; }
+  T operator()(T a, T b) const {
+    return b < a ? b : a;
+  }
 };
 
-inline float f32_of(uint32_t b) { return from_bits(b); }
-inline uint32_t bits_of(float x) { return bits(x); }
+inline float f32_of(uint32_t b) {
+  return from_bits(b);
+}
+inline uint32_t bits_of(float x) {
+  return bits(x);
+}
 inline double f64_of(uint64_t b) {
   double d;
   std::memcpy(&d, &b, 8);
@@ -128,12 +142,20 @@ inline uint64_t bits_of64(double x) {
   return b;
 }
 template <class T>
-inline T same(T x) { return x; }
+inline T same(T x) {
+  return x;
+}
 
-#define TLRT_ATOMICS(NAME, S, BITS, C, DEC, ENC)                                                   \
-  inline void atomic_add_##NAME(S* p, C v) { atomic_rmw((BITS*)p, v, DEC, ENC, AddOp{}); }        \
-  inline void atomic_max_##NAME(S* p, C v) { atomic_rmw((BITS*)p, v, DEC, ENC, MaxOp{}); }        \
-  inline void atomic_min_##NAME(S* p, C v) { atomic_rmw((BITS*)p, v, DEC, ENC, MinOp{}); }
+#define TLRT_ATOMICS(NAME, S, BITS, C, DEC, ENC) \
+  inline void atomic_add_##NAME(S* p, C v) {     \
+    atomic_rmw((BITS*)p, v, DEC, ENC, AddOp{});  \
+  }                                              \
+  inline void atomic_max_##NAME(S* p, C v) {     \
+    atomic_rmw((BITS*)p, v, DEC, ENC, MaxOp{});  \
+  }                                              \
+  inline void atomic_min_##NAME(S* p, C v) {     \
+    atomic_rmw((BITS*)p, v, DEC, ENC, MinOp{});  \
+  }
 TLRT_ATOMICS(f32, float, uint32_t, float, f32_of, bits_of)
 TLRT_ATOMICS(f64, double, uint64_t, double, f64_of, bits_of64)
 TLRT_ATOMICS(bf16, uint16_t, uint16_t, float, bf16_to_f32, f32_to_bf16)
@@ -156,8 +178,24 @@ inline void gemm(const TlRuntime* rt, const void* a, int32_t a_type, int64_t a_s
                  int32_t b_type, int64_t b_sn, int64_t b_sk, float* c, int64_t ldc, int32_t m, int32_t n, int32_t k,
                  int32_t clear, int32_t a_rows, int32_t a_ks, int32_t b_rows, int32_t b_ks) {
   auto clamp = [](int32_t v, int32_t hi) { return v < 0 ? 0 : (v > hi ? hi : v); };
-  const TlGemmArgs g = {a, a_type, a_sm, a_sk, b, b_type, b_sn, b_sk, c, ldc, m, n, k, clear,
-                        clamp(a_rows, m), clamp(a_ks, k), clamp(b_rows, n), clamp(b_ks, k)};
+  const TlGemmArgs g = {a,
+                        a_type,
+                        a_sm,
+                        a_sk,
+                        b,
+                        b_type,
+                        b_sn,
+                        b_sk,
+                        c,
+                        ldc,
+                        m,
+                        n,
+                        k,
+                        clear,
+                        clamp(a_rows, m),
+                        clamp(a_ks, k),
+                        clamp(b_rows, n),
+                        clamp(b_ks, k)};
   rt->gemm(&g);
 }
 

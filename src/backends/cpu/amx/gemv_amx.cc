@@ -25,8 +25,8 @@
 namespace tessera::cpu {
 namespace {
 
-constexpr int kBlocks = 3;       // 16-row blocks per pass
-constexpr int kStageK = 1024;    // K values staged per partial block at a time
+constexpr int kBlocks = 3;     // 16-row blocks per pass
+constexpr int kStageK = 1024;  // K values staged per partial block at a time
 
 using amx::TileConfig;
 
@@ -36,8 +36,8 @@ void configure(int m) {
   want.palette = 1;
   for (int t = 0; t < 7; ++t) want.rows[t] = 16;
   for (int t = 0; t < 3; ++t) want.colsb[t] = uint16_t(m * 4);  // C: 16 rows x m fp32
-  for (int t = 3; t < 6; ++t) want.colsb[t] = 64;                // weights: 16 rows x 32 bf16
-  want.colsb[6] = uint16_t(m * 4);                                // activations: 16 pairs x m
+  for (int t = 3; t < 6; ++t) want.colsb[t] = 64;               // weights: 16 rows x 32 bf16
+  want.colsb[6] = uint16_t(m * 4);                              // activations: 16 pairs x m
   amx::use_tile_config(want);
 }
 
@@ -170,6 +170,8 @@ void gemv(const GemvArgs& p) {
 
 }  // namespace
 
-GemvFn gemv_kernel_amx() { return gemv; }
+GemvFn gemv_kernel_amx() {
+  return gemv;
+}
 
 }  // namespace tessera::cpu

@@ -19,7 +19,6 @@
 #include "backends/cpu/amx/gemv_amx_e4m3.h"
 
 #include <immintrin.h>
-
 #include <stdint.h>
 
 #include "backends/cpu/amx/gemv_units.h"
@@ -49,8 +48,8 @@ void interleave_activations(const GemvArgs& p, int mp, int64_t k_pad, uint32_t* 
 
 // One weight row's K range [k0, k0 + kc) (kc a multiple of 64) converted into row r of a tile-order
 // staging buffer (step s at dst + s * 512 values); zeros past K.
-inline void stage_row(const avx512bf16::E4m3Tables& t, const char* row, int64_t k, int64_t k0, int64_t kc,
-                      int r, uint16_t* dst, const char* pf) {
+inline void stage_row(const avx512bf16::E4m3Tables& t, const char* row, int64_t k, int64_t k0, int64_t kc, int r,
+                      uint16_t* dst, const char* pf) {
   uint16_t* out = dst + r * 32;
   const char* src = row + k0;
   const int64_t full = k - k0 >= kc ? kc : (k - k0) / 64 * 64;

@@ -118,6 +118,8 @@ bool gemv_fp4_amx(const GemvFp4Args& p) {
 
 }  // namespace
 
-GemvFp4Fn gemv_fp4_kernel_amx() { return gemv_fp4_amx; }
+GemvFp4Fn gemv_fp4_kernel_amx() {
+  return gemv_fp4_amx;
+}
 
 }  // namespace tessera::cpu

@@ -30,8 +30,8 @@
 namespace tessera::cpu::amx {
 namespace {
 
-constexpr int kRows = 16;             // weight rows per block (a tile's rows)
-constexpr int64_t kMaxPieceK = 512;   // K values per unit (among the fastest piece lengths tried)
+constexpr int kRows = 16;            // weight rows per block (a tile's rows)
+constexpr int64_t kMaxPieceK = 512;  // K values per unit (among the fastest piece lengths tried)
 constexpr int kPrefetchUnits = 2;
 
 // Tiles: 0-1 the accumulators of alternate scale groups (a 16-row product is throughput-bound, ~17
@@ -51,7 +51,9 @@ inline void configure_units(int mp) {
   use_tile_config(want);
 }
 
-inline int units_columns(int m) { return m <= 4 ? 4 : 8; }
+inline int units_columns(int m) {
+  return m <= 4 ? 4 : 8;
+}
 
 // Four columns of 16 dwords transposed in registers: out[j] holds pairs 4j..4j+3, each as the four
 // columns' dwords in order. Within each 128-bit lane L, u_i holds pair 4L + i of the four columns; lane j

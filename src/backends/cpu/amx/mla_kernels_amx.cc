@@ -21,8 +21,12 @@ namespace {
 
 constexpr int kTileTokens = 256;
 
-size_t align64(size_t x) { return (x + 63) & ~size_t(63); }
-int round16(int m) { return (m + 15) & ~15; }
+size_t align64(size_t x) {
+  return (x + 63) & ~size_t(63);
+}
+int round16(int m) {
+  return (m + 15) & ~15;
+}
 
 struct Scratch {
   float* s;
@@ -56,8 +60,12 @@ Scratch carve(void* base, int m, int d_qk, int d_v) {
   return sc;
 }
 
-size_t q_packed_bytes(int m, int d_qk) { return size_t(round16(m)) * size_t(d_qk) * 2; }
-size_t scratch_bytes(int m, int d_qk, int d_v) { return carve(nullptr, m, d_qk, d_v).bytes; }
+size_t q_packed_bytes(int m, int d_qk) {
+  return size_t(round16(m)) * size_t(d_qk) * 2;
+}
+size_t scratch_bytes(int m, int d_qk, int d_v) {
+  return carve(nullptr, m, d_qk, d_v).bytes;
+}
 
 void attend_tile(const MlaTileArgs& a) {
   const Scratch sc = carve(a.scratch, a.m, a.d_qk, a.d_v);
@@ -65,17 +73,30 @@ void attend_tile(const MlaTileArgs& a) {
   amx::use_tile_config(amx::full_tile_config());  // every tile 16 x 64 bytes
   mla_scores_amx(a.k_rows, a.nt, a.q_packed, mp, a.d_qk, sc.s, sc.k_stage);
   mla_softmax_avx512bf16(sc.s, a.nt, a.m, mp, a.scale, a.visible, a.row_max, a.row_sum, sc.alpha, sc.p_pairs);
-  mla_pv_amx(a.v_rows ? a.v_rows : a.k_rows, a.nt, sc.p_pairs, sc.alpha, a.m, mp, a.d_v, a.o, sc.p_tiles,
-             sc.v_pairs, sc.c_tmp, a.progress, a.progress_ctx);
+  mla_pv_amx(a.v_rows ? a.v_rows : a.k_rows, a.nt, sc.p_pairs, sc.alpha, a.m, mp, a.d_v, a.o, sc.p_tiles, sc.v_pairs,
+             sc.c_tmp, a.progress, a.progress_ctx);
 }
 
 const MlaKernelSet kSet = {
-    "amx", MlaElem::kBF16, kTileTokens, 32, 32, q_packed_bytes, mla_pack_q_amx, scratch_bytes, attend_tile,
-    mla_o_to_natural_amx, mla_dequant_v32_avx512bf16, mla_dequant_model1_avx512bf16, nullptr,
+    "amx",
+    MlaElem::kBF16,
+    kTileTokens,
+    32,
+    32,
+    q_packed_bytes,
+    mla_pack_q_amx,
+    scratch_bytes,
+    attend_tile,
+    mla_o_to_natural_amx,
+    mla_dequant_v32_avx512bf16,
+    mla_dequant_model1_avx512bf16,
+    nullptr,
 };
 
 }  // namespace
 
-const MlaKernelSet* mla_kernels_amx() { return &kSet; }
+const MlaKernelSet* mla_kernels_amx() {
+  return &kSet;
+}
 
 }  // namespace tessera::cpu

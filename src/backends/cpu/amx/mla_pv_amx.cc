@@ -72,9 +72,10 @@ void pack_v_pairs(const void* const* v_rows, int nt, int d_v, int pairs_pad, uin
     uint16_t* dst = v_pairs + int64_t(c / 16) * pairs_pad * 32;
     for (int tp = 0; tp < pairs_pad; ++tp, dst += 32) {
       const int t = 2 * tp;
-      const __m512i a = t < nt ? _mm512_loadu_si512(static_cast<const uint16_t*>(v_rows[t]) + c) : _mm512_setzero_si512();
-      const __m512i b = t + 1 < nt ? _mm512_loadu_si512(static_cast<const uint16_t*>(v_rows[t + 1]) + c)
-                                   : _mm512_setzero_si512();
+      const __m512i a =
+          t < nt ? _mm512_loadu_si512(static_cast<const uint16_t*>(v_rows[t]) + c) : _mm512_setzero_si512();
+      const __m512i b =
+          t + 1 < nt ? _mm512_loadu_si512(static_cast<const uint16_t*>(v_rows[t + 1]) + c) : _mm512_setzero_si512();
       _mm512_store_si512(dst, _mm512_unpacklo_epi16(a, b));
       _mm512_store_si512(dst + int64_t(pairs_pad) * 32, _mm512_unpackhi_epi16(a, b));
     }
@@ -144,16 +145,16 @@ void add_partial_tile(const float* c_tmp, int r0, int m, int c, int d_v, float* 
   for (int r = 0; r < m - r0; ++r) {
     float* out = o + int64_t(r0 + r) * d_v + c;
     for (int ci = 0; ci < 2; ++ci)
-      _mm512_storeu_ps(out + 16 * ci, _mm512_add_ps(_mm512_loadu_ps(out + 16 * ci),
-                                                    _mm512_load_ps(c_tmp + ci * 256 + r * 16)));
+      _mm512_storeu_ps(out + 16 * ci,
+                       _mm512_add_ps(_mm512_loadu_ps(out + 16 * ci), _mm512_load_ps(c_tmp + ci * 256 + r * 16)));
   }
 }
 
 }  // namespace
 
-void mla_pv_amx(const void* const* v_rows, int nt, const uint16_t* p_pairs, const float* alpha, int m, int mp,
-                int d_v, float* o, uint16_t* p_tiles, uint16_t* v_pairs, float* c_tmp,
-                void (*progress)(void*, int, int), void* progress_ctx) {
+void mla_pv_amx(const void* const* v_rows, int nt, const uint16_t* p_pairs, const float* alpha, int m, int mp, int d_v,
+                float* o, uint16_t* p_tiles, uint16_t* v_pairs, float* c_tmp, void (*progress)(void*, int, int),
+                void* progress_ctx) {
   const int steps = (nt + 31) / 32, pairs_pad = steps * 16;
   pack_p_tiles(p_pairs, (nt + 1) / 2, mp, steps, p_tiles);
   pack_v_pairs(v_rows, nt, d_v, pairs_pad, v_pairs);

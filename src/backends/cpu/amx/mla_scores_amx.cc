@@ -44,8 +44,8 @@ Group group_rows(const void* const* k_rows, int nt, int g, int d_qk, uint16_t* k
 // Tokens of groups (a, b) x query tiles [c, c + 16 * QN), K steps [k0, k1): tiles 0-3 = (group, query
 // tile) products, started from zero (first) or from s; 4-5 the K tiles, 6-7 the q tiles.
 template <int QN>
-void block(Group a, Group b, const uint16_t* q, int ksteps, int k0, int k1, bool first, float* s,
-           int64_t s_stride, int64_t group_offset) {
+void block(Group a, Group b, const uint16_t* q, int ksteps, int k0, int k1, bool first, float* s, int64_t s_stride,
+           int64_t group_offset) {
   const uint16_t* q1 = q + int64_t(ksteps) * 512;  // the next query tile
   if (first) {
     _tile_zero(0);
@@ -80,8 +80,8 @@ void block(Group a, Group b, const uint16_t* q, int ksteps, int k0, int k1, bool
 // are zero. One dword gather collects a K pair from 16 rows.
 void mla_pack_q_amx(const void* q, int m, int d_qk, void* packed) {
   const int mp = (m + 15) & ~15, kpairs = d_qk / 2, ksteps = d_qk / 32;
-  const __m512i row_offsets = _mm512_mullo_epi32(
-      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(kpairs));
+  const __m512i row_offsets = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                 _mm512_set1_epi32(kpairs));
   uint32_t* dst = static_cast<uint32_t*>(packed);
   for (int c = 0; c < mp; c += 16) {
     const __mmask16 rows = m - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (m > c ? m - c : 0)) - 1);

@@ -32,7 +32,9 @@ namespace tessera::cpu {
 namespace {
 
 // Every tile 16 rows x 64 bytes: tails are padded by copying, so one configuration serves all calls.
-void configure() { amx::use_tile_config(amx::full_tile_config()); }
+void configure() {
+  amx::use_tile_config(amx::full_tile_config());
+}
 
 // 16 key rows of an a-tile: the caller's rows in place, or a zero-padded copy.
 struct KeyRows {
@@ -94,11 +96,12 @@ inline __m512 sum_lanes_16(__m512* v) {
 
 // Logits of n (1..16) keys from their C rows (row stride c_stride floats).
 template <int HV>
-inline void logits_16(const float* c, int64_t c_stride, const float* weights, __mmask16 last_mask,
-                      const float* k_scale, int n, float* out) {
+inline void logits_16(const float* c, int64_t c_stride, const float* weights, __mmask16 last_mask, const float* k_scale,
+                      int n, float* out) {
   const __m512 zero = _mm512_setzero_ps();
   __m512 w[HV];
-  for (int v = 0; v < HV; ++v) w[v] = _mm512_maskz_loadu_ps(v == HV - 1 ? last_mask : __mmask16(0xFFFF), weights + 16 * v);
+  for (int v = 0; v < HV; ++v)
+    w[v] = _mm512_maskz_loadu_ps(v == HV - 1 ? last_mask : __mmask16(0xFFFF), weights + 16 * v);
   __m512 acc[16];
   for (int r = 0; r < 16; ++r) {
     acc[r] = zero;
@@ -217,7 +220,8 @@ void pack_query(const uint16_t* q_bf16, int heads, int dim, void* panel) {
     const __m512i row = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(16 * v)), _mm512_set1_epi32(pairs));
     for (int p = 0; p < pairs; ++p) {
       const __m512i idx = _mm512_add_epi32(row, _mm512_set1_epi32(p));
-      _mm512_storeu_si512(out + p * 16 * hv + 16 * v, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, q_bf16, 4));
+      _mm512_storeu_si512(out + p * 16 * hv + 16 * v,
+                          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, q_bf16, 4));
     }
   }
 }

@@ -11,7 +11,7 @@
 namespace tessera::cpu::amx {
 namespace {
 
-__thread TileConfig t_loaded;            // the last configuration this thread loaded or found
+__thread TileConfig t_loaded;              // the last configuration this thread loaded or found
 __thread uint64_t t_epoch = ~uint64_t(0);  // the region it was valid in (~0: none)
 
 }  // namespace

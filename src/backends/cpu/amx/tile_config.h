@@ -9,11 +9,11 @@
 namespace tessera::cpu::amx {
 
 struct alignas(64) TileConfig {
-  uint8_t palette;      // 1: eight tiles of up to 16 rows x 64 bytes
-  uint8_t start_row;    // 0 (restart point for interrupted tile loads)
+  uint8_t palette;    // 1: eight tiles of up to 16 rows x 64 bytes
+  uint8_t start_row;  // 0 (restart point for interrupted tile loads)
   uint8_t reserved[14];
-  uint16_t colsb[16];   // bytes per row of tile i (0: unconfigured)
-  uint8_t rows[16];     // rows of tile i
+  uint16_t colsb[16];  // bytes per row of tile i (0: unconfigured)
+  uint8_t rows[16];    // rows of tile i
 };
 static_assert(sizeof(TileConfig) == 64, "ldtilecfg reads 64 bytes");
 

@@ -21,7 +21,8 @@ inline __mmask16 lane_mask(int64_t valid) {
 inline __m256i to_bf16(__m512 v) {
   const __m512i bits = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb), 16);
   const __m512i abs = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7F800000));
   const __m512i qnan = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x8000)),
@@ -151,6 +152,8 @@ void finalize(const FinalizeArgs& a) {
 
 }  // namespace
 
-FinalizeFn gemm_finalize_avx512() { return finalize; }
+FinalizeFn gemm_finalize_avx512() {
+  return finalize;
+}
 
 }  // namespace tessera::cpu

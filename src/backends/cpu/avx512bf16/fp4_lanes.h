@@ -18,7 +18,9 @@
 namespace tessera::cpu::avx512bf16 {
 
 // Natural index (within a 128-value chunk) of word w of lane-order output q.
-static inline int fp4_lane_order_value(int q, int w) { return 4 * w + q; }
+static inline int fp4_lane_order_value(int q, int w) {
+  return 4 * w + q;
+}
 
 // A 32-word vpermw table: entry i is the bf16 bits of e2m1 code i & 15 (entries 16-31 repeat 0-15, so
 // the bit above the nibble, which the lookup also reads, is ignored) with `exponent_bias` added to the
@@ -112,8 +114,7 @@ static inline const Fp4LaneIndex& fp4_lane_index() {
 
 // Activation row m's 128-value chunk at K offset k as four bf16 vectors in lane order, zero beyond K;
 // with `exps`, each finite nonzero value times its group's 2^exps[(k / a_group) * p.m + m].
-static inline void fp4_activation_chunk_lanes(const GemvFp4Args& p, int m, int64_t k, const int* exps,
-                                              __m512i out[4]) {
+static inline void fp4_activation_chunk_lanes(const GemvFp4Args& p, int m, int64_t k, const int* exps, __m512i out[4]) {
   __m512i nat[4];
   for (int h = 0; h < 2; ++h) {
     const int64_t kk = k + 64 * h;

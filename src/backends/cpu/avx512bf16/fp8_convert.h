@@ -16,7 +16,7 @@ static inline uint16_t e4m3_magnitude_to_bf16_bits(int c) {
   // Subnormal m * 2^-9: normalise the 3-bit mantissa.
   int shift = 0;
   while (!(m << shift & 4)) ++shift;
-  const int exp = 127 - 7 - shift;        // m<<shift in [4,8): value (m<<shift)/4 * 2^(-7-shift)
+  const int exp = 127 - 7 - shift;  // m<<shift in [4,8): value (m<<shift)/4 * 2^(-7-shift)
   const int frac = ((m << shift) & 3) << 5;
   return uint16_t((exp << 7) | frac);
 }
@@ -35,8 +35,8 @@ static inline E4m3Tables make_e4m3_tables() {
     lo[c] = uint8_t(b & 0xFF);
   }
   for (int i = 0; i < 32; ++i) {
-    il[2 * i] = uint8_t(i);            // lo byte of word i from the first source
-    il[2 * i + 1] = uint8_t(64 + i);   // hi byte from the second source
+    il[2 * i] = uint8_t(i);           // lo byte of word i from the first source
+    il[2 * i + 1] = uint8_t(64 + i);  // hi byte from the second source
     ih[2 * i] = uint8_t(32 + i);
     ih[2 * i + 1] = uint8_t(96 + i);
   }
@@ -105,8 +105,7 @@ static inline void e4m3x64_to_bf16_lanes(const E4m3Tables& t, __m512i x, __m512i
 
 // Either of the two above: lane order where the GEMM asks for it (GemmSrc::lane_order, so both operands
 // are converted alike), else natural order.
-static inline void e4m3x64_to_bf16_in(const E4m3Tables& t, bool lane_order, __m512i x, __m512i* out0,
-                                      __m512i* out1) {
+static inline void e4m3x64_to_bf16_in(const E4m3Tables& t, bool lane_order, __m512i x, __m512i* out0, __m512i* out1) {
   if (lane_order) {
     e4m3x64_to_bf16_lanes(t, x, out0, out1);
   } else {
@@ -116,10 +115,10 @@ static inline void e4m3x64_to_bf16_in(const E4m3Tables& t, bool lane_order, __m5
 
 // ---- float4 e2m1 (two values per byte, the even one in the low nibble) ----
 struct E2m1Tables {
-  __m512i values;      // word table: nibble code -> bf16 bits (indices 0..15 used)
-  __m512i spread_lo;   // byte indices: word w of the result takes byte w/2 (low output half)
-  __m512i spread_hi;   // ... byte 16 + w/2 (high output half)
-  __m512i odd_shift;   // per-word shift: 0 for even words (low nibble), 4 for odd words (high nibble)
+  __m512i values;     // word table: nibble code -> bf16 bits (indices 0..15 used)
+  __m512i spread_lo;  // byte indices: word w of the result takes byte w/2 (low output half)
+  __m512i spread_hi;  // ... byte 16 + w/2 (high output half)
+  __m512i odd_shift;  // per-word shift: 0 for even words (low nibble), 4 for odd words (high nibble)
 };
 
 static inline E2m1Tables make_e2m1_tables() {
@@ -157,7 +156,11 @@ static inline void e2m1x64_to_bf16(const E2m1Tables& t, __m512i x, __m512i* out0
 }
 
 // Natural K offset (within its 64-block) of lane-order position i, and the inverse.
-static inline int lane_order_to_natural(int i) { return 16 * ((i % 32) / 8) + 8 * (i / 32) + i % 8; }
-static inline int natural_to_lane_order(int n) { return 32 * ((n % 16) / 8) + 8 * (n / 16) + n % 8; }
+static inline int lane_order_to_natural(int i) {
+  return 16 * ((i % 32) / 8) + 8 * (i / 32) + i % 8;
+}
+static inline int natural_to_lane_order(int n) {
+  return 32 * ((n % 16) / 8) + 8 * (n / 16) + n % 8;
+}
 
 }  // namespace tessera::cpu::avx512bf16

@@ -1,11 +1,13 @@
 // Packing for the avx512bf16 kernel set: a-panel blocks (rows of bf16 K-values) and b-panels (nr
 // columns of bf16 K-pairs, nr a multiple of 16). fp8 sources are converted to bf16 here, exactly (every
 // e4m3 value is a bf16 value), with the lookups of fp8_convert.h: in "lane order" when the driver asks
-// for it (src.lane_order; both operands then use it), else in natural order.
+// for it (src.lane_order; both operands then use it), else in natural order. e5m2 converts exactly too,
+// and fp16 reads as its hi/lo split, four bf16 K values per fp16 value (f16_split.h).
 // (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include <immintrin.h>
 #include <string.h>
 
+#include "backends/cpu/avx512bf16/f16_split.h"
 #include "backends/cpu/avx512bf16/fp8_convert.h"
 #include "backends/cpu/avx512bf16/masks.h"
 #include "backends/cpu/gemm_kernel_set.h"
@@ -30,11 +32,24 @@ Luts luts() {
   return l;
 }
 
-
-bool is_fp8(const GemmSrc& s) { return s.type == GemmSrcType::kE4M3; }
-bool is_fp4(const GemmSrc& s) { return s.type == GemmSrcType::kE2M1; }
-// Byte offset of K value k in a K-contiguous row (fp4 packs two values per byte; k is even there).
-int64_t k_bytes(const GemmSrc& s, int64_t k) { return s.type == GemmSrcType::kBF16 ? 2 * k : is_fp4(s) ? k / 2 : k; }
+bool is_fp8(const GemmSrc& s) {
+  return s.type == GemmSrcType::kE4M3;
+}
+bool is_fp4(const GemmSrc& s) {
+  return s.type == GemmSrcType::kE2M1;
+}
+bool is_f16(const GemmSrc& s) {
+  return s.type == GemmSrcType::kF16;
+}
+// Bytes per unit of the row and K strides.
+int stride_bytes(const GemmSrc& s) {
+  return s.type == GemmSrcType::kBF16 || is_f16(s) ? 2 : 1;
+}
+// Byte offset of K value k in a K-contiguous row (fp4 packs two values per byte; k is even there; an
+// fp16 value is four K values, k is a multiple of 4 there).
+int64_t k_bytes(const GemmSrc& s, int64_t k) {
+  return s.type == GemmSrcType::kBF16 ? 2 * k : is_fp4(s) ? k / 2 : is_f16(s) ? k / 4 * 2 : k;
+}
 bool permuted(const GemmSrc& s) {
   return is_fp8(s) && s.lane_order;
 }
@@ -52,12 +67,15 @@ uint16_t scalar_to_bf16(const GemmSrc& s, int64_t r, int64_t k) {
     static const uint16_t kBits[8] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0};
     return uint16_t(kBits[code & 7] | ((code & 8) ? 0x8000 : 0));
   }
+  if (is_f16(s))
+    return avx512bf16::f16_split_part(static_cast<const uint16_t*>(s.data)[r * s.stride_r + k / 4 * s.stride_k],
+                                      s.f16_split, k);
   const int64_t off = r * s.stride_r + k * s.stride_k;
   if (s.type == GemmSrcType::kBF16) return static_cast<const uint16_t*>(s.data)[off];
   const uint8_t b = static_cast<const uint8_t*>(s.data)[off];
+  if (s.type == GemmSrcType::kE5M2) return avx512bf16::e5m2_to_bf16_bits(b);
   return uint16_t(avx512bf16::e4m3_magnitude_to_bf16_bits(b & 0x7F) | ((b & 0x80) << 8));
 }
-
 
 // Loads 64 K-values of one K-contiguous row (`valid` of them, zeros beyond) as two bf16 vectors:
 // v0 = packed positions 0..31, v1 = 32..63.
@@ -78,7 +96,13 @@ inline void load_k64(const GemmSrc& s, const Luts& L, const char* p, int64_t val
     }
     return;
   }
+  if (is_f16(s)) {  // 16 fp16 values; K (a multiple of 4 here) ends on a whole value
+    const __m256i halves = _mm256_maskz_loadu_epi16(half_mask((valid + 3) / 4), p);
+    avx512bf16::f16x16_to_split(halves, s.f16_split, v0, v1);
+    return;
+  }
   const __m512i bytes = valid >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(byte_mask(valid), p);
+  if (s.type == GemmSrcType::kE5M2) return avx512bf16::e5m2x64_to_bf16(bytes, v0, v1);
   avx512bf16::e4m3x64_to_bf16_in(L.e4m3, s.lane_order, bytes, v0, v1);
 }
 
@@ -112,7 +136,7 @@ inline void transpose16x16(__m512i r[16]) {
 void pack_b_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t k0, int kc, int64_t k_total,
                     int nr, uint16_t* dst) {
   const Luts L = luts();
-  const int es = is_fp8(s) || is_fp4(s) ? 1 : 2;  // bytes per row-stride unit
+  const int es = stride_bytes(s);
   const int panels = (rows + nr - 1) / nr;
   for (int p = 0; p < panels; ++p) {
     uint16_t* panel = dst + int64_t(p) * kc * nr;
@@ -144,11 +168,17 @@ void pack_b_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int
 // From a row-contiguous (MN-major) source: the K pair (k, k+1) of 16 consecutive rows starting at
 // rbase as one vector of 16 dwords (row i's pair in dword i); rows at or beyond r_end and K at or
 // beyond k_total read as zero.
-inline __m512i zip_pair_rows(const GemmSrc& s, const Luts& L, int64_t rbase, int64_t r_end, int64_t k, int64_t k_total) {
+inline __m512i zip_pair_rows(const GemmSrc& s, const Luts& L, int64_t rbase, int64_t r_end, int64_t k,
+                             int64_t k_total) {
   alignas(64) static const uint16_t kZip[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                                 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const int es = is_fp8(s) ? 1 : 2;
+  const int es = stride_bytes(s);
   const __mmask16 rm = half_mask(r_end - rbase);
+  if (is_f16(s)) {  // k even: k and k + 1 are parts of the same fp16 value
+    const __m256i halves = _mm256_maskz_loadu_epi16(
+        k < k_total ? rm : 0, static_cast<const char*>(s.data) + (rbase + k / 4 * s.stride_k) * 2);
+    return avx512bf16::f16x16_split_pair(halves, s.f16_split, k);
+  }
   const __mmask16 m0 = k < k_total ? rm : 0, m1 = k + 1 < k_total ? rm : 0;
   const char* p0 = static_cast<const char*>(s.data) + (rbase + k * s.stride_k) * es;
   const char* p1 = p0 + s.stride_k * es;
@@ -164,6 +194,9 @@ inline __m512i zip_pair_rows(const GemmSrc& s, const Luts& L, int64_t rbase, int
   } else if (s.type == GemmSrcType::kBF16) {
     x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi16(m0, p0)), _mm256_maskz_loadu_epi16(m1, p1),
                            1);
+  } else if (s.type == GemmSrcType::kE5M2) {
+    const __m128i b0 = _mm_maskz_loadu_epi8(m0, p0), b1 = _mm_maskz_loadu_epi8(m1, p1);
+    x = _mm512_inserti64x4(_mm512_castsi256_si512(avx512bf16::e5m2x16_to_bf16(b0)), avx512bf16::e5m2x16_to_bf16(b1), 1);
   } else {
     const __m128i b0 = _mm_maskz_loadu_epi8(m0, p0), b1 = _mm_maskz_loadu_epi8(m1, p1);
     const __m512i bytes = _mm512_zextsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1));
@@ -235,7 +268,7 @@ void copy_a_kcontig(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, 
     return s.lane_order ? copy_fp8_rows_full<true>(s, r0, rows, k0, kc, buf)
                         : copy_fp8_rows_full<false>(s, r0, rows, k0, kc, buf);
   }
-  const int es = is_fp8(s) || is_fp4(s) ? 1 : 2;  // bytes per row-stride unit
+  const int es = stride_bytes(s);
   for (int r = 0; r < rows; ++r) {
     const char* src = static_cast<const char*>(s.data) + (r0 + r) * s.stride_r * es;
     uint16_t* out = buf + int64_t(r) * kc;
@@ -292,8 +325,10 @@ const void* prepare_a(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc
   return b;
 }
 
+// kF16 as its split (GemmSrc::f16_split): the caller counts K in bf16 values, four per fp16 value.
 bool accepts(GemmSrcType t) {
-  return t == GemmSrcType::kBF16 || t == GemmSrcType::kE4M3 || t == GemmSrcType::kE2M1;
+  return t == GemmSrcType::kBF16 || t == GemmSrcType::kE4M3 || t == GemmSrcType::kE2M1 || t == GemmSrcType::kE5M2 ||
+         t == GemmSrcType::kF16;
 }
 
 }  // namespace
@@ -311,13 +346,17 @@ const GemmKernelSet* gemm_kernels_avx512bf16() {
       // in-place a-panel rows; the b-panel (64 KiB) streams from L2. Measured (2 threads, bf16 and
       // fp8, M 128-2048): +2-6% per shape over 256, +1-4% over 512.
       // 14 x 32 on whole panels: 1.5% (K=7168) to 8% (K=2048, M=1033) below 8 x 48 (bf16, 2 threads).
-      /*kc=*/1024,      {{8, 48, gemm_ukr_avx512bf16_8x48, 1.0f}, {14, 32, gemm_ukr_avx512bf16_14x32, 0.96f}},
-      /*num_tiles=*/2,  accepts,
-      prepare_a,        pack_b,
-      /*n_step=*/16,    // gemm_ukr_bf16.cc skips the empty vectors of a tail panel
+      /*kc=*/1024,
+      {{8, 48, gemm_ukr_avx512bf16_8x48, 1.0f}, {14, 32, gemm_ukr_avx512bf16_14x32, 0.96f}},
+      /*num_tiles=*/2,
+      accepts,
+      prepare_a,
+      pack_b,
+      /*n_step=*/16,  // gemm_ukr_bf16.cc skips the empty vectors of a tail panel
       // Tails of up to 8 columns by dot products (gemm_tail_dot_bf16.cc): cheaper than a 16-column tail
       // panel; wider tails gained nothing.
-      gemm_tail_dot_avx512bf16(), /*tail_dot_cols=*/8,
+      gemm_tail_dot_avx512bf16(),
+      /*tail_dot_cols=*/8,
       /*fuses_e4m3_convert=*/true,  // gemm_ukr_bf16.cc
   };
   return &set;

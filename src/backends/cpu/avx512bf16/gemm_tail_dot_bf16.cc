@@ -36,8 +36,12 @@ void block(const TailDotArgs& p, int i0, int t0) {
     const int g1 = g0 + group < p.k_valid ? g0 + group : p.k_valid;
     __m512 scaled_acc[kScaled ? R : 1][kScaled ? T : 1];
     auto& acc = [&]() -> auto& {
-      if constexpr (kScaled) return scaled_acc; else return tot;
-    }();
+      if constexpr (kScaled)
+        return scaled_acc;
+      else
+        return tot;
+    }
+    ();
     if constexpr (kScaled) {
 #pragma GCC unroll 14
       for (int r = 0; r < R; ++r)
@@ -62,8 +66,8 @@ void block(const TailDotArgs& p, int i0, int t0) {
         const float rs = p.row_scale[g * p.row_scale_stride + (i0 + r < p.rows ? i0 + r : i0)];
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t)
-          tot[r][t] = _mm512_fmadd_ps(acc[r][t], _mm512_set1_ps(rs * p.col_scale[g * p.col_scale_stride + t0 + t]),
-                                      tot[r][t]);
+          tot[r][t] =
+              _mm512_fmadd_ps(acc[r][t], _mm512_set1_ps(rs * p.col_scale[g * p.col_scale_stride + t0 + t]), tot[r][t]);
       }
     }
   }
@@ -92,10 +96,14 @@ void tail_dot_as(const TailDotArgs& p) {
   int t0 = 0;
   for (; t0 + 4 <= p.cols; t0 += 4) rows_of<kR4, 4, kScaled>(p, t0);
   switch (p.cols - t0) {
-    case 3: return rows_of<kR3, 3, kScaled>(p, t0);
-    case 2: return p.rows <= 8 ? rows_of<kScaled ? 4 : 8, 2, kScaled>(p, t0) : rows_of<7, 2, kScaled>(p, t0);
-    case 1: return p.rows <= 8 ? rows_of<8, 1, kScaled>(p, t0) : rows_of<kScaled ? 7 : 14, 1, kScaled>(p, t0);
-    default: return;
+    case 3:
+      return rows_of<kR3, 3, kScaled>(p, t0);
+    case 2:
+      return p.rows <= 8 ? rows_of < kScaled ? 4 : 8, 2, kScaled > (p, t0) : rows_of<7, 2, kScaled>(p, t0);
+    case 1:
+      return p.rows <= 8 ? rows_of<8, 1, kScaled>(p, t0) : rows_of < kScaled ? 7 : 14, 1, kScaled > (p, t0);
+    default:
+      return;
   }
 }
 
@@ -109,6 +117,8 @@ void tail_dot(const TailDotArgs& p) {
 
 }  // namespace
 
-TailDotFn gemm_tail_dot_avx512bf16() { return tail_dot; }
+TailDotFn gemm_tail_dot_avx512bf16() {
+  return tail_dot;
+}
 
 }  // namespace tessera::cpu

@@ -19,8 +19,8 @@ namespace {
 // its byte shuffles then issue beside the vdpbf16ps stream instead of as a pass of their own between
 // panels (isolated on Zen 4: 8 vpermt2b beside 32 vdpbf16ps in 16 chains cost ~0.1 of 10 cycles).
 struct FusedConvert {
-  int per_step = 0;  // units per step of 32 K values; 0: no job
-  int left = 0;      // units not yet converted
+  int per_step = 0;           // units per step of 32 K values; 0: no job
+  int left = 0;               // units not yet converted
   const char* src = nullptr;  // next unit's source and destination
   uint16_t* dst = nullptr;
   int unit_in_row = 0;
@@ -199,7 +199,11 @@ void ukr(const UkrArgs& p) {
 
 }  // namespace
 
-void gemm_ukr_avx512bf16_8x48(const UkrArgs& p) { ukr<8, 3>(p); }
-void gemm_ukr_avx512bf16_14x32(const UkrArgs& p) { ukr<14, 2>(p); }
+void gemm_ukr_avx512bf16_8x48(const UkrArgs& p) {
+  ukr<8, 3>(p);
+}
+void gemm_ukr_avx512bf16_14x32(const UkrArgs& p) {
+  ukr<14, 2>(p);
+}
 
 }  // namespace tessera::cpu

@@ -35,7 +35,6 @@ constexpr int kMaxM = 8;
 // 128 / M groups of >= 64: <= 1024 entries); streamed ones in blocks sized to fill it (gemv_rows).
 constexpr int kMaxCombined = 4096;
 
-
 // Loads one 64-value chunk of K as two bf16 vectors (lane order for fp8). kMasked reads only `valid`
 // values (zeros beyond).
 template <bool kFp8, bool kMasked>
@@ -174,10 +173,10 @@ void gemv_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, in
 #pragma GCC unroll 2
       for (int q = 0; q < kPairs; ++q) {
         const __m512 x0 = blk.acc[m][2 * q], x1 = NB > 1 ? blk.acc[m][2 * q + 1] : x0;
-        const __m512 folded =
-            _mm512_add_ps(_mm512_shuffle_ps(x0, x1, 0x44), _mm512_shuffle_ps(x0, x1, 0xEE));
-        tot[m][q] = kScaled ? _mm512_fmadd_ps(folded, _mm512_broadcast_f32x4(_mm_load_ps(c + (q * M + m) * 4)), tot[m][q])
-                            : _mm512_add_ps(tot[m][q], folded);
+        const __m512 folded = _mm512_add_ps(_mm512_shuffle_ps(x0, x1, 0x44), _mm512_shuffle_ps(x0, x1, 0xEE));
+        tot[m][q] = kScaled
+                        ? _mm512_fmadd_ps(folded, _mm512_broadcast_f32x4(_mm_load_ps(c + (q * M + m) * 4)), tot[m][q])
+                        : _mm512_add_ps(tot[m][q], folded);
       }
   }
 #pragma GCC unroll 8
@@ -194,7 +193,6 @@ void gemv_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, in
       }
     }
 }
-
 
 // Four accumulators x0..x3 (one per activation row of a quad) -> one register holding, in each 128-bit
 // block, {sum of x0's four lanes, x1's, x2's, x3's}: two rounds of in-lane shuffles and adds.
@@ -215,8 +213,8 @@ inline __m512 fold_quad(__m512 x0, __m512 x1, __m512 x2, __m512 x3) {
 // rows give 12 independent vdpbf16ps chains (latency ~6 cycles, 2 per cycle) without spilling the tables.
 // Faster than the pair-folding gemv_block, which M=4 and 8 still use for K tails.
 template <int M, int NB, bool kFp8, bool kScaled, bool kFold>
-void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, int64_t k_begin,
-                      int64_t k_end, bool first) {
+void gemv_quads_block(const GemvArgs& p, const uint16_t* a, int64_t lda, int64_t n, int64_t k_begin, int64_t k_end,
+                      bool first) {
   static_assert(M % 4 == 0 && M <= kMaxM, "activation rows in whole quads");
   constexpr int Q = M / 4;
   static_assert(kFold || M == 4, "M = 8 always folds");
@@ -341,7 +339,7 @@ void gemv_sequential_rows(const GemvArgs& p, const uint16_t* a, int64_t lda, con
 #pragma GCC unroll 4
       for (int m = 0; m < M; ++m) even[r][m] = odd[r][m] = _mm512_setzero_ps();
     // One 64-value chunk of every row into one chain of every activation row.
-    auto chunk = [&](__m512 (*acc)[M], int64_t k) __attribute__((always_inline)) {
+    auto chunk = [&](__m512(*acc)[M], int64_t k) __attribute__((always_inline)) {
       __m512i w0[R], w1[R];
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r) {
@@ -528,15 +526,23 @@ void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
 template <bool kFp8, bool kScaled>
 void gemv_dispatch(const GemvArgs& p, const uint16_t* a, int64_t lda) {
   switch (p.m) {
-    case 1: return gemv_rows<1, kFp8, kScaled>(p, a, lda);
-    case 2: return gemv_rows<2, kFp8, kScaled>(p, a, lda);
-    case 3: return gemv_rows<3, kFp8, kScaled>(p, a, lda);
-    case 4: return gemv_rows<4, kFp8, kScaled>(p, a, lda);
+    case 1:
+      return gemv_rows<1, kFp8, kScaled>(p, a, lda);
+    case 2:
+      return gemv_rows<2, kFp8, kScaled>(p, a, lda);
+    case 3:
+      return gemv_rows<3, kFp8, kScaled>(p, a, lda);
+    case 4:
+      return gemv_rows<4, kFp8, kScaled>(p, a, lda);
     // 5..7 rows run as 8 with zero rows when the quad kernel applies (M=6: 29.6 -> 14.9 cycles).
-    case 5: return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<5, kFp8, kScaled>(p, a, lda);
-    case 6: return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<6, kFp8, kScaled>(p, a, lda);
-    case 7: return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<7, kFp8, kScaled>(p, a, lda);
-    default: return gemv_rows<8, kFp8, kScaled>(p, a, lda);
+    case 5:
+      return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<5, kFp8, kScaled>(p, a, lda);
+    case 6:
+      return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<6, kFp8, kScaled>(p, a, lda);
+    case 7:
+      return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<7, kFp8, kScaled>(p, a, lda);
+    default:
+      return gemv_rows<8, kFp8, kScaled>(p, a, lda);
   }
 }
 
@@ -547,14 +553,22 @@ void gemv(const GemvArgs& p) {
   const bool fp8 = p.w_type == GemmSrcType::kE4M3;
   const bool scaled = p.a_scale != nullptr;
   if (fp8) {
-    if (scaled) gemv_dispatch<true, true>(p, a, k_pad); else gemv_dispatch<true, false>(p, a, k_pad);
+    if (scaled)
+      gemv_dispatch<true, true>(p, a, k_pad);
+    else
+      gemv_dispatch<true, false>(p, a, k_pad);
   } else {
-    if (scaled) gemv_dispatch<false, true>(p, a, k_pad); else gemv_dispatch<false, false>(p, a, k_pad);
+    if (scaled)
+      gemv_dispatch<false, true>(p, a, k_pad);
+    else
+      gemv_dispatch<false, false>(p, a, k_pad);
   }
 }
 
 }  // namespace
 
-GemvFn gemv_kernel_avx512bf16() { return gemv; }
+GemvFn gemv_kernel_avx512bf16() {
+  return gemv;
+}
 
 }  // namespace tessera::cpu

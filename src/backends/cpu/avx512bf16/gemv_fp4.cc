@@ -86,8 +86,10 @@ bool gemv_block(const GemvFp4Args& p, const uint16_t* a, int64_t lda, int64_t n)
         const __m512bh av = (__m512bh)avi;
 #pragma GCC unroll 4
         for (int j = 0; j < NB; ++j) {
-          if (kSplit && (q & 1)) part2[j] = _mm512_dpbf16_ps(q < 2 ? _mm512_setzero_ps() : part2[j], av, (__m512bh)v[j][q]);
-          else part[j] = _mm512_dpbf16_ps(q < (kSplit ? 2 : 1) ? _mm512_setzero_ps() : part[j], av, (__m512bh)v[j][q]);
+          if (kSplit && (q & 1))
+            part2[j] = _mm512_dpbf16_ps(q < 2 ? _mm512_setzero_ps() : part2[j], av, (__m512bh)v[j][q]);
+          else
+            part[j] = _mm512_dpbf16_ps(q < (kSplit ? 2 : 1) ? _mm512_setzero_ps() : part[j], av, (__m512bh)v[j][q]);
         }
       }
       if constexpr (kSplit)
@@ -136,14 +138,22 @@ bool gemv_rows(const GemvFp4Args& p, const uint16_t* a, int64_t lda) {
 template <bool kScaled>
 bool dispatch(const GemvFp4Args& p, const uint16_t* a, int64_t lda) {
   switch (p.m) {
-    case 1: return gemv_rows<1, kScaled>(p, a, lda);
-    case 2: return gemv_rows<2, kScaled>(p, a, lda);
-    case 3: return gemv_rows<3, kScaled>(p, a, lda);
-    case 4: return gemv_rows<4, kScaled>(p, a, lda);
-    case 5: return gemv_rows<5, kScaled>(p, a, lda);
-    case 6: return gemv_rows<6, kScaled>(p, a, lda);
-    case 7: return gemv_rows<7, kScaled>(p, a, lda);
-    default: return gemv_rows<8, kScaled>(p, a, lda);
+    case 1:
+      return gemv_rows<1, kScaled>(p, a, lda);
+    case 2:
+      return gemv_rows<2, kScaled>(p, a, lda);
+    case 3:
+      return gemv_rows<3, kScaled>(p, a, lda);
+    case 4:
+      return gemv_rows<4, kScaled>(p, a, lda);
+    case 5:
+      return gemv_rows<5, kScaled>(p, a, lda);
+    case 6:
+      return gemv_rows<6, kScaled>(p, a, lda);
+    case 7:
+      return gemv_rows<7, kScaled>(p, a, lda);
+    default:
+      return gemv_rows<8, kScaled>(p, a, lda);
   }
 }
 
@@ -161,6 +171,8 @@ bool gemv_fp4(const GemvFp4Args& p) {
 
 }  // namespace
 
-GemvFp4Fn gemv_fp4_kernel_avx512bf16() { return gemv_fp4; }
+GemvFp4Fn gemv_fp4_kernel_avx512bf16() {
+  return gemv_fp4;
+}
 
 }  // namespace tessera::cpu

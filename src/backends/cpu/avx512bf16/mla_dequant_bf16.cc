@@ -13,7 +13,6 @@
 namespace tessera::cpu {
 namespace {
 
-
 inline __m512i scale_bf16(__m512i v, float scale, bool fast, int k) {
   if (fast) return avx512bf16::bf16_times_power_of_two(v, k);
   const __m512 s = _mm512_set1_ps(scale);

@@ -15,8 +15,12 @@ namespace {
 
 constexpr int kTileTokens = 96;
 
-size_t align64(size_t x) { return (x + 63) & ~size_t(63); }
-int round16(int m) { return (m + 15) & ~15; }
+size_t align64(size_t x) {
+  return (x + 63) & ~size_t(63);
+}
+int round16(int m) {
+  return (m + 15) & ~15;
+}
 
 struct Scratch {
   float* s;
@@ -49,7 +53,9 @@ Scratch carve(void* base, int m, int d_qk, int d_v) {
   return sc;
 }
 
-size_t q_packed_bytes(int m, int d_qk) { return size_t(round16(m)) * size_t(d_qk) * 2; }
+size_t q_packed_bytes(int m, int d_qk) {
+  return size_t(round16(m)) * size_t(d_qk) * 2;
+}
 
 // q [m][d_qk] -> [d_qk/2][mp][2]: element (row c, k) at (k/2)*mp*2 + c*2 + k%2; rows >= m are zero.
 // One dword gather collects a K-pair from 16 rows.
@@ -68,7 +74,9 @@ void pack_q(const void* q, int m, int d_qk, void* packed) {
   }
 }
 
-size_t scratch_bytes(int m, int d_qk, int d_v) { return carve(nullptr, m, d_qk, d_v).bytes; }
+size_t scratch_bytes(int m, int d_qk, int d_v) {
+  return carve(nullptr, m, d_qk, d_v).bytes;
+}
 
 void attend_tile(const MlaTileArgs& a) {
   const Scratch sc = carve(a.scratch, a.m, a.d_qk, a.d_v);
@@ -77,16 +85,30 @@ void attend_tile(const MlaTileArgs& a) {
   for (int t = 0; t < kTileTokens; ++t) sc.rows[t] = t < a.nt ? a.k_rows[t] : sc.zero_row;
   mla_scores_avx512bf16(sc.rows, a.nt, a.q_packed, mp, a.d_qk, sc.s, mp);
   mla_softmax_avx512bf16(sc.s, a.nt, a.m, mp, a.scale, a.visible, a.row_max, a.row_sum, sc.alpha, sc.p_pairs);
-  mla_pv_avx512bf16(a.v_rows ? a.v_rows : sc.rows, a.nt, sc.p_pairs, sc.alpha, a.m, mp, a.d_v, a.o, sc.v_pack, a.progress, a.progress_ctx);
+  mla_pv_avx512bf16(a.v_rows ? a.v_rows : sc.rows, a.nt, sc.p_pairs, sc.alpha, a.m, mp, a.d_v, a.o, sc.v_pack,
+                    a.progress, a.progress_ctx);
 }
 
 const MlaKernelSet kSet = {
-    "avx512bf16", MlaElem::kBF16, kTileTokens, 2, 32, q_packed_bytes, pack_q, scratch_bytes, attend_tile,
-    mla_o_to_natural_avx512bf16, mla_dequant_v32_avx512bf16, mla_dequant_model1_avx512bf16, nullptr,
+    "avx512bf16",
+    MlaElem::kBF16,
+    kTileTokens,
+    2,
+    32,
+    q_packed_bytes,
+    pack_q,
+    scratch_bytes,
+    attend_tile,
+    mla_o_to_natural_avx512bf16,
+    mla_dequant_v32_avx512bf16,
+    mla_dequant_model1_avx512bf16,
+    nullptr,
 };
 
 }  // namespace
 
-const MlaKernelSet* mla_kernels_avx512bf16() { return &kSet; }
+const MlaKernelSet* mla_kernels_avx512bf16() {
+  return &kSet;
+}
 
 }  // namespace tessera::cpu

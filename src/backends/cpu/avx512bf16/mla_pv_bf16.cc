@@ -1,9 +1,9 @@
 // p.v for the avx512bf16 MLA set: o[r][:] = o[r][:] * alpha[r] + sum_t p[t][r] * v_t.
 // V rows are first zipped into token pairs ([t/2][d_v][2], the vdpbf16ps vector layout, columns permuted
-// within 32-column groups by the in-lane unpack), then a 6-row x 64-column register tile (24 accumulators) streams over the token pairs with
-// p pairs as dword broadcasts. The rescale by alpha happens when the tile is loaded, so o is read and
-// written once per tile of tokens. Column blocks are the outer loop so their V pairs stay in L1 while the
-// row blocks stream them.
+// within 32-column groups by the in-lane unpack), then a 6-row x 64-column register tile (24 accumulators) streams over
+// the token pairs with p pairs as dword broadcasts. The rescale by alpha happens when the tile is loaded, so o is read
+// and written once per tile of tokens. Column blocks are the outer loop so their V pairs stay in L1 while the row
+// blocks stream them.
 #include <immintrin.h>
 #include <string.h>
 
@@ -85,12 +85,23 @@ void pv_columns(const void* const* k_rows, int nt, const uint16_t* p_pairs, int 
   const uint16_t* p = p_pairs + 2 * r;
   float* orow = o + int64_t(r) * d_v;
   switch (m - r) {
-    case 5: pv_block<5, NV>(p, p_step, v_pack, v_step, pairs, alpha + r, orow, d_v); break;
-    case 4: pv_block<4, NV>(p, p_step, v_pack, v_step, pairs, alpha + r, orow, d_v); break;
-    case 3: pv_block<3, NV>(p, p_step, v_pack, v_step, pairs, alpha + r, orow, d_v); break;
-    case 2: pv_block<2, NV>(p, p_step, v_pack, v_step, pairs, alpha + r, orow, d_v); break;
-    case 1: pv_block<1, NV>(p, p_step, v_pack, v_step, pairs, alpha + r, orow, d_v); break;
-    default: break;
+    case 5:
+      pv_block<5, NV>(p, p_step, v_pack, v_step, pairs, alpha + r, orow, d_v);
+      break;
+    case 4:
+      pv_block<4, NV>(p, p_step, v_pack, v_step, pairs, alpha + r, orow, d_v);
+      break;
+    case 3:
+      pv_block<3, NV>(p, p_step, v_pack, v_step, pairs, alpha + r, orow, d_v);
+      break;
+    case 2:
+      pv_block<2, NV>(p, p_step, v_pack, v_step, pairs, alpha + r, orow, d_v);
+      break;
+    case 1:
+      pv_block<1, NV>(p, p_step, v_pack, v_step, pairs, alpha + r, orow, d_v);
+      break;
+    default:
+      break;
   }
 }
 

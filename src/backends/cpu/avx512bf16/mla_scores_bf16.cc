@@ -43,8 +43,8 @@ void scores_block(const void* const* rows, const uint16_t* q, int64_t q_step, in
 
 // All token blocks of one column block (NV vectors of query rows starting at column c0).
 template <int MR, int NV>
-void scores_columns(const void* const* k_rows, int nt, const uint16_t* q_packed, int mp, int d_qk, float* s,
-                    int lds, int c0) {
+void scores_columns(const void* const* k_rows, int nt, const uint16_t* q_packed, int mp, int d_qk, float* s, int lds,
+                    int c0) {
   const int64_t q_step = int64_t(mp) * 2;
   for (int t = 0; t < nt; t += MR)
     scores_block<MR, NV>(k_rows + t, q_packed + c0 * 2, q_step, d_qk / 2, s + t * lds + c0, lds);
@@ -59,10 +59,17 @@ void mla_scores_avx512bf16(const void* const* k_rows, int nt, const void* q_pack
   int c0 = 0;
   for (; mp - c0 >= 64; c0 += 64) scores_columns<6, 4>(k_rows, nt, q, mp, d_qk, s, lds, c0);
   switch ((mp - c0) / 16) {
-    case 3: scores_columns<8, 3>(k_rows, nt, q, mp, d_qk, s, lds, c0); break;
-    case 2: scores_columns<12, 2>(k_rows, nt, q, mp, d_qk, s, lds, c0); break;
-    case 1: scores_columns<12, 1>(k_rows, nt, q, mp, d_qk, s, lds, c0); break;
-    default: break;
+    case 3:
+      scores_columns<8, 3>(k_rows, nt, q, mp, d_qk, s, lds, c0);
+      break;
+    case 2:
+      scores_columns<12, 2>(k_rows, nt, q, mp, d_qk, s, lds, c0);
+      break;
+    case 1:
+      scores_columns<12, 1>(k_rows, nt, q, mp, d_qk, s, lds, c0);
+      break;
+    default:
+      break;
   }
 }
 

@@ -40,12 +40,11 @@ void mla_softmax_avx512bf16(float* s, int nt, int m, int mp, float scale, const 
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   const __m512 vscale = _mm512_set1_ps(scale);
   // (p0[i], p1[i]) pairs from the bf16 vector [p0 lanes 0..15 | p1 lanes 0..15].
-  const __m512i zip = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i zip = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                       5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (int c = 0; c < mp; c += 16) {
     const __mmask16 valid = row_mask(m - c);
-    const __m512i vis = visible ? _mm512_maskz_loadu_epi32(valid, visible + c)
-                                : _mm512_maskz_set1_epi32(valid, nt);
+    const __m512i vis = visible ? _mm512_maskz_loadu_epi32(valid, visible + c) : _mm512_maskz_set1_epi32(valid, nt);
     __m512 mx = neg_inf;
     for (int t = 0; t < nt; ++t) {
       float* st = s + t * mp + c;
@@ -56,8 +55,8 @@ void mla_softmax_avx512bf16(float* s, int nt, int m, int mp, float scale, const 
     }
     const __m512 m_old = _mm512_mask_loadu_ps(neg_inf, valid, row_max + c);
     const __m512 m_new = _mm512_max_ps(m_old, mx);
-    const __m512 m_use = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m_new, neg_inf, _CMP_EQ_OQ), m_new,
-                                              _mm512_setzero_ps());
+    const __m512 m_use =
+        _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m_new, neg_inf, _CMP_EQ_OQ), m_new, _mm512_setzero_ps());
     const __m512 alpha = exp_nonpositive(_mm512_sub_ps(m_old, m_use));
     __m512 sum = _mm512_mul_ps(_mm512_maskz_loadu_ps(valid, row_sum + c), alpha);
     for (int t = 0; t < nt; t += 2) {

@@ -9,13 +9,13 @@
 // shuffles; every kernel is element-wise (or a max), so the order of values inside a vector is free.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/hwy/ep_kernels.cc"
+#include "backends/cpu/ep_kernels.h"
+
+#include <hwy/cache_control.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-#include <hwy/cache_control.h>
 #include <stdint.h>
 #include <string.h>
-
-#include "backends/cpu/ep_kernels.h"
 
 // Only the targets of tessera levels (levels.h); the baseline target foreach_target.h also compiles has
 // 1-lane vectors this layout cannot use, and nothing selects it.
@@ -37,8 +37,12 @@ using VU32 = hn::Vec<DU32>;
 using VI32 = hn::Vec<DI32>;
 using VF = hn::Vec<DF>;
 
-VF even_values(VU32 codes) { return hn::BitCast(DF(), hn::ShiftLeft<16>(codes)); }
-VF odd_values(VU32 codes) { return hn::BitCast(DF(), hn::And(codes, hn::Set(DU32(), 0xFFFF0000u))); }
+VF even_values(VU32 codes) {
+  return hn::BitCast(DF(), hn::ShiftLeft<16>(codes));
+}
+VF odd_values(VU32 codes) {
+  return hn::BitCast(DF(), hn::And(codes, hn::Set(DU32(), 0xFFFF0000u)));
+}
 
 // fp32 -> bf16 rounded to nearest even, the code in the upper half of each lane; NaN -> 0x7FC0.
 VU32 bf16_in_upper_half(VF x) {
@@ -190,22 +194,22 @@ void copy(void* dst, const void* src, size_t bytes, int streaming) {
   memcpy(d + i, s + i, bytes - i);
 }
 
-void store_fence() { hwy::FlushStream(); }
+void store_fence() {
+  hwy::FlushStream();
+}
 
-void reduce_bf16(uint16_t* out, const uint16_t* const* rows, int num_rows, const uint16_t* bias0,
-                 const uint16_t* bias1, int64_t n, int streaming) {
+void reduce_bf16(uint16_t* out, const uint16_t* const* rows, int num_rows, const uint16_t* bias0, const uint16_t* bias1,
+                 int64_t n, int streaming) {
   // Half-line (AVX2) streaming stores pay as well as whole-line ones once the rows are prefetched
   // (without the prefetches both ran at about half the speed of plain stores from DRAM).
   const bool stream = streaming && (uintptr_t(out) & 63) == 0;
   int64_t h = 0;
   for (; h + kStepCodes <= n; h += kStepCodes)
     store_step(sum_step(WholeStep{h}, rows, num_rows, bias0, bias1, true), out + h, stream);
-  if (h < n)
-    store_short_step(sum_step(ShortStep{h, n - h}, rows, num_rows, bias0, bias1, false), out + h, n - h);
+  if (h < n) store_short_step(sum_step(ShortStep{h, n - h}, rows, num_rows, bias0, bias1, false), out + h, n - h);
 }
 
-void weighted_reduce_bf16(uint16_t* out, const uint16_t* const* rows, const float* weights, int num_rows,
-                          int64_t n) {
+void weighted_reduce_bf16(uint16_t* out, const uint16_t* const* rows, const float* weights, int num_rows, int64_t n) {
   int64_t h = 0;
   for (; h + kStepCodes <= n; h += kStepCodes)
     store_step(weighted_sum_step(WholeStep{h}, rows, weights, num_rows, true), out + h, false);
@@ -329,7 +333,14 @@ void cast_e4m3(uint8_t* out, float* scales, uint8_t* exponents, const uint16_t* 
 }  // namespace
 
 const EpKernels* ep_kernel_table() {
-  static constexpr EpKernels kKernels{HWY_TARGET == HWY_AVX2 ? "hwy_avx2" : HWY_TARGET == HWY_NEON ? "hwy_neon" : "hwy_avx3", copy, store_fence, reduce_bf16, weighted_reduce_bf16, cast_e4m3};
+  static constexpr EpKernels kKernels{HWY_TARGET == HWY_AVX2   ? "hwy_avx2"
+                                      : HWY_TARGET == HWY_NEON ? "hwy_neon"
+                                                               : "hwy_avx3",
+                                      copy,
+                                      store_fence,
+                                      reduce_bf16,
+                                      weighted_reduce_bf16,
+                                      cast_e4m3};
   return &kKernels;
 }
 
@@ -341,6 +352,8 @@ HWY_AFTER_NAMESPACE();
 #include "backends/cpu/hwy/levels.h"
 
 namespace tessera::cpu {
-const EpKernels* ep_kernels_hwy(Isa isa) { TESSERA_HWY_SELECT(isa, ep_kernel_table); }
+const EpKernels* ep_kernels_hwy(Isa isa) {
+  TESSERA_HWY_SELECT(isa, ep_kernel_table);
+}
 }  // namespace tessera::cpu
 #endif

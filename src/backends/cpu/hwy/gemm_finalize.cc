@@ -7,9 +7,9 @@
 // tile and D are both read and written along their rows.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/hwy/gemm_finalize.cc"
+#include <hwy/cache_control.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-#include <hwy/cache_control.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -150,7 +150,9 @@ void finalize(const FinalizeArgs& a) {
 
 }  // namespace
 
-FinalizeFn finalize_fn() { return finalize; }
+FinalizeFn finalize_fn() {
+  return finalize;
+}
 
 }  // namespace tessera::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -160,6 +162,8 @@ HWY_AFTER_NAMESPACE();
 #include "backends/cpu/hwy/levels.h"
 
 namespace tessera::cpu {
-FinalizeFn gemm_finalize_hwy(Isa level) { TESSERA_HWY_SELECT(level, finalize_fn); }
+FinalizeFn gemm_finalize_hwy(Isa level) {
+  TESSERA_HWY_SELECT(level, finalize_fn);
+}
 }  // namespace tessera::cpu
 #endif

@@ -12,10 +12,9 @@
 // other rows of its block or on how rows were split between threads.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/hwy/gemv.cc"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/cache_control.h>
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -35,14 +34,14 @@ using V = hn::Vec<DF>;
 using VU8 = hn::Vec<DU8>;
 
 constexpr int64_t kL = int64_t(hn::MaxLanes(DF()));  // fp32 lanes per vector
-constexpr int64_t kChunk = 64;                        // K padding unit (GemvArgs: groups are whole chunks)
+constexpr int64_t kChunk = 64;                       // K padding unit (GemvArgs: groups are whole chunks)
 constexpr int64_t kPrefetchBytes = 8192;
 
 // fp32 vectors one input vector widens to, and the K values it holds.
 template <bool kFp8>
 constexpr int kPieceVecs = kFp8 ? 4 : 2;
 template <bool kFp8>
-constexpr int64_t kPieceValues = kPieceVecs<kFp8> * kL;
+constexpr int64_t kPieceValues = kPieceVecs<kFp8>* kL;
 
 // One input vector at src -> kPieceVecs fp32 vectors (weights' lane order). e4m3: values x 2^-8, and
 // `magnitudes` keeps the running byte-wise maximum of |code| (0x7F there: a NaN was read).
@@ -59,8 +58,10 @@ HWY_INLINE void widen_piece(const uint8_t* HWY_RESTRICT src, V* w, VU8& magnitud
     // The code in the upper byte of a 16-bit lane; an arithmetic shift by one puts the exponent and
     // mantissa where a half has them and copies the sign into the half's top exponent bit, cleared.
     const auto clear = hn::Set(di16, int16_t(~0x4000));
-    const auto lo = hn::BitCast(df16, hn::And(hn::ShiftRight<1>(hn::BitCast(di16, hn::ZipLower(du16, hn::Zero(du8), x))), clear));
-    const auto hi = hn::BitCast(df16, hn::And(hn::ShiftRight<1>(hn::BitCast(di16, hn::ZipUpper(du16, hn::Zero(du8), x))), clear));
+    const auto lo =
+        hn::BitCast(df16, hn::And(hn::ShiftRight<1>(hn::BitCast(di16, hn::ZipLower(du16, hn::Zero(du8), x))), clear));
+    const auto hi =
+        hn::BitCast(df16, hn::And(hn::ShiftRight<1>(hn::BitCast(di16, hn::ZipUpper(du16, hn::Zero(du8), x))), clear));
     w[0] = promote_f16_half<false>(df16, lo);
     w[1] = promote_f16_half<true>(df16, lo);
     w[2] = promote_f16_half<false>(df16, hi);
@@ -208,14 +209,22 @@ void rows(const GemvArgs& p, const float* a, int64_t k_pad) {
 template <bool kFp8, bool kScaled>
 void dispatch(const GemvArgs& p, const float* a, int64_t k_pad) {
   switch (p.m) {
-    case 1: return rows<1, kFp8, kScaled>(p, a, k_pad);
-    case 2: return rows<2, kFp8, kScaled>(p, a, k_pad);
-    case 3: return rows<3, kFp8, kScaled>(p, a, k_pad);
-    case 4: return rows<4, kFp8, kScaled>(p, a, k_pad);
-    case 5: return rows<5, kFp8, kScaled>(p, a, k_pad);
-    case 6: return rows<6, kFp8, kScaled>(p, a, k_pad);
-    case 7: return rows<7, kFp8, kScaled>(p, a, k_pad);
-    default: return rows<8, kFp8, kScaled>(p, a, k_pad);
+    case 1:
+      return rows<1, kFp8, kScaled>(p, a, k_pad);
+    case 2:
+      return rows<2, kFp8, kScaled>(p, a, k_pad);
+    case 3:
+      return rows<3, kFp8, kScaled>(p, a, k_pad);
+    case 4:
+      return rows<4, kFp8, kScaled>(p, a, k_pad);
+    case 5:
+      return rows<5, kFp8, kScaled>(p, a, k_pad);
+    case 6:
+      return rows<6, kFp8, kScaled>(p, a, k_pad);
+    case 7:
+      return rows<7, kFp8, kScaled>(p, a, k_pad);
+    default:
+      return rows<8, kFp8, kScaled>(p, a, k_pad);
   }
 }
 
@@ -225,16 +234,24 @@ void gemv(const GemvArgs& p) {
   const bool scaled = p.a_scale != nullptr;
   if (p.w_type == GemmSrcType::kE4M3) {
     prepare_activations<true>(p, a, k_pad);
-    if (scaled) dispatch<true, true>(p, a, k_pad); else dispatch<true, false>(p, a, k_pad);
+    if (scaled)
+      dispatch<true, true>(p, a, k_pad);
+    else
+      dispatch<true, false>(p, a, k_pad);
   } else {
     prepare_activations<false>(p, a, k_pad);
-    if (scaled) dispatch<false, true>(p, a, k_pad); else dispatch<false, false>(p, a, k_pad);
+    if (scaled)
+      dispatch<false, true>(p, a, k_pad);
+    else
+      dispatch<false, false>(p, a, k_pad);
   }
 }
 
 }  // namespace
 
-GemvFn gemv_fn() { return gemv; }
+GemvFn gemv_fn() {
+  return gemv;
+}
 #endif
 }  // namespace tessera::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -243,6 +260,8 @@ HWY_AFTER_NAMESPACE();
 #include "backends/cpu/hwy/levels.h"
 
 namespace tessera::cpu {
-GemvFn gemv_kernel_hwy(Isa level) { TESSERA_HWY_SELECT(level, gemv_fn); }
+GemvFn gemv_kernel_hwy(Isa level) {
+  TESSERA_HWY_SELECT(level, gemv_fn);
+}
 }  // namespace tessera::cpu
 #endif

@@ -12,10 +12,9 @@
 // so its bits do not depend on the rows beside it or on how rows were split between threads.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/hwy/gemv_fp4.cc"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/cache_control.h>
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-
 #include <stdint.h>
 #include <string.h>
 
@@ -38,8 +37,8 @@ using V = hn::Vec<DF>;
 using VF16 = hn::Vec<DF16>;
 
 constexpr int64_t kL = int64_t(hn::MaxLanes(DF()));  // fp32 lanes per vector
-constexpr int64_t kPiece = 8 * kL;                     // values per input vector (4 kL bytes)
-constexpr int64_t kChunk = 128;                        // values per exponent word (4 blocks of 32)
+constexpr int64_t kPiece = 8 * kL;                   // values per input vector (4 kL bytes)
+constexpr int64_t kChunk = 128;                      // values per exponent word (4 blocks of 32)
 constexpr int kPiecesPerChunk = int(kChunk / kPiece);
 constexpr int64_t kPrefetchBytes = 8192;
 
@@ -55,7 +54,8 @@ HWY_INLINE void widen_halves(const uint8_t* HWY_RESTRICT src, VF16* halves) {
   const auto x = hn::LoadU(du8, src);
   const auto nib = hn::Set(du8, 0x0F);
   const auto lo = hn::TableLookupBytes(table, hn::And(x, nib));
-  const auto hi = hn::TableLookupBytes(table, hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(DU16(), x))), nib));
+  const auto hi =
+      hn::TableLookupBytes(table, hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(DU16(), x))), nib));
   const auto z = hn::Zero(du8);
   halves[0] = hn::BitCast(DF16(), hn::ZipLower(DU16(), z, lo));
   halves[1] = hn::BitCast(DF16(), hn::ZipUpper(DU16(), z, lo));
@@ -78,7 +78,9 @@ int64_t lane_value(int vec, int64_t l) {
 }
 
 // The 32-value block (0..3 of the chunk) lane l of the vectors with half h in piece `piece` comes from.
-int64_t lane_block(int piece, int h, int64_t l) { return piece * (kPiece / 32) + (h * kL + l) / 8; }
+int64_t lane_block(int piece, int h, int64_t l) {
+  return piece * (kPiece / 32) + (h * kL + l) / 8;
+}
 
 // Activation rows as fp32 in the weights' lane order, zero from K on: row m at dst + m * k_pad.
 void prepare_activations(const GemvFp4Args& p, float* HWY_RESTRICT dst, int64_t k_pad) {
@@ -176,7 +178,8 @@ bool row_block(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad,
 #pragma GCC unroll 2
           for (int h = 0; h < 2; ++h) {
             // 2^(e - 127) per lane: the lane's exponent byte moved into the fp32 exponent field.
-            const V scale = hn::BitCast(df, hn::ShiftLeft<23>(hn::And(hn::Shr(bits, shift[pc][h]), hn::Set(du32, 0xFF))));
+            const V scale =
+                hn::BitCast(df, hn::ShiftLeft<23>(hn::And(hn::Shr(bits, shift[pc][h]), hn::Set(du32, 0xFF))));
             V wv[4];
             for (int q = 0; q < 4; ++q) wv[q] = h ? widen<1>(halves[q]) : widen<0>(halves[q]);
             const float* ah = a + kp + 4 * h * kL;
@@ -195,8 +198,9 @@ bool row_block(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad,
     }
     for (int m = 0; m < M; ++m)
       for (int j = 0; j < NB; ++j)
-        tot[m][j] = kScaled ? hn::MulAdd(grp[m][j], hn::Set(df, p.a_scale[(kb / a_group) * p.a_scale_stride + m]), tot[m][j])
-                            : hn::Add(tot[m][j], grp[m][j]);
+        tot[m][j] =
+            kScaled ? hn::MulAdd(grp[m][j], hn::Set(df, p.a_scale[(kb / a_group) * p.a_scale_stride + m]), tot[m][j])
+                    : hn::Add(tot[m][j], grp[m][j]);
   }
   for (int m = 0; m < M; ++m)
     for (int j = 0; j < NB; ++j) p.out[m * p.ldo + n + j] = hn::GetLane(hn::SumOfLanes(df, tot[m][j]));
@@ -216,14 +220,22 @@ bool rows(const GemvFp4Args& p, const float* a, int64_t k_pad) {
 template <bool kScaled>
 bool dispatch(const GemvFp4Args& p, const float* a, int64_t k_pad) {
   switch (p.m) {
-    case 1: return rows<1, kScaled>(p, a, k_pad);
-    case 2: return rows<2, kScaled>(p, a, k_pad);
-    case 3: return rows<3, kScaled>(p, a, k_pad);
-    case 4: return rows<4, kScaled>(p, a, k_pad);
-    case 5: return rows<5, kScaled>(p, a, k_pad);
-    case 6: return rows<6, kScaled>(p, a, k_pad);
-    case 7: return rows<7, kScaled>(p, a, k_pad);
-    default: return rows<8, kScaled>(p, a, k_pad);
+    case 1:
+      return rows<1, kScaled>(p, a, k_pad);
+    case 2:
+      return rows<2, kScaled>(p, a, k_pad);
+    case 3:
+      return rows<3, kScaled>(p, a, k_pad);
+    case 4:
+      return rows<4, kScaled>(p, a, k_pad);
+    case 5:
+      return rows<5, kScaled>(p, a, k_pad);
+    case 6:
+      return rows<6, kScaled>(p, a, k_pad);
+    case 7:
+      return rows<7, kScaled>(p, a, k_pad);
+    default:
+      return rows<8, kScaled>(p, a, k_pad);
   }
 }
 
@@ -236,7 +248,9 @@ bool gemv_fp4(const GemvFp4Args& p) {
 
 }  // namespace
 
-GemvFp4Fn gemv_fp4_fn() { return gemv_fp4; }
+GemvFp4Fn gemv_fp4_fn() {
+  return gemv_fp4;
+}
 #endif
 }  // namespace tessera::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -245,6 +259,8 @@ HWY_AFTER_NAMESPACE();
 #include "backends/cpu/hwy/levels.h"
 
 namespace tessera::cpu {
-GemvFp4Fn gemv_fp4_kernel_hwy(Isa level) { TESSERA_HWY_SELECT(level, gemv_fp4_fn); }
+GemvFp4Fn gemv_fp4_kernel_hwy(Isa level) {
+  TESSERA_HWY_SELECT(level, gemv_fp4_fn);
+}
 }  // namespace tessera::cpu
 #endif

@@ -40,11 +40,11 @@
 #define TESSERA_HWY_CASE_NEON(fn)
 #endif
 
-#define TESSERA_HWY_SELECT(isa, fn) \
-  do {                              \
+#define TESSERA_HWY_SELECT(isa, fn)    \
+  do {                                 \
     const ::tessera::Isa isa_ = (isa); \
-    TESSERA_HWY_CASE_AVX3(fn)       \
-    TESSERA_HWY_CASE_AVX2(fn)       \
-    TESSERA_HWY_CASE_NEON(fn)       \
-    return nullptr;                 \
+    TESSERA_HWY_CASE_AVX3(fn)          \
+    TESSERA_HWY_CASE_AVX2(fn)          \
+    TESSERA_HWY_CASE_NEON(fn)          \
+    return nullptr;                    \
   } while (0)

@@ -9,9 +9,8 @@
 #define TESSERA_HWY_MLA_DEQUANT_INL_H_
 #endif
 
-#include <string.h>
-
 #include <hwy/highway.h>
+#include <string.h>
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera::cpu::HWY_NAMESPACE {

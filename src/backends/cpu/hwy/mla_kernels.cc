@@ -26,9 +26,15 @@ namespace {
 constexpr int kTileTokens = 96;
 constexpr int kTokenPad = 24;  // a multiple of every scores tile height
 
-size_t align64(size_t x) { return (x + 63) & ~size_t(63); }
-int round_up(int x, int to) { return (x + to - 1) / to * to; }
-int vector_lanes() { return int(hn::Lanes(hn::ScalableTag<float>())); }
+size_t align64(size_t x) {
+  return (x + 63) & ~size_t(63);
+}
+int round_up(int x, int to) {
+  return (x + to - 1) / to * to;
+}
+int vector_lanes() {
+  return int(hn::Lanes(hn::ScalableTag<float>()));
+}
 
 struct Scratch {
   float* s;
@@ -62,7 +68,9 @@ Scratch carve(void* base, int m, int d_qk) {
   return sc;
 }
 
-size_t q_packed_bytes(int m, int d_qk) { return size_t(round_up(m, vector_lanes())) * size_t(d_qk) * 4; }
+size_t q_packed_bytes(int m, int d_qk) {
+  return size_t(round_up(m, vector_lanes())) * size_t(d_qk) * 4;
+}
 
 // q [m][d_qk] -> [d_qk][mp]: query rows along the lanes; rows >= m are zero. Written in order (the
 // strided reads of m rows stay in L1 across consecutive k).
@@ -77,7 +85,9 @@ void pack_q(const void* q, int m, int d_qk, void* packed) {
   }
 }
 
-size_t scratch_bytes(int m, int d_qk, int) { return carve(nullptr, m, d_qk).bytes; }
+size_t scratch_bytes(int m, int d_qk, int) {
+  return carve(nullptr, m, d_qk).bytes;
+}
 
 void attend_tile(const MlaTileArgs& a) {
   const Scratch sc = carve(a.scratch, a.m, a.d_qk);
@@ -101,9 +111,22 @@ void attend_tile(const MlaTileArgs& a) {
 
 HWY_MAYBE_UNUSED const MlaKernelSet* mla_kernel_table() {
   static const MlaKernelSet set = {
-      HWY_TARGET == HWY_AVX3 ? "hwy_avx512" : HWY_TARGET == HWY_AVX2 ? "hwy_avx2" : HWY_TARGET == HWY_NEON ? "hwy_neon" : "hwy_other",
-      MlaElem::kF32, kTileTokens, 1, vector_lanes(), q_packed_bytes, pack_q, scratch_bytes, attend_tile, nullptr,
-      mla_dequant_v32, mla_dequant_model1, mla_widen_row,
+      HWY_TARGET == HWY_AVX3   ? "hwy_avx512"
+      : HWY_TARGET == HWY_AVX2 ? "hwy_avx2"
+      : HWY_TARGET == HWY_NEON ? "hwy_neon"
+                               : "hwy_other",
+      MlaElem::kF32,
+      kTileTokens,
+      1,
+      vector_lanes(),
+      q_packed_bytes,
+      pack_q,
+      scratch_bytes,
+      attend_tile,
+      nullptr,
+      mla_dequant_v32,
+      mla_dequant_model1,
+      mla_widen_row,
   };
   return &set;
 }
@@ -116,6 +139,8 @@ HWY_AFTER_NAMESPACE();
 #include "backends/cpu/hwy/levels.h"
 
 namespace tessera::cpu {
-const MlaKernelSet* mla_kernels_hwy(Isa level) { TESSERA_HWY_SELECT(level, mla_kernel_table); }
+const MlaKernelSet* mla_kernels_hwy(Isa level) {
+  TESSERA_HWY_SELECT(level, mla_kernel_table);
+}
 }  // namespace tessera::cpu
 #endif

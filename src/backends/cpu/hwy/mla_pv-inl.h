@@ -58,8 +58,8 @@ struct PvProgress {
 };
 
 template <int NV>
-void pv_columns(const float* const* v_rows, int nt, int c0, const float* p, int m, int mp, const float* alpha,
-                float* o, int d_v, const PvProgress& pr, int first) {
+void pv_columns(const float* const* v_rows, int nt, int c0, const float* p, int m, int mp, const float* alpha, float* o,
+                int d_v, const PvProgress& pr, int first) {
   int r = 0;
   for (; r + 6 <= m; r += 6) {
     if (pr.fn) pr.fn(pr.ctx, first + r / 6, pr.parts);
@@ -69,18 +69,29 @@ void pv_columns(const float* const* v_rows, int nt, int c0, const float* p, int 
   const float* ar = alpha + r;
   float* orow = o + int64_t(r) * d_v;
   switch (m - r) {
-    case 5: pv_block<5, NV>(v_rows, nt, c0, pr_, mp, ar, orow, d_v); break;
-    case 4: pv_block<4, NV>(v_rows, nt, c0, pr_, mp, ar, orow, d_v); break;
-    case 3: pv_block<3, NV>(v_rows, nt, c0, pr_, mp, ar, orow, d_v); break;
-    case 2: pv_block<2, NV>(v_rows, nt, c0, pr_, mp, ar, orow, d_v); break;
-    case 1: pv_block<1, NV>(v_rows, nt, c0, pr_, mp, ar, orow, d_v); break;
-    default: break;
+    case 5:
+      pv_block<5, NV>(v_rows, nt, c0, pr_, mp, ar, orow, d_v);
+      break;
+    case 4:
+      pv_block<4, NV>(v_rows, nt, c0, pr_, mp, ar, orow, d_v);
+      break;
+    case 3:
+      pv_block<3, NV>(v_rows, nt, c0, pr_, mp, ar, orow, d_v);
+      break;
+    case 2:
+      pv_block<2, NV>(v_rows, nt, c0, pr_, mp, ar, orow, d_v);
+      break;
+    case 1:
+      pv_block<1, NV>(v_rows, nt, c0, pr_, mp, ar, orow, d_v);
+      break;
+    default:
+      break;
   }
 }
 
 // d_v must be a multiple of the vector length.
-void mla_pv(const float* const* v_rows, int nt, const float* p, const float* alpha, int m, int mp, int d_v,
-            float* o, void (*progress)(void*, int, int), void* progress_ctx) {
+void mla_pv(const float* const* v_rows, int nt, const float* p, const float* alpha, int m, int mp, int d_v, float* o,
+            void (*progress)(void*, int, int), void* progress_ctx) {
   const hn::ScalableTag<float> d;
   const int n = int(hn::Lanes(d));
   constexpr int kNV = hn::MaxLanes(hn::ScalableTag<float>()) >= 16 ? 4 : 2;  // 32 or 16 registers

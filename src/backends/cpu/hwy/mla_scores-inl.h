@@ -53,8 +53,8 @@ void scores_block(const float* const* rows, int k0, int kc, const float* q, int 
 
 // Every token block (nt_pad rows, a multiple of MR) of the NV vectors of query rows at column c0.
 template <int MR, int NV>
-void scores_columns(const float* const* rows, int nt_pad, int k0, int kc, const float* q_packed, int mp,
-                    float* s, int c0) {
+void scores_columns(const float* const* rows, int nt_pad, int k0, int kc, const float* q_packed, int mp, float* s,
+                    int c0) {
   const float* q = q_packed + int64_t(k0) * mp + c0;
   for (int t = 0; t < nt_pad; t += MR) scores_block<MR, NV>(rows + t, k0, kc, q, mp, s + t * mp + c0, mp, k0 > 0);
 }

@@ -42,9 +42,9 @@ hn::Vec<D> exp_nonpositive(D d, hn::Vec<D> x) {
 
 // Per-row statistics of one tile, padded to mp rows (rows >= m are never stored back).
 struct SoftmaxRows {
-  float* row_max;  // [mp]: in: m, out: m'
-  float* row_sum;  // [mp]
-  float* alpha;    // [mp]: out
+  float* row_max;      // [mp]: in: m, out: m'
+  float* row_sum;      // [mp]
+  float* alpha;        // [mp]: out
   const int* visible;  // [mp]
 };
 

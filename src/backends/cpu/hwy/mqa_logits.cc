@@ -23,8 +23,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-constexpr int kRows = 6;                                  // key rows per register block
-constexpr int kGroup = HWY_LANES(float) >= 16 ? 4 : 2;    // head vectors per pass over the rows
+constexpr int kRows = 6;                                // key rows per register block
+constexpr int kGroup = HWY_LANES(float) >= 16 ? 4 : 2;  // head vectors per pass over the rows
 
 // Rows [r0, r0 + kRows) of one call (`nrows` of them real; the others repeat the last real row and
 // are dropped), head vectors [v0, v0 + G): adds w * relu(scale * q.k) of those heads into sum[r].
@@ -72,8 +72,8 @@ HWY_INLINE void AddGroup(const MqaRowsArgs& a, int hp, int v0, const float* cons
 }
 
 template <int G>
-HWY_INLINE void AddGroupUpTo(int g, const MqaRowsArgs& a, int hp, int v0, const float* const* krow, int r0,
-                             int nrows, int last_vector, hn::Mask<DF> last_mask, VF* sum) {
+HWY_INLINE void AddGroupUpTo(int g, const MqaRowsArgs& a, int hp, int v0, const float* const* krow, int r0, int nrows,
+                             int last_vector, hn::Mask<DF> last_mask, VF* sum) {
   if constexpr (G > 1) {
     if (g < G) return AddGroupUpTo<G - 1>(g, a, hp, v0, krow, r0, nrows, last_vector, last_mask, sum);
   }
@@ -210,6 +210,8 @@ HWY_AFTER_NAMESPACE();
 #include "backends/cpu/hwy/levels.h"
 
 namespace tessera::cpu {
-const MqaLogitsKernels* mqa_kernels_hwy(Isa level) { TESSERA_HWY_SELECT(level, mqa_set); }
+const MqaLogitsKernels* mqa_kernels_hwy(Isa level) {
+  TESSERA_HWY_SELECT(level, mqa_set);
+}
 }  // namespace tessera::cpu
 #endif

@@ -14,12 +14,13 @@
 //  - each block of rows prefetches its segment two calls ahead into L2, like the avx512bf16 kernel.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/hwy/tl_gemv.cc"
+#include "backends/cpu/tl_gemv.h"
+
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <stdint.h>
 
 #include "backends/cpu/hwy/f16_halves-inl.h"
-#include "backends/cpu/tl_gemv.h"
 
 // Only the targets levels.h maps to (the compiler's baseline, HWY_SCALAR, is compiled too but unused).
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_NEON
@@ -39,8 +40,8 @@ using VF = hn::Vec<DF>;
 using VU8 = hn::Vec<DU8>;
 
 constexpr int kLanes = int(hn::MaxLanes(DF()));  // fp32 lanes of a vector
-constexpr int kChunk = 4 * kLanes;                // weights per step: one vector of fp8 codes
-constexpr int kSegment = 1024;                    // K values arranged per pass (4 rows: 16 KiB of fp32)
+constexpr int kChunk = 4 * kLanes;               // weights per step: one vector of fp8 codes
+constexpr int kSegment = 1024;                   // K values arranged per pass (4 rows: 16 KiB of fp32)
 constexpr int kMaxRows = 4;
 
 // Position in the chunk of the first of eight consecutive weights that land in fp32 lanes
@@ -107,7 +108,8 @@ HWY_INLINE void bf16_to_f32(const uint16_t* p, VF* f) {
   const DF df;
   const hn::Rebind<uint16_t, DF> du16;
   const hn::Rebind<uint32_t, DF> du32;
-  for (int q = 0; q < 4; ++q) f[q] = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, p + q * kLanes))));
+  for (int q = 0; q < 4; ++q)
+    f[q] = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, p + q * kLanes))));
 }
 
 // {sum(x[0]), sum(x[1]), sum(x[2]), sum(x[3])}: pairs of lanes interleaved and added within each
@@ -118,7 +120,8 @@ HWY_INLINE hn::Vec128<float> sum4(const VF* x) {
   const VF s01 = hn::Add(hn::InterleaveLower(df, x[0], x[1]), hn::InterleaveUpper(df, x[0], x[1]));
   const VF s23 = hn::Add(hn::InterleaveLower(df, x[2], x[3]), hn::InterleaveUpper(df, x[2], x[3]));
   const auto a = hn::BitCast(d64, s01), b = hn::BitCast(d64, s23);
-  const VF s = hn::Add(hn::BitCast(df, hn::InterleaveLower(d64, a, b)), hn::BitCast(df, hn::InterleaveUpper(d64, a, b)));
+  const VF s =
+      hn::Add(hn::BitCast(df, hn::InterleaveLower(d64, a, b)), hn::BitCast(df, hn::InterleaveUpper(d64, a, b)));
 #if HWY_TARGET == HWY_AVX3
   const hn::Vec256<float> half = hn::Add(hn::LowerHalf(s), hn::UpperHalf(hn::Full256<float>(), s));
   return hn::Add(hn::LowerHalf(half), hn::UpperHalf(hn::Full128<float>(), half));
@@ -130,7 +133,7 @@ HWY_INLINE hn::Vec128<float> sum4(const VF* x) {
 }
 
 struct Pass {
-  const float* a;    // arranged activations, row m at a + m * a_stride
+  const float* a;  // arranged activations, row m at a + m * a_stride
   int64_t a_stride;
   int64_t k0;        // first K value of the pass
   int len;           // K values in the pass
@@ -158,8 +161,7 @@ HWY_INLINE void chunk(const uint8_t* const* src, int64_t offset, const float* a,
     TESSERA_UNROLL
     for (int m = 0; m < M; ++m) {
       TESSERA_UNROLL
-      for (int q = 0; q < 4; ++q)
-        acc[m][r] = hn::MulAdd(f[q], hn::Load(df, a + m * a_stride + q * kLanes), acc[m][r]);
+      for (int q = 0; q < 4; ++q) acc[m][r] = hn::MulAdd(f[q], hn::Load(df, a + m * a_stride + q * kLanes), acc[m][r]);
     }
   }
 }
@@ -185,12 +187,12 @@ HWY_INLINE void rows_block(const TlGemvArgs& g, const Pass& p, int n0, bool accu
       for (int r = 0; r < R; ++r) __builtin_prefetch(w[r] + p.prefetch + off, 0, 2);  // prefetcht1: into L2
   VF acc[M][R];
   TESSERA_UNROLL
-  for (int m = 0; m < M; ++m)
-    TESSERA_UNROLL
-    for (int r = 0; r < R; ++r) acc[m][r] = hn::Zero(df);
+  for (int m = 0; m < M; ++m) TESSERA_UNROLL
+  for (int r = 0; r < R; ++r) acc[m][r] = hn::Zero(df);
   VU8 nan_max = hn::Zero(du8);  // of code | 0x80 over the block's rows: 0xFF somewhere iff a NaN code
   const int whole = p.len / kChunk;
-  for (int c = 0; c < whole; ++c) chunk<M, R, kFp8>(w, int64_t(c) * kChunk * es, p.a + c * kChunk, p.a_stride, acc, &nan_max);
+  for (int c = 0; c < whole; ++c)
+    chunk<M, R, kFp8>(w, int64_t(c) * kChunk * es, p.a + c * kChunk, p.a_stride, acc, &nan_max);
   if (whole * kChunk < p.len) {  // the last, partial chunk: weights past the row's end read as zeros
     HWY_ALIGN uint8_t tail[R][kChunk * es];
     const uint8_t* t[R];
@@ -277,7 +279,9 @@ void gemv(const TlGemvArgs& g) {
 
 }  // namespace
 
-TlGemvFn tl_gemv_table() { return gemv; }
+TlGemvFn tl_gemv_table() {
+  return gemv;
+}
 
 }  // namespace tessera::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -287,6 +291,8 @@ HWY_AFTER_NAMESPACE();
 #include "backends/cpu/hwy/levels.h"
 
 namespace tessera::cpu {
-TlGemvFn tl_gemv_hwy(Isa level) { TESSERA_HWY_SELECT(level, tl_gemv_table); }
+TlGemvFn tl_gemv_hwy(Isa level) {
+  TESSERA_HWY_SELECT(level, tl_gemv_table);
+}
 }  // namespace tessera::cpu
 #endif

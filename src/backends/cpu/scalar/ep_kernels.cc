@@ -1,8 +1,8 @@
 // Portable ep kernels: the reference the vector versions (hwy/ep_kernels.cc) must match bit for bit.
+#include "backends/cpu/ep_kernels.h"
+
 #include <cmath>
 #include <cstring>
-
-#include "backends/cpu/ep_kernels.h"
 
 namespace tessera::cpu {
 namespace {
@@ -17,7 +17,9 @@ float float_of(uint32_t u) {
   std::memcpy(&x, &u, 4);
   return x;
 }
-float bf16_value(uint16_t h) { return float_of(uint32_t(h) << 16); }
+float bf16_value(uint16_t h) {
+  return float_of(uint32_t(h) << 16);
+}
 uint16_t to_bf16(float x) {
   uint32_t u = bits_of(x);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0u;  // canonical NaN (see ep_kernels.h)
@@ -49,11 +51,15 @@ uint32_t ceil_exponent(float x) {
   return e < 1 ? 1 : e > 254 ? 254 : e;
 }
 
-void copy(void* dst, const void* src, size_t bytes, int) { std::memcpy(dst, src, bytes); }
-void store_fence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+void copy(void* dst, const void* src, size_t bytes, int) {
+  std::memcpy(dst, src, bytes);
+}
+void store_fence() {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 
-void reduce_bf16(uint16_t* out, const uint16_t* const* rows, int num_rows, const uint16_t* bias0,
-                 const uint16_t* bias1, int64_t n, int) {
+void reduce_bf16(uint16_t* out, const uint16_t* const* rows, int num_rows, const uint16_t* bias0, const uint16_t* bias1,
+                 int64_t n, int) {
   for (int64_t h = 0; h < n; ++h) {
     float acc = 0.0f;
     if (bias0) acc += bf16_value(bias0[h]);
@@ -103,6 +109,8 @@ constexpr EpKernels kKernels{"scalar", copy, store_fence, reduce_bf16, weighted_
 
 }  // namespace
 
-const EpKernels* ep_kernels_scalar() { return &kKernels; }
+const EpKernels* ep_kernels_scalar() {
+  return &kKernels;
+}
 
 }  // namespace tessera::cpu

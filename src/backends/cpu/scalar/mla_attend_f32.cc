@@ -14,13 +14,17 @@ namespace {
 
 constexpr int kTileTokens = 64;
 
-size_t q_packed_bytes(int m, int d_qk) { return size_t(m) * size_t(d_qk) * sizeof(float); }
+size_t q_packed_bytes(int m, int d_qk) {
+  return size_t(m) * size_t(d_qk) * sizeof(float);
+}
 
 void pack_q(const void* q, int m, int d_qk, void* packed) {
   std::memcpy(packed, q, q_packed_bytes(m, d_qk));
 }
 
-size_t scratch_bytes(int, int, int) { return kTileTokens * sizeof(float); }
+size_t scratch_bytes(int, int, int) {
+  return kTileTokens * sizeof(float);
+}
 
 float dot(const float* a, const float* b, int n) {
   float acc = 0;
@@ -66,7 +70,9 @@ void attend_tile(const MlaTileArgs& a) {
 }
 
 // e4m3 -> fp32 * scale -> bf16, kept as fp32.
-float dequant(uint8_t e, float scale) { return bf16_to_f32(f32_to_bf16(e4m3_to_f32(e) * scale)); }
+float dequant(uint8_t e, float scale) {
+  return bf16_to_f32(f32_to_bf16(e4m3_to_f32(e) * scale));
+}
 
 void dequant_v32(const uint8_t* token, void* row) {
   float* out = static_cast<float*>(row);
@@ -91,12 +97,14 @@ void dequant_model1(const uint8_t* data, const uint8_t* scales, void* row) {
 }
 
 const MlaKernelSet kSet = {
-    "scalar", MlaElem::kF32, kTileTokens, 1, 1, q_packed_bytes, pack_q, scratch_bytes, attend_tile, nullptr,
-    dequant_v32, dequant_model1, nullptr,
+    "scalar", MlaElem::kF32, kTileTokens,    1,       1, q_packed_bytes, pack_q, scratch_bytes, attend_tile,
+    nullptr,  dequant_v32,   dequant_model1, nullptr,
 };
 
 }  // namespace
 
-const MlaKernelSet* mla_kernels_scalar() { return &kSet; }
+const MlaKernelSet* mla_kernels_scalar() {
+  return &kSet;
+}
 
 }  // namespace tessera::cpu

@@ -33,7 +33,7 @@ void e4m3_keys_scalar(const uint8_t* src, int64_t n, void* dst) {
 }
 
 const MqaLogitsKernels kScalar = {
-    "mqa_scalar",      2, mqa_panel_bytes_bf16, mqa_pack_query_bf16, e4m3_to_bf16_scalar, e4m3_keys_scalar,
+    "mqa_scalar",     2,           mqa_panel_bytes_bf16, mqa_pack_query_bf16, e4m3_to_bf16_scalar, e4m3_keys_scalar,
     mqa_mx_keys_bf16, rows_scalar,
 };
 
@@ -59,8 +59,8 @@ void mqa_mx_keys_bf16(const MqaMxKeyArgs& a) {
     const uint8_t* row = a.values + r * a.values_stride;
     for (int d = 0; d < a.dim; ++d) {
       const float scale = ue8m0_to_f32(uint8_t(word >> (8 * (d / 32))));
-      const float v = a.fp4 ? e2m1_to_f32(d % 2 ? uint8_t(row[d / 2] >> 4) : uint8_t(row[d / 2] & 0xF))
-                            : e4m3_to_f32(row[d]);
+      const float v =
+          a.fp4 ? e2m1_to_f32(d % 2 ? uint8_t(row[d / 2] >> 4) : uint8_t(row[d / 2] & 0xF)) : e4m3_to_f32(row[d]);
       dst[int64_t(r) * a.dim + d] = f32_to_bf16(v * scale);
     }
   }

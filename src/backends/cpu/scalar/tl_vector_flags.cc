@@ -6,7 +6,6 @@
 // compiles (no instructions added); without it GCC's generic tuning splits every unaligned 256-bit
 // load into two halves.
 #include "backends/cpu/tl_vector.h"
-
 #include "tessera/core/cpu.h"
 
 namespace tessera::cpu {
@@ -14,10 +13,10 @@ namespace {
 
 constexpr const char* kScalar[] = {nullptr};
 constexpr const char* kAvx2[] = {"-mavx2", "-mfma", "-mf16c", "-mtune=native", nullptr};
-constexpr const char* kAvx512[] = {"-mavx2",     "-mfma",      "-mf16c",       "-mavx512f", "-mavx512bw",
+constexpr const char* kAvx512[] = {"-mavx2",     "-mfma",      "-mf16c",        "-mavx512f", "-mavx512bw",
                                    "-mavx512dq", "-mavx512vl", "-mtune=native", nullptr};
-constexpr const char* kAvx512Bf16[] = {"-mavx2",       "-mfma",        "-mf16c",       "-mavx512f",
-                                       "-mavx512bw",   "-mavx512dq",   "-mavx512vl",   "-mavx512bf16",
+constexpr const char* kAvx512Bf16[] = {"-mavx2",       "-mfma",        "-mf16c",        "-mavx512f",
+                                       "-mavx512bw",   "-mavx512dq",   "-mavx512vl",    "-mavx512bf16",
                                        "-mavx512vbmi", "-mavx512vnni", "-mtune=native", nullptr};
 
 // ARM: 8 fp32 lanes, two 128-bit registers per vector operation (the compiler splits GCC vectors wider
@@ -26,7 +25,7 @@ constexpr const char* kNeon[] = {"-march=armv8-a", nullptr};
 constexpr const char* kNeonBf16[] = {"-march=armv8.2-a+bf16+i8mm", nullptr};
 constexpr const char* kSve[] = {"-march=armv8.2-a+bf16+i8mm+sve", nullptr};
 
-const TlVectorFlags kTables[] = {{0, kScalar}, {8, kAvx2}, {16, kAvx512}, {16, kAvx512Bf16},
+const TlVectorFlags kTables[] = {{0, kScalar}, {8, kAvx2},     {16, kAvx512}, {16, kAvx512Bf16},
                                  {8, kNeon},   {8, kNeonBf16}, {8, kSve}};
 
 }  // namespace

@@ -44,8 +44,8 @@ class CpuEmitter {
   // ---- statements (cpu_stmt.cc) ----
   void stmt(const Stmt& s);
   void line(const std::string& text);
-  void open(const std::string& text);  // "text {" and indent
-  void close();                        // "}" and dedent
+  void open(const std::string& text);    // "text {" and indent
+  void close();                          // "}" and dedent
   int64_t plan_arena(const Stmt& body);  // assigns arena offsets; returns the bytes needed
   void declare_buffer(const Buffer& b);
 
@@ -78,9 +78,9 @@ class CpuEmitter {
   std::map<const void*, std::string> names_;
   std::set<std::string> used_names_;
   std::map<const BufferNode*, int64_t> arena_offset_;  // shared / fragment buffers in the block arena
-  std::vector<const LaunchNode*> launches_;  // the program's grids, run in order
+  std::vector<const LaunchNode*> launches_;            // the program's grids, run in order
   std::vector<int64_t> arena_bytes_;
-  std::vector<Stmt> band_bodies_;     // per grid: its row-sweep body, or undefined
+  std::vector<Stmt> band_bodies_;    // per grid: its row-sweep body, or undefined
   std::vector<bool> block_streams_;  // per grid: its block function has streaming stores
   bool uses_stream_ = false;         // the block function being emitted wrote a streaming store
   // Inside a vectorized loop: the loop variable and the let-bound variables holding vectors.

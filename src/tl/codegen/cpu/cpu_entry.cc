@@ -117,7 +117,8 @@ void CpuEmitter::emit_launch_function() {
     open("");
     emit_locals("c");
     for (size_t d = 0; d < 3; ++d)
-      line("c.grid[" + std::to_string(d) + "] = " + (d < launch->grid.size() ? "int64_t(" + expr(launch->grid[d]) + ")" : "1") + ";");
+      line("c.grid[" + std::to_string(d) +
+           "] = " + (d < launch->grid.size() ? "int64_t(" + expr(launch->grid[d]) + ")" : "1") + ";");
     close();
     open("if (c.grid[0] > 0 && c.grid[1] > 0 && c.grid[2] > 0)");
     auto instance = [&](const std::string& fn) {
@@ -144,7 +145,10 @@ void CpuEmitter::emit_launch_function() {
 void CpuEmitter::emit_signature() {
   const std::string sig = kernel_signature(prog_);
   std::string escaped;
-  for (char ch : sig) escaped += ch == '\n' ? std::string("\\n") : (ch == '"' || ch == '\\') ? std::string("\\") + ch : std::string(1, ch);
+  for (char ch : sig)
+    escaped += ch == '\n'                  ? std::string("\\n")
+               : (ch == '"' || ch == '\\') ? std::string("\\") + ch
+                                           : std::string(1, ch);
   open("TESSERA_TL_EXPORT const char* tessera_tl_signature_v1()");
   line("return \"" + escaped + "\";");
   close();
@@ -187,6 +191,8 @@ std::string CpuEmitter::emit() {
   return out_.str();
 }
 
-std::string codegen_cpu(const Program& lowered, const Target& target) { return CpuEmitter(lowered, target).emit(); }
+std::string codegen_cpu(const Program& lowered, const Target& target) {
+  return CpuEmitter(lowered, target).emit();
+}
 
 }  // namespace tessera::tl

@@ -15,7 +15,9 @@ bool in_arena(const Buffer& b) {
 
 }  // namespace
 
-void CpuEmitter::line(const std::string& text) { out_ << std::string(size_t(indent_) * 2, ' ') << text << "\n"; }
+void CpuEmitter::line(const std::string& text) {
+  out_ << std::string(size_t(indent_) * 2, ' ') << text << "\n";
+}
 
 void CpuEmitter::open(const std::string& text) {
   line(text.empty() ? "{" : text + " {");
@@ -44,7 +46,8 @@ void CpuEmitter::declare_buffer(const Buffer& b) {
   const std::string type = storage_type(b->dtype);
   std::string shape;
   for (size_t d = 0; d < b->shape.size(); ++d) shape += (d ? " x " : "") + expr(b->shape[d]);
-  const std::string comment = "  // " + std::string(scope_name(b->scope)) + " " + type_name(b->dtype) + " [" + shape + "]";
+  const std::string comment =
+      "  // " + std::string(scope_name(b->scope)) + " " + type_name(b->dtype) + " [" + shape + "]";
   auto it = arena_offset_.find(b.get());
   if (it != arena_offset_.end()) {
     line(type + "* const __restrict " + name + " = reinterpret_cast<" + type + "*>(tl_arena + " +
@@ -59,8 +62,8 @@ void CpuEmitter::stmt(const Stmt& s) {
   switch (s->kind) {
     case NodeKind::kStore: {
       const StoreNode* st = s.as<StoreNode>();
-      line(name_of(st->buffer) + "[" + expr(offset_expr(st->buffer, st->indices)) + "] = " +
-           encode(st->buffer->dtype, expr(st->value), st->value.type()) + ";");
+      line(name_of(st->buffer) + "[" + expr(offset_expr(st->buffer, st->indices)) +
+           "] = " + encode(st->buffer->dtype, expr(st->value), st->value.type()) + ";");
       return;
     }
     case NodeKind::kLetStmt: {
@@ -104,7 +107,9 @@ void CpuEmitter::stmt(const Stmt& s) {
       stmt(a->body);
       return;
     }
-    case NodeKind::kEvaluate: line(expr(s.as<EvaluateNode>()->value) + ";"); return;
+    case NodeKind::kEvaluate:
+      line(expr(s.as<EvaluateNode>()->value) + ";");
+      return;
     default:
       fail_at(s->loc, std::string("codegen cpu: ") + node_kind_name(s->kind) +
                           " was not lowered (internal error: the pass pipeline must lower every tile op)");

@@ -14,34 +14,60 @@ namespace {
 
 const char* vector_math(Intrinsic op) {
   switch (op) {
-    case Intrinsic::kExp: return "tlrt::vexp";
-    case Intrinsic::kExp2: return "tlrt::vexp2";
-    case Intrinsic::kLog: return "tlrt::vlog";
-    case Intrinsic::kLog2: return "tlrt::vlog2";
-    case Intrinsic::kSqrt: return "tlrt::vsqrt";
-    case Intrinsic::kRsqrt: return "tlrt::vrsqrt";
-    case Intrinsic::kAbs: return "tlrt::vabs";
-    case Intrinsic::kTanh: return "tlrt::vtanh";
-    case Intrinsic::kSigmoid: return "tlrt::vsigmoid";
-    case Intrinsic::kFloor: return "tlrt::vfloor";
-    case Intrinsic::kCeil: return "tlrt::vceil";
-    case Intrinsic::kTrunc: return "tlrt::vtrunc";
-    case Intrinsic::kRound: return "tlrt::vround";
-    case Intrinsic::kSin: return "tlrt::vsin";
-    case Intrinsic::kCos: return "tlrt::vcos";
-    case Intrinsic::kErf: return "tlrt::verf";
-    case Intrinsic::kPow: return "tlrt::vpow";
-    case Intrinsic::kFma: return "tlrt::vfma";
-    case Intrinsic::kIsNan: return "tlrt::visnan";
-    case Intrinsic::kIsInf: return "tlrt::visinf";
-    case Intrinsic::kDecodeE2M1: return "tlrt::vdecode_e2m1";
-    case Intrinsic::kExtern: return "";
+    case Intrinsic::kExp:
+      return "tlrt::vexp";
+    case Intrinsic::kExp2:
+      return "tlrt::vexp2";
+    case Intrinsic::kLog:
+      return "tlrt::vlog";
+    case Intrinsic::kLog2:
+      return "tlrt::vlog2";
+    case Intrinsic::kSqrt:
+      return "tlrt::vsqrt";
+    case Intrinsic::kRsqrt:
+      return "tlrt::vrsqrt";
+    case Intrinsic::kAbs:
+      return "tlrt::vabs";
+    case Intrinsic::kTanh:
+      return "tlrt::vtanh";
+    case Intrinsic::kSigmoid:
+      return "tlrt::vsigmoid";
+    case Intrinsic::kFloor:
+      return "tlrt::vfloor";
+    case Intrinsic::kCeil:
+      return "tlrt::vceil";
+    case Intrinsic::kTrunc:
+      return "tlrt::vtrunc";
+    case Intrinsic::kRound:
+      return "tlrt::vround";
+    case Intrinsic::kSin:
+      return "tlrt::vsin";
+    case Intrinsic::kCos:
+      return "tlrt::vcos";
+    case Intrinsic::kErf:
+      return "tlrt::verf";
+    case Intrinsic::kPow:
+      return "tlrt::vpow";
+    case Intrinsic::kFma:
+      return "tlrt::vfma";
+    case Intrinsic::kIsNan:
+      return "tlrt::visnan";
+    case Intrinsic::kIsInf:
+      return "tlrt::visinf";
+    case Intrinsic::kDecodeE2M1:
+      return "tlrt::vdecode_e2m1";
+    case Intrinsic::kExtern:
+      return "";
   }
   return "";
 }
 
-bool wide(DataType t) { return type_bytes(compute_type(t)) == 8; }
-bool is_power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+bool wide(DataType t) {
+  return type_bytes(compute_type(t)) == 8;
+}
+bool is_power_of_two(int64_t v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
 
 std::string and_mask(const std::string& a, const std::string& b) {
   if (a.empty()) return b;
@@ -158,15 +184,24 @@ std::string CpuEmitter::vconvert(const VExpr& v, DataType to) {
   if (std::string(vector_type(from == DataType::kBool ? DataType::kInt32 : from)) != vt)
     x = "__builtin_convertvector(" + x + ", " + vt + ")";
   switch (to) {
-    case DataType::kBFloat16: return "tlrt::vround_bf16(" + x + ")";
-    case DataType::kFloat16: return "tlrt::vround_f16(" + x + ")";
-    case DataType::kFloat8E4M3: return "tlrt::vround_e4m3(" + x + ")";
-    case DataType::kFloat8E5M2: return "tlrt::vround_e5m2(" + x + ")";
-    case DataType::kInt8: return "tlrt::dec_i8(tlrt::enc_i8(" + x + "))";
-    case DataType::kUInt8: return "tlrt::dec_u8(tlrt::enc_u8(" + x + "))";
-    case DataType::kInt16: return "tlrt::dec_i16(tlrt::enc_i16(" + x + "))";
-    case DataType::kUInt16: return "tlrt::dec_u16(tlrt::enc_u16(" + x + "))";
-    default: return x;
+    case DataType::kBFloat16:
+      return "tlrt::vround_bf16(" + x + ")";
+    case DataType::kFloat16:
+      return "tlrt::vround_f16(" + x + ")";
+    case DataType::kFloat8E4M3:
+      return "tlrt::vround_e4m3(" + x + ")";
+    case DataType::kFloat8E5M2:
+      return "tlrt::vround_e5m2(" + x + ")";
+    case DataType::kInt8:
+      return "tlrt::dec_i8(tlrt::enc_i8(" + x + "))";
+    case DataType::kUInt8:
+      return "tlrt::dec_u8(tlrt::enc_u8(" + x + "))";
+    case DataType::kInt16:
+      return "tlrt::dec_i16(tlrt::enc_i16(" + x + "))";
+    case DataType::kUInt16:
+      return "tlrt::dec_u16(tlrt::enc_u16(" + x + "))";
+    default:
+      return x;
   }
 }
 
@@ -208,48 +243,62 @@ CpuEmitter::VExpr CpuEmitter::vexpr(const Expr& e, const std::string& mask) {
       const std::string cv = as_vector(y);
       const std::string& shift = y.code;  // a uniform shift count stays scalar (vector << int)
       switch (b->op) {
-        case BinOp::kAdd: return vec("(" + a + " + " + cv + ")");
-        case BinOp::kSub: return vec("(" + a + " - " + cv + ")");
-        case BinOp::kMul: return vec("(" + a + " * " + cv + ")");
+        case BinOp::kAdd:
+          return vec("(" + a + " + " + cv + ")");
+        case BinOp::kSub:
+          return vec("(" + a + " - " + cv + ")");
+        case BinOp::kMul:
+          return vec("(" + a + " * " + cv + ")");
         case BinOp::kDiv:
         case BinOp::kFloorDiv:
-          if (!integer) return vec(b->op == BinOp::kDiv ? "(" + a + " / " + cv + ")" : "tlrt::vfloor(" + a + " / " + cv + ")");
+          if (!integer)
+            return vec(b->op == BinOp::kDiv ? "(" + a + " / " + cv + ")" : "tlrt::vfloor(" + a + " / " + cv + ")");
           if (pow2) return vec("(" + a + " >> " + std::to_string(__builtin_ctzll(uint64_t(k))) + ")");
           return vec("tlrt::vfloordiv(" + a + ", " + cv + ")");
         case BinOp::kFloorMod:
           if (!integer) return vec("(" + a + " - tlrt::vfloor(" + a + " / " + cv + ") * " + cv + ")");
           if (pow2) return vec("(" + a + " & " + std::to_string(k - 1) + ")");
           return vec("tlrt::vfloormod(" + a + ", " + cv + ")");
-        case BinOp::kMin: return vec("tlrt::vmin(" + a + ", " + cv + ")");
-        case BinOp::kMax: return vec("tlrt::vmax(" + a + ", " + cv + ")");
-        case BinOp::kBitAnd: return vec("(" + a + " & " + cv + ")");
-        case BinOp::kBitOr: return vec("(" + a + " | " + cv + ")");
-        case BinOp::kBitXor: return vec("(" + a + " ^ " + cv + ")");
-        case BinOp::kShl: return vec("(" + a + " << " + shift + ")");
-        case BinOp::kShr: return vec("(" + a + " >> " + shift + ")");
+        case BinOp::kMin:
+          return vec("tlrt::vmin(" + a + ", " + cv + ")");
+        case BinOp::kMax:
+          return vec("tlrt::vmax(" + a + ", " + cv + ")");
+        case BinOp::kBitAnd:
+          return vec("(" + a + " & " + cv + ")");
+        case BinOp::kBitOr:
+          return vec("(" + a + " | " + cv + ")");
+        case BinOp::kBitXor:
+          return vec("(" + a + " ^ " + cv + ")");
+        case BinOp::kShl:
+          return vec("(" + a + " << " + shift + ")");
+        case BinOp::kShr:
+          return vec("(" + a + " >> " + shift + ")");
       }
       break;
     }
     case NodeKind::kCompare: {
       const CompareNode* c = e.as<CompareNode>();
-      const std::string code = "(" + as_vector(vexpr(c->a, mask)) + " " + cmpop_name(c->op) + " " +
-                               as_vector(vexpr(c->b, mask)) + ")";
+      const std::string code =
+          "(" + as_vector(vexpr(c->a, mask)) + " " + cmpop_name(c->op) + " " + as_vector(vexpr(c->b, mask)) + ")";
       return vec(wide(c->a.type()) ? "tlrt::narrow" + code : code);
     }
     case NodeKind::kLogical: {
       const LogicalNode* l = e.as<LogicalNode>();
       return vec("(" + as_vector(vexpr(l->a, mask)) + (l->is_and ? " & " : " | ") + as_vector(vexpr(l->b, mask)) + ")");
     }
-    case NodeKind::kNot: return vec("(~" + as_vector(vexpr(e.as<NotNode>()->a, mask)) + ")");
+    case NodeKind::kNot:
+      return vec("(~" + as_vector(vexpr(e.as<NotNode>()->a, mask)) + ")");
     case NodeKind::kSelect: {
       const SelectNode* s = e.as<SelectNode>();
       const VExpr c = vexpr(s->cond, mask);
       if (!c.vec) {
-        return vec("(" + c.code + " ? " + vconvert(vexpr(s->t, mask), t) + " : " + vconvert(vexpr(s->f, mask), t) + ")");
+        return vec("(" + c.code + " ? " + vconvert(vexpr(s->t, mask), t) + " : " + vconvert(vexpr(s->f, mask), t) +
+                   ")");
       }
       // Each side's loads only touch the lanes that select it.
       const std::string tm = and_mask(c.code, mask), fm = and_mask("(~" + c.code + ")", mask);
-      return vec("tlrt::vsel(" + c.code + ", " + vconvert(vexpr(s->t, tm), t) + ", " + vconvert(vexpr(s->f, fm), t) + ")");
+      return vec("tlrt::vsel(" + c.code + ", " + vconvert(vexpr(s->t, tm), t) + ", " + vconvert(vexpr(s->f, fm), t) +
+                 ")");
     }
     case NodeKind::kCast: {
       const CastNode* c = e.as<CastNode>();
@@ -266,8 +315,10 @@ CpuEmitter::VExpr CpuEmitter::vexpr(const Expr& e, const std::string& mask) {
       }
       return vec(code + ")");
     }
-    case NodeKind::kLoad: return vec(vload(e.as<LoadNode>(), mask));
-    default: break;
+    case NodeKind::kLoad:
+      return vec(vload(e.as<LoadNode>(), mask));
+    default:
+      break;
   }
   fail_at(e->loc, std::string("codegen cpu: ") + node_kind_name(e->kind) + " cannot be vectorized (internal error)");
 }
@@ -278,9 +329,9 @@ void CpuEmitter::vstmt(const Stmt& s, const std::string& mask) {
       const StoreNode* st = s.as<StoreNode>();
       if (raw_copy(st, mask)) return;
       const std::string ptr = name_of(st->buffer), sfx = dtype_suffix(st->buffer->dtype);
-      const std::string value = vconvert(vexpr(st->value, mask), st->buffer->dtype == DataType::kBool
-                                                                     ? DataType::kBool
-                                                                     : compute_type(st->buffer->dtype));
+      const std::string value =
+          vconvert(vexpr(st->value, mask),
+                   st->buffer->dtype == DataType::kBool ? DataType::kBool : compute_type(st->buffer->dtype));
       const Expr off = inline_vector_lets(offset_expr(st->buffer, st->indices));
       Expr base;
       int64_t coeff = 0;
@@ -403,7 +454,8 @@ void CpuEmitter::vector_loop(const ForNode* op) {
   line("const int32_t " + end + " = " + expr(op->min) + " + " + expr(op->extent) + ";");
   line("int32_t " + v + " = " + expr(op->min) + ";");
   if (!known || ext >= lanes) {
-    open("for (; " + v + " + " + std::to_string(lanes) + " <= " + end + "; " + v + " += " + std::to_string(lanes) + ")");
+    open("for (; " + v + " + " + std::to_string(lanes) + " <= " + end + "; " + v + " += " + std::to_string(lanes) +
+         ")");
     const LaneGuards guards = lane_guards(op->body, op->var, lanes);
     if (guards.all_true.defined()) {
       open("if (" + expr(simplify(guards.all_true)) + ")");  // every lane inside the tensor: no masks

@@ -10,26 +10,45 @@ namespace {
 
 const char* suffix(DataType t) {
   switch (t) {
-    case DataType::kFloat32: return "f32";
-    case DataType::kFloat64: return "f64";
-    case DataType::kBFloat16: return "bf16";
-    case DataType::kFloat16: return "f16";
-    case DataType::kFloat8E4M3: return "e4m3";
-    case DataType::kFloat8E5M2: return "e5m2";
-    case DataType::kInt8: return "i8";
-    case DataType::kUInt8: return "u8";
-    case DataType::kInt16: return "i16";
-    case DataType::kUInt16: return "u16";
-    case DataType::kInt32: return "i32";
-    case DataType::kUInt32: return "u32";
-    case DataType::kInt64: return "i64";
-    case DataType::kUInt64: return "u64";
-    default: return nullptr;
+    case DataType::kFloat32:
+      return "f32";
+    case DataType::kFloat64:
+      return "f64";
+    case DataType::kBFloat16:
+      return "bf16";
+    case DataType::kFloat16:
+      return "f16";
+    case DataType::kFloat8E4M3:
+      return "e4m3";
+    case DataType::kFloat8E5M2:
+      return "e5m2";
+    case DataType::kInt8:
+      return "i8";
+    case DataType::kUInt8:
+      return "u8";
+    case DataType::kInt16:
+      return "i16";
+    case DataType::kUInt16:
+      return "u16";
+    case DataType::kInt32:
+      return "i32";
+    case DataType::kUInt32:
+      return "u32";
+    case DataType::kInt64:
+      return "i64";
+    case DataType::kUInt64:
+      return "u64";
+    default:
+      return nullptr;
   }
 }
 
-Expr int64c(int64_t v) { return IntImmNode::make(DataType::kInt64, v); }
-Expr int32c(int64_t v) { return IntImmNode::make(DataType::kInt32, v); }
+Expr int64c(int64_t v) {
+  return IntImmNode::make(DataType::kInt64, v);
+}
+Expr int32c(int64_t v) {
+  return IntImmNode::make(DataType::kInt32, v);
+}
 
 // ---- gemm ----
 std::string refuse_gemm(const Stmt& s, const Target&) {
@@ -95,12 +114,24 @@ Stmt lower_gemm(const Stmt& s, const Target&) {
   const Expr b_sn = op->trans_b ? b.row_stride : b.col_stride, b_sk = op->trans_b ? b.col_stride : b.row_stride;
   const Expr b_rows = op->trans_b ? b.rows_valid : b.cols_valid, b_ks = op->trans_b ? b.cols_valid : b.rows_valid;
   const std::vector<Expr> args = {runtime_handle(),
-                                  a.ptr, int32c(int(op->a.buffer->dtype)), a_sm, a_sk,
-                                  b.ptr, int32c(int(op->b.buffer->dtype)), b_sn, b_sk,
-                                  c.ptr, c.row_stride, int32c(c.rows), int32c(c.cols), int32c(k),
+                                  a.ptr,
+                                  int32c(int(op->a.buffer->dtype)),
+                                  a_sm,
+                                  a_sk,
+                                  b.ptr,
+                                  int32c(int(op->b.buffer->dtype)),
+                                  b_sn,
+                                  b_sk,
+                                  c.ptr,
+                                  c.row_stride,
+                                  int32c(c.rows),
+                                  int32c(c.cols),
+                                  int32c(k),
                                   int32c(op->clear_accum ? 1 : 0),
-                                  CastNode::make(DataType::kInt32, a_rows), CastNode::make(DataType::kInt32, a_ks),
-                                  CastNode::make(DataType::kInt32, b_rows), CastNode::make(DataType::kInt32, b_ks)};
+                                  CastNode::make(DataType::kInt32, a_rows),
+                                  CastNode::make(DataType::kInt32, a_ks),
+                                  CastNode::make(DataType::kInt32, b_rows),
+                                  CastNode::make(DataType::kInt32, b_ks)};
   return EvaluateNode::make(CallNode::make_extern(DataType::kInt32, "tlrt::gemm", args, loc), loc);
 }
 
@@ -121,32 +152,45 @@ Stmt lower_reduce(const Stmt& s, const Target&) {
   std::vector<int> others;
   std::vector<Expr> extents;
   for (int d = 0; d + 1 < int(src.extent.size()); ++d) others.push_back(d), extents.push_back(src.extent[size_t(d)]);
-  return loop_nest(extents, [&](const std::vector<Expr>& v) {
-    std::vector<Expr> si = src.min, tile;
-    for (size_t i = 0; i < others.size(); ++i) {
-      const size_t d = size_t(others[i]);
-      si[d] = simplify(BinaryNode::make(BinOp::kAdd, src.min[d], v[i]));
-      int64_t e;
-      if (!(is_const_int(src.extent[d], &e) && e == 1)) tile.push_back(v[i]);
-    }
-    const Expr row = CallNode::make_extern(compute_type(src.buffer->dtype), fn,
-                                           {AddressOfNode::make(src.buffer, si, loc),
-                                            CastNode::make(DataType::kInt64, src.extent.back(), loc), int64c(1)}, loc);
-    const std::vector<Expr> di = region_index(op->dst, tile);
-    const Expr value = op->clear ? row
-                                 : reduce_combine(op->op == ReduceKind::kAbsSum ? ReduceKind::kSum
-                                                  : op->op == ReduceKind::kAbsMax ? ReduceKind::kMax : op->op,
-                                                  LoadNode::make(op->dst.buffer, di, loc), row, loc);
-    return StoreNode::make(op->dst.buffer, di, value, loc);
-  }, loc, ForKind::kSerial);
+  return loop_nest(
+      extents,
+      [&](const std::vector<Expr>& v) {
+        std::vector<Expr> si = src.min, tile;
+        for (size_t i = 0; i < others.size(); ++i) {
+          const size_t d = size_t(others[i]);
+          si[d] = simplify(BinaryNode::make(BinOp::kAdd, src.min[d], v[i]));
+          int64_t e;
+          if (!(is_const_int(src.extent[d], &e) && e == 1)) tile.push_back(v[i]);
+        }
+        const Expr row = CallNode::make_extern(compute_type(src.buffer->dtype), fn,
+                                               {AddressOfNode::make(src.buffer, si, loc),
+                                                CastNode::make(DataType::kInt64, src.extent.back(), loc), int64c(1)},
+                                               loc);
+        const std::vector<Expr> di = region_index(op->dst, tile);
+        const Expr value = op->clear ? row
+                                     : reduce_combine(op->op == ReduceKind::kAbsSum   ? ReduceKind::kSum
+                                                      : op->op == ReduceKind::kAbsMax ? ReduceKind::kMax
+                                                                                      : op->op,
+                                                      LoadNode::make(op->dst.buffer, di, loc), row, loc);
+        return StoreNode::make(op->dst.buffer, di, value, loc);
+      },
+      loc, ForKind::kSerial);
 }
 
 // ---- atomics ----
 bool has_atomic(DataType t) {
   switch (t) {
-    case DataType::kFloat32: case DataType::kFloat64: case DataType::kBFloat16: case DataType::kFloat16:
-    case DataType::kInt32: case DataType::kUInt32: case DataType::kInt64: case DataType::kUInt64: return true;
-    default: return false;
+    case DataType::kFloat32:
+    case DataType::kFloat64:
+    case DataType::kBFloat16:
+    case DataType::kFloat16:
+    case DataType::kInt32:
+    case DataType::kUInt32:
+    case DataType::kInt64:
+    case DataType::kUInt64:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -163,14 +207,19 @@ Stmt lower_atomic(const Stmt& s, const Target&) {
   const DataType dt = op->dst.buffer->dtype;
   const std::string fn = std::string("tlrt::atomic_") + atomic_kind_name(op->op) + "_" + suffix(dt);
   auto call = [&](const std::vector<Expr>& dst_idx, const Expr& value) {
-    return EvaluateNode::make(CallNode::make_extern(DataType::kInt32, fn,
-                                                    {AddressOfNode::make(op->dst.buffer, dst_idx, loc),
-                                                     CastNode::make(compute_type(dt), value, loc)}, loc), loc);
+    return EvaluateNode::make(
+        CallNode::make_extern(
+            DataType::kInt32, fn,
+            {AddressOfNode::make(op->dst.buffer, dst_idx, loc), CastNode::make(compute_type(dt), value, loc)}, loc),
+        loc);
   };
   if (!op->src.buffer) return call(op->dst.min, op->value);
-  return loop_nest(tile_extents(op->dst), [&](const std::vector<Expr>& v) {
-    return call(region_index(op->dst, v), LoadNode::make(op->src.buffer, region_index(op->src, v), loc));
-  }, loc);
+  return loop_nest(
+      tile_extents(op->dst),
+      [&](const std::vector<Expr>& v) {
+        return call(region_index(op->dst, v), LoadNode::make(op->src.buffer, region_index(op->src, v), loc));
+      },
+      loc);
 }
 
 }  // namespace

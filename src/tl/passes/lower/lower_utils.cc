@@ -35,25 +35,35 @@ Expr reduce_identity(ReduceKind op, DataType t, Loc loc) {
   switch (op) {
     case ReduceKind::kMax:
       if (f) return FloatImmNode::make(ct, -std::numeric_limits<double>::infinity(), loc);
-      return IntImmNode::make(ct, is_signed_int(ct) ? (ct == DataType::kInt64 ? std::numeric_limits<int64_t>::min()
-                                                                              : std::numeric_limits<int32_t>::min())
-                                                    : 0, loc);
+      return IntImmNode::make(ct,
+                              is_signed_int(ct) ? (ct == DataType::kInt64 ? std::numeric_limits<int64_t>::min()
+                                                                          : std::numeric_limits<int32_t>::min())
+                                                : 0,
+                              loc);
     case ReduceKind::kMin:
       if (f) return FloatImmNode::make(ct, std::numeric_limits<double>::infinity(), loc);
-      return IntImmNode::make(ct, ct == DataType::kInt64 ? std::numeric_limits<int64_t>::max()
-                                  : ct == DataType::kUInt32 ? int64_t(std::numeric_limits<uint32_t>::max())
-                                                            : std::numeric_limits<int32_t>::max(), loc);
-    default: return make_const(ct, 0, loc);
+      return IntImmNode::make(ct,
+                              ct == DataType::kInt64    ? std::numeric_limits<int64_t>::max()
+                              : ct == DataType::kUInt32 ? int64_t(std::numeric_limits<uint32_t>::max())
+                                                        : std::numeric_limits<int32_t>::max(),
+                              loc);
+    default:
+      return make_const(ct, 0, loc);
   }
 }
 
 Expr reduce_combine(ReduceKind op, const Expr& acc, const Expr& value, Loc loc) {
   switch (op) {
-    case ReduceKind::kSum: return BinaryNode::make(BinOp::kAdd, acc, value, loc);
-    case ReduceKind::kAbsSum: return BinaryNode::make(BinOp::kAdd, acc, CallNode::make(Intrinsic::kAbs, {value}, loc), loc);
-    case ReduceKind::kMax: return BinaryNode::make(BinOp::kMax, acc, value, loc);
-    case ReduceKind::kMin: return BinaryNode::make(BinOp::kMin, acc, value, loc);
-    case ReduceKind::kAbsMax: return BinaryNode::make(BinOp::kMax, acc, CallNode::make(Intrinsic::kAbs, {value}, loc), loc);
+    case ReduceKind::kSum:
+      return BinaryNode::make(BinOp::kAdd, acc, value, loc);
+    case ReduceKind::kAbsSum:
+      return BinaryNode::make(BinOp::kAdd, acc, CallNode::make(Intrinsic::kAbs, {value}, loc), loc);
+    case ReduceKind::kMax:
+      return BinaryNode::make(BinOp::kMax, acc, value, loc);
+    case ReduceKind::kMin:
+      return BinaryNode::make(BinOp::kMin, acc, value, loc);
+    case ReduceKind::kAbsMax:
+      return BinaryNode::make(BinOp::kMax, acc, CallNode::make(Intrinsic::kAbs, {value}, loc), loc);
   }
   return acc;
 }
