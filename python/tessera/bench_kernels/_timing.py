@@ -1,0 +1,31 @@
+"""Interleaved medians over rotating operand copies, and the copy count that makes a row read DRAM."""
+import math
+import statistics
+import time
+
+
+def copies_beyond(bytes_per_call: int, l3_bytes: int, over_l3: float = 4.0) -> int:
+    """Copies whose operands together exceed over_l3 x L3, so call i (on copy i % n) finds none of its
+    operands in the cache (at least 2)."""
+    return max(2, math.ceil(over_l3 * l3_bytes / max(bytes_per_call, 1)) + 1)
+
+
+def interleaved_medians(calls, copies: int, budget_s: float, min_rounds: int = 3, ours_per_round: int = 3):
+    """Medians (ms) of each call in ``calls`` (name -> f(copy index)), timed round by round so a shared
+    machine slows all alike. The first call is ours and runs ``ours_per_round`` times a round (it is
+    the fastest, the peers take most of the budget). One warm-up call of each first."""
+    names = list(calls)
+    for name in names:
+        calls[name](copies - 1)
+    times = {name: [] for name in names}
+    start, i = time.perf_counter(), 0
+    while len(times[names[-1]]) < min_rounds or time.perf_counter() - start < budget_s:
+        for name in names:
+            for _ in range(ours_per_round if name == names[0] else 1):
+                t = time.perf_counter()
+                calls[name](i % copies)
+                times[name].append((time.perf_counter() - t) * 1e3)
+                i += 1
+        if len(times[names[-1]]) >= 50:
+            break
+    return {name: statistics.median(v) for name, v in times.items()}
