@@ -17,7 +17,15 @@ enum class GemmSrcType : int {
   kF32 = 1,
   kE4M3 = 2,  // float8_e4m3fn
   kE2M1 = 3,  // float4 e2m1, two per byte along K (low nibble = even k)
+  kF16 = 4,   // IEEE binary16 (the tile language's T.gemm; the library GEMM takes none)
+  kE5M2 = 5,  // float8_e5m2 (likewise)
 };
+
+// How the bf16 sets read a kF16 operand: every fp16 value x is hi + lo with hi = bf16(x) rounded to
+// nearest and lo = x - hi, both exact in bf16, and stands for four bf16 K values, so an R x K fp16
+// operand reads as R x 4K bf16 (k, kc and k_total count those). An A side split [hi hi lo lo] against a
+// B side split [hi lo hi lo] sums ha.hb + ha.lb + la.hb + la.lb: the exact fp16 product, in fp32.
+enum class F16Split : int { kHiHiLoLo = 0, kHiLoHiLo = 1 };
 
 // An operand as the driver sees it: element (r, k) of an R x K matrix, r = row of the output it feeds
 // (m for A, n for B). Strides count elements of the stored type. kE2M1 strides count bytes: packed
@@ -33,6 +41,7 @@ struct GemmSrc {
   // unchanged); k0 and kc passed to prepare_a/pack_b are multiples of 64. Ignored by other sets.
   bool lane_order = false;
   bool fp4_along_r = false;
+  F16Split f16_split = F16Split::kHiHiLoLo;  // kF16 on the bf16 sets (the fp32 sets read fp16 as it is)
 };
 
 // Scales of one operand, expanded to fp32: scale of row r in K-group g at scale[g * group_stride + r].

@@ -1,7 +1,7 @@
 // Packing for the fp32-FMA kernel sets (avx2/, avx512/), written once over the vector width V (a
 // folder's traits, f32_vec.h; L = V::kLanes below): a-panel blocks (rows of fp32 K-values, row stride
-// kc) and b-panels (nr columns, a multiple of L; element (k, n) at panel[k*nr + n]). bf16, e4m3 and fp32
-// sources are converted to fp32 exactly on the way in; K- and row-contiguous sources take vector paths
+// kc) and b-panels (nr columns, a multiple of L; element (k, n) at panel[k*nr + n]). bf16, fp16, e4m3,
+// e5m2 and fp32 sources are converted to fp32 exactly on the way in; K- and row-contiguous sources take vector paths
 // (templates over the source type, so the per-vector conversion has no branches), other strides a
 // scalar loop. Internal linkage throughout (README.md, "Width templates").
 #pragma once
@@ -114,6 +114,10 @@ void pack_b_f32(const GemmSrc& s, int64_t r0, int rows, int64_t r_total, int64_t
       return pack_b_typed<V, GemmSrcType::kBF16>(s, r0, rows, r_total, k0, kc, k_total, nr, d);
     case GemmSrcType::kE4M3:
       return pack_b_typed<V, GemmSrcType::kE4M3>(s, r0, rows, r_total, k0, kc, k_total, nr, d);
+    case GemmSrcType::kF16:
+      return pack_b_typed<V, GemmSrcType::kF16>(s, r0, rows, r_total, k0, kc, k_total, nr, d);
+    case GemmSrcType::kE5M2:
+      return pack_b_typed<V, GemmSrcType::kE5M2>(s, r0, rows, r_total, k0, kc, k_total, nr, d);
     default:
       return pack_b_typed<V, GemmSrcType::kF32>(s, r0, rows, r_total, k0, kc, k_total, nr, d);
   }
@@ -187,7 +191,7 @@ void copy_a_typed(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, in
   copy_a_generic(s, r0, rows, k0, kc, k_total, buf);
 }
 
-// GemmKernelSet::prepare_a. fp32 kernels always copy: bf16/e4m3 need converting, and an fp32 copy
+// GemmKernelSet::prepare_a. fp32 kernels always copy: narrow types need converting, and an fp32 copy
 // keeps the block's rows kc apart (L2-friendly) whatever the source's leading dimension.
 template <class V>
 const void* prepare_a_f32(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, void* buf,
@@ -201,6 +205,12 @@ const void* prepare_a_f32(const GemmSrc& s, int64_t r0, int rows, int64_t k0, in
     case GemmSrcType::kE4M3:
       copy_a_typed<V, GemmSrcType::kE4M3>(s, r0, rows, k0, kc, k_total, b);
       break;
+    case GemmSrcType::kF16:
+      copy_a_typed<V, GemmSrcType::kF16>(s, r0, rows, k0, kc, k_total, b);
+      break;
+    case GemmSrcType::kE5M2:
+      copy_a_typed<V, GemmSrcType::kE5M2>(s, r0, rows, k0, kc, k_total, b);
+      break;
     default:
       copy_a_typed<V, GemmSrcType::kF32>(s, r0, rows, k0, kc, k_total, b);
       break;
@@ -210,7 +220,8 @@ const void* prepare_a_f32(const GemmSrc& s, int64_t r0, int rows, int64_t k0, in
 
 // GemmKernelSet::accepts.
 inline bool accepts_f32_sources(GemmSrcType t) {
-  return t == GemmSrcType::kBF16 || t == GemmSrcType::kE4M3 || t == GemmSrcType::kF32;
+  return t == GemmSrcType::kBF16 || t == GemmSrcType::kE4M3 || t == GemmSrcType::kF32 || t == GemmSrcType::kF16 ||
+         t == GemmSrcType::kE5M2;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Scalar element reads of GEMM sources as fp32, shared by the fp32-FMA kernel folders (avx2/, avx512/).
+// Scalar element reads of GEMM sources as fp32, shared by the fp32-FMA kernel folders (avx2/, avx512/,
+// neon/) and the bf16 sets' fp16 split (avx512bf16/).
 // Every function is static: each ISA translation unit gets its own copy, so nothing compiled with ISA
 // flags can escape (backends/cpu/README.md, rule 1).
 #pragma once
@@ -29,6 +30,30 @@ static inline float e4m3_to_f32_scalar(uint8_t b) {
   return out;
 }
 
+// Exact binary16 -> fp32 (bits in the low 16). Subnormal codes go through an integer-to-float
+// conversion (m * 2^-24 is a normal fp32), so MXCSR's denormals-are-zero flag cannot change them.
+static inline float f16_to_f32_scalar(uint32_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16, mag = h & 0x7FFFu;
+  uint32_t bits;
+  if (mag >= 0x7C00u) {
+    bits = (mag << 13) | 0x7F800000u;  // inf / NaN (payload kept)
+  } else if (mag < 0x400u) {
+    const float sub = float(int(mag)) * (1.0f / 16777216);
+    memcpy(&bits, &sub, 4);
+  } else {
+    bits = (mag << 13) + (112u << 23);  // exponent e - 15 + 127
+  }
+  bits |= sign;
+  float out;
+  memcpy(&out, &bits, 4);
+  return out;
+}
+
+// float8_e5m2 is the top byte of a binary16.
+static inline float e5m2_to_f32_scalar(uint8_t b) {
+  return f16_to_f32_scalar(uint32_t(b) << 8);
+}
+
 static inline float src_to_f32(const GemmSrc& s, int64_t r, int64_t k) {
   const int64_t off = r * s.stride_r + k * s.stride_k;
   switch (s.type) {
@@ -40,13 +65,26 @@ static inline float src_to_f32(const GemmSrc& s, int64_t r, int64_t k) {
     }
     case GemmSrcType::kE4M3:
       return e4m3_to_f32_scalar(static_cast<const uint8_t*>(s.data)[off]);
+    case GemmSrcType::kF16:
+      return f16_to_f32_scalar(static_cast<const uint16_t*>(s.data)[off]);
+    case GemmSrcType::kE5M2:
+      return e5m2_to_f32_scalar(static_cast<const uint8_t*>(s.data)[off]);
     default:
       return static_cast<const float*>(s.data)[off];
   }
 }
 
 static inline int src_elem_bytes(GemmSrcType t) {
-  return t == GemmSrcType::kBF16 ? 2 : t == GemmSrcType::kE4M3 ? 1 : 4;
+  switch (t) {
+    case GemmSrcType::kBF16:
+    case GemmSrcType::kF16:
+      return 2;
+    case GemmSrcType::kE4M3:
+    case GemmSrcType::kE5M2:
+      return 1;
+    default:
+      return 4;
+  }
 }
 
 }  // namespace tessera::cpu::scalar_convert

@@ -18,6 +18,10 @@ float load(const cpu::GemmSrc& s, int64_t r, int64_t k) {
       return static_cast<const float*>(s.data)[r * s.stride_r + k * s.stride_k];
     case cpu::GemmSrcType::kE4M3:
       return e4m3_to_f32(static_cast<const uint8_t*>(s.data)[r * s.stride_r + k * s.stride_k]);
+    case cpu::GemmSrcType::kF16:
+      return f16_to_f32(static_cast<const uint16_t*>(s.data)[r * s.stride_r + k * s.stride_k]);
+    case cpu::GemmSrcType::kE5M2:
+      return e5m2_to_f32(static_cast<const uint8_t*>(s.data)[r * s.stride_r + k * s.stride_k]);
     case cpu::GemmSrcType::kE2M1: {
       if (s.fp4_along_r) {
         const uint8_t byte = static_cast<const uint8_t*>(s.data)[(r / 2) * s.stride_r + k * s.stride_k];
