@@ -3,13 +3,16 @@
 // A unit is (group, row block, split): at most kMlaMaxRows query rows of one group attending to the
 // split's slice [n*s/ns, n*(s+1)/ns) of the group's token list, tile by tile (online softmax). Units of
 // schedule part p run on thread p mod T in a fixed order. A group with one split stores its rows directly;
-// otherwise every split writes (normalised out, lse, max) to a partial slot and the combine pass merges
-// the slots in split order. Which thread runs a unit never changes its bits, and the splits depend only on
-// the schedule, so results are identical for every thread count.
+// otherwise every split but the last to finish writes (normalised out, lse, max) to a partial slot, and
+// the last one merges all splits in split order (its own rows from its buffers, still in cache) and
+// stores them. Which thread runs a unit, or which split finishes last, never changes the arithmetic, and
+// the splits depend only on the schedule, so results are identical for every thread count.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "attention/flash_mla/mla_task.h"
 #include "tessera/core/memory.h"
@@ -25,6 +28,7 @@ struct Unit {
   int row0, nrows;
   int split, num_splits;
   int64_t partial;  // first partial slot of (group, row block), or -1 when num_splits == 1
+  int64_t head;     // index of (group, row block) among the split ones (its finish counter), or -1
 };
 
 // Partial results of split units: per slot, rows x (d_v outputs + lse + max).
@@ -160,7 +164,42 @@ float finish_row(float* o, int d_v, float row_max, float row_sum) {
   return float(double(row_max) + std::log(double(row_sum)));
 }
 
-void run_unit(const MlaTask& t, const Unit& u, TokenList* list, const Partials& parts) {
+// Merges the num_splits parts of row r of a (group, row block) in split order and stores it; part s's
+// (out, lse, max) comes from part_row(s). o: d_v floats of scratch.
+template <class PartRow>
+void combine_row(const MlaTask& t, const Unit& u, int r, PartRow part_row, float* o) {
+  float lse_max = -kInf, max_logit = -kInf;
+  bool nan = false;
+  for (int s = 0; s < u.num_splits; ++s) {
+    const float* row = part_row(s);
+    nan |= std::isnan(row[t.d_v]);
+    lse_max = std::max(lse_max, row[t.d_v]);
+    max_logit = std::max(max_logit, row[t.d_v + 1]);
+  }
+  if (nan) {  // a split saw a NaN score: the whole row is NaN (finish_row)
+    const float q_nan = std::numeric_limits<float>::quiet_NaN();
+    std::fill(o, o + t.d_v, q_nan);
+    t.store(u.group, u.row0 + r, o, q_nan, q_nan);
+    return;
+  }
+  std::fill(o, o + t.d_v, 0.0f);
+  if (lse_max == -kInf) {
+    t.store(u.group, u.row0 + r, o, kInf, -kInf);
+    return;
+  }
+  double total = 0;
+  for (int s = 0; s < u.num_splits; ++s) total += std::exp(double(part_row(s)[t.d_v]) - lse_max);
+  const double lse = double(lse_max) + std::log(total);
+  for (int s = 0; s < u.num_splits; ++s) {
+    const float* row = part_row(s);
+    const float w = float(std::exp(double(row[t.d_v]) - lse));
+    if (w == 0) continue;
+    for (int c = 0; c < t.d_v; ++c) o[c] += w * row[c];
+  }
+  t.store(u.group, u.row0 + r, o, float(lse), max_logit);
+}
+
+void run_unit(const MlaTask& t, const Unit& u, TokenList* list, const Partials& parts, std::atomic<int>* finished) {
   if (list->group != u.group) {
     t.open_group(u.group, list);
     list->group = u.group;
@@ -169,52 +208,49 @@ void run_unit(const MlaTask& t, const Unit& u, TokenList* list, const Partials& 
   const int64_t p0 = n * u.split / u.num_splits, p1 = n * (u.split + 1) / u.num_splits;
   const UnitBuffers b = unit_buffers(t, u.nrows);
   attend(t, *list, u, p0, p1, b);
+  if (u.partial < 0) {
+    for (int r = 0; r < u.nrows; ++r) {
+      float* o = b.o + size_t(r) * t.d_v;
+      const float lse = finish_row(o, t.d_v, b.row_max[r], b.row_sum[r]);
+      t.store(u.group, u.row0 + r, o, lse == -kInf ? kInf : lse, std::isnan(lse) ? lse : b.row_max[r]);
+    }
+    return;
+  }
+  // Rows normalised in place; row r's lse and max go to its two floats of `tail` (own part of the merge).
+  const int64_t stride = parts.stride;
+  float* own = static_cast<float*>(thread_scratch(6, size_t(u.nrows) * 2 * 4));
   for (int r = 0; r < u.nrows; ++r) {
     float* o = b.o + size_t(r) * t.d_v;
     const float lse = finish_row(o, t.d_v, b.row_max[r], b.row_sum[r]);
-    if (u.partial < 0) {
-      t.store(u.group, u.row0 + r, o, lse == -kInf ? kInf : lse, std::isnan(lse) ? lse : b.row_max[r]);
-    } else {
-      float* dst = parts.row(u.partial + u.split, r);
-      std::memcpy(dst, o, size_t(t.d_v) * 4);
-      dst[t.d_v] = lse;
-      dst[t.d_v + 1] = std::isnan(lse) ? lse : b.row_max[r];
-    }
+    own[2 * r] = lse;
+    own[2 * r + 1] = std::isnan(lse) ? lse : b.row_max[r];
   }
-}
-
-// Merges the num_splits partial slots of rows [0, nrows) of a (group, row block) and stores them.
-void combine(const MlaTask& t, const Unit& u, const Partials& parts, float* o) {
+  // Publish unless this is the last part to finish; the last one merges (acq_rel: it sees every other
+  // part's rows, and the others' writes come before their increments).
+  const bool last = finished[u.head].load(std::memory_order_acquire) == u.num_splits - 1;
+  if (!last) {
+    for (int r = 0; r < u.nrows; ++r) {
+      float* dst = parts.row(u.partial + u.split, r);
+      std::memcpy(dst, b.o + size_t(r) * t.d_v, size_t(t.d_v) * 4);
+      dst[t.d_v] = own[2 * r];
+      dst[t.d_v + 1] = own[2 * r + 1];
+    }
+    if (finished[u.head].fetch_add(1, std::memory_order_acq_rel) != u.num_splits - 1) return;
+    // Another part finished in between and left the merge to this one: its rows are in place now.
+  }
+  float* merged = static_cast<float*>(thread_scratch(7, size_t(t.d_v) * 4));
+  float* own_row = static_cast<float*>(thread_scratch(5, size_t(stride) * 4));
   for (int r = 0; r < u.nrows; ++r) {
-    float lse_max = -kInf, max_logit = -kInf;
-    bool nan = false;
-    for (int s = 0; s < u.num_splits; ++s) {
-      const float* row = parts.row(u.partial + s, r);
-      nan |= std::isnan(row[t.d_v]);
-      lse_max = std::max(lse_max, row[t.d_v]);
-      max_logit = std::max(max_logit, row[t.d_v + 1]);
+    const bool written = !last;
+    if (!written) {
+      std::memcpy(own_row, b.o + size_t(r) * t.d_v, size_t(t.d_v) * 4);
+      own_row[t.d_v] = own[2 * r];
+      own_row[t.d_v + 1] = own[2 * r + 1];
     }
-    if (nan) {  // a split saw a NaN score: the whole row is NaN (finish_row)
-      const float q_nan = std::numeric_limits<float>::quiet_NaN();
-      std::fill(o, o + t.d_v, q_nan);
-      t.store(u.group, u.row0 + r, o, q_nan, q_nan);
-      continue;
-    }
-    std::fill(o, o + t.d_v, 0.0f);
-    if (lse_max == -kInf) {
-      t.store(u.group, u.row0 + r, o, kInf, -kInf);
-      continue;
-    }
-    double total = 0;
-    for (int s = 0; s < u.num_splits; ++s) total += std::exp(double(parts.row(u.partial + s, r)[t.d_v]) - lse_max);
-    const double lse = double(lse_max) + std::log(total);
-    for (int s = 0; s < u.num_splits; ++s) {
-      const float* row = parts.row(u.partial + s, r);
-      const float w = float(std::exp(double(row[t.d_v]) - lse));
-      if (w == 0) continue;
-      for (int c = 0; c < t.d_v; ++c) o[c] += w * row[c];
-    }
-    t.store(u.group, u.row0 + r, o, float(lse), max_logit);
+    combine_row(
+        t, u, r,
+        [&](int s) -> const float* { return s == u.split && !written ? own_row : parts.row(u.partial + s, r); },
+        merged);
   }
 }
 
@@ -234,18 +270,19 @@ void run_mla(const MlaTask& t, const Schedule& schedule) {
       fn(int(r0), int(r1 - r0));
     }
   };
-  // Partial slots of every split (group, row block), in group order: first_slot[g] is group g's first.
-  std::vector<Unit> split_heads;  // one per split (group, row block), split = 0
-  std::vector<int64_t> first_slot(size_t(t.groups()), -1);
-  int64_t slots = 0;
+  // Partial slots of every split (group, row block), in group order: first_slot[g] is group g's first,
+  // first_head[g] the index of its first split (group, row block).
+  std::vector<int64_t> first_slot(size_t(t.groups()), -1), first_head(size_t(t.groups()), -1);
+  int64_t slots = 0, heads = 0;
   for (int64_t req = 0; req < t.requests; ++req) {
     const int ns = schedule.num_splits[req + 1] - schedule.num_splits[req];
     if (ns <= 1) continue;
     for (int64_t g = req * t.groups_per_request; g < (req + 1) * t.groups_per_request; ++g) {
       first_slot[size_t(g)] = slots;
-      for_each_block(g, [&](int row0, int nrows) {
-        split_heads.push_back({g, row0, nrows, 0, ns, slots});
+      first_head[size_t(g)] = heads;
+      for_each_block(g, [&](int, int) {
         slots += ns;
+        ++heads;
       });
     }
   }
@@ -259,10 +296,13 @@ void run_mla(const MlaTask& t, const Schedule& schedule) {
     for (int64_t item = row[4]; item < row[5]; ++item) {
       const int ns = schedule.num_splits[req + 1] - schedule.num_splits[req];
       for (int64_t g = req * t.groups_per_request; g < (req + 1) * t.groups_per_request; ++g) {
-        int64_t slot = first_slot[size_t(g)];
+        int64_t slot = first_slot[size_t(g)], head = first_head[size_t(g)];
         for_each_block(g, [&](int row0, int nrows) {
-          units.push_back({g, row0, nrows, int(split), ns, slot});
-          if (slot >= 0) slot += ns;
+          units.push_back({g, row0, nrows, int(split), ns, slot, head});
+          if (slot >= 0) {
+            slot += ns;
+            ++head;
+          }
         });
       }
       if (++split == ns) {
@@ -284,6 +324,9 @@ void run_mla(const MlaTask& t, const Schedule& schedule) {
     partial_capacity = need;
   }
   parts.data = partial_storage.get();
+  // Parts finished per split (group, row block): the last one merges (run_unit).
+  std::unique_ptr<std::atomic<int>[]> finished(new std::atomic<int>[size_t(heads)]);
+  for (int64_t i = 0; i < heads; ++i) finished[size_t(i)].store(0, std::memory_order_relaxed);
 
   const int64_t num_parts = schedule.parts;
   parallel_shares(
@@ -291,15 +334,10 @@ void run_mla(const MlaTask& t, const Schedule& schedule) {
         static thread_local TokenList list;
         list.group = -1;
         for (int64_t p = tid; p < num_parts; p += nthreads)
-          for (int64_t i = part_begin[p]; i < part_begin[p + 1]; ++i) run_unit(t, units[size_t(i)], &list, parts);
+          for (int64_t i = part_begin[p]; i < part_begin[p + 1]; ++i)
+            run_unit(t, units[size_t(i)], &list, parts, finished.get());
       },
       int(std::min<int64_t>(num_parts, num_threads())));
-
-  if (split_heads.empty()) return;
-  parallel_for(int64_t(split_heads.size()), [&](int64_t b, int64_t e) {
-    float* o = static_cast<float*>(thread_scratch(2, size_t(t.d_v) * 4));
-    for (int64_t i = b; i < e; ++i) combine(t, split_heads[size_t(i)], parts, o);
-  });
 }
 
 }  // namespace tessera::flash_mla
