@@ -4,6 +4,7 @@
 #include "ep/ep_bench.h"
 #include "gemm/gemm_bench.h"
 #include "gemm/grouped_bench.h"
+#include "kernels/kernels_bench.h"
 #include "model/model_bench.h"
 #include "moe/moe_bench.h"
 #include "python/python_bench.h"
@@ -102,6 +103,8 @@ const std::vector<Component> kComponents = {
      run_tl_bench, print_tl_summary},
     {"model", "a DeepSeek-V3.2 slice's decode steps vs their roofline (61 layers extrapolated); tiny model vs torch",
      kModelHelp, run_model_bench, print_model_summary},
+    {"kernels", "tessera.tile_kernels memory-bound kernels vs numpy and torch; SIMT vs tile-style tl softmax",
+     kKernelsHelp, run_kernels_bench, print_kernels_summary},
     {"python", "the Python modules with torch tensors vs the same calls at the native entry", kPythonHelp,
      run_python_bench, print_python_summary},
 };

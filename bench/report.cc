@@ -23,6 +23,13 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
+// The last column's header: x<name> when every row has the same second peer, else xpeer2.
+std::string second_peer_header(const std::vector<Row>& rows) {
+  for (const Row& r : rows)
+    if (r.peer2 != rows.front().peer2) return "xpeer2";
+  return "x" + (rows.empty() ? std::string("OpenBLAS") : rows.front().peer2);
+}
+
 }  // namespace
 
 std::string format_ratio(double ratio) {
@@ -52,14 +59,17 @@ GeoMeans geo_means(const std::vector<const Row*>& rows) {
 
 void print_table(std::FILE* out, const std::vector<Row>& rows) {
   std::fprintf(out, "%-14s %5s %6s %6s %10s %9s %8s %8s %-6s %-19s %7s %9s\n", "op", "M", "N", "K", "time_ms",
-               "GFLOP/s", "GB/s", "%limit", "limit", "peer", "xpeer", "xOpenBLAS");
+               "GFLOP/s", "GB/s", "%limit", "limit", "peer", "xpeer", second_peer_header(rows).c_str());
   for (const Row& r : rows) {
     std::fprintf(out, "%-14s %5lld %6lld %6lld ", r.op.c_str(), (long long)r.m, (long long)r.n, (long long)r.k);
     if (!r.ok()) {
       std::fprintf(out, "%s\n", r.status.c_str());
       continue;
     }
-    const char* limit = r.limit_name == "dram_read_gbps" ? "dram" : r.limit_name == "bf16_peak_gflops" ? "bf16pk" : "";
+    const char* limit = r.limit_name == "dram_read_gbps"     ? "dram"
+                        : r.limit_name == "dram_copy_gbps"   ? "copy"
+                        : r.limit_name == "bf16_peak_gflops" ? "bf16pk"
+                                                             : "";
     std::fprintf(out, "%10.3f %9.1f %8.1f %8s %-6s %-19s %7s %9s\n", r.time_ms, r.gflops, r.gbps,
                  format_pct(r.pct_of_limit).c_str(), limit, r.peer.empty() ? "n/a" : r.peer.c_str(),
                  format_ratio(r.peer_ratio).c_str(), format_ratio(r.openblas_ratio).c_str());
@@ -91,7 +101,7 @@ void print_json(std::FILE* out, const std::vector<Row>& rows) {
       o.add("peer", r.peer);
     }
     o.add("peer_time_ms", r.peer_time_ms).add("peer_ratio", r.peer_ratio);
-    o.add("openblas_time_ms", r.openblas_time_ms).add("openblas_ratio", r.openblas_ratio);
+    o.add("peer2", r.peer2).add("openblas_time_ms", r.openblas_time_ms).add("openblas_ratio", r.openblas_ratio);
     std::fprintf(out, "%s\n  %s", i ? "," : "", o.str().c_str());
   }
   std::fprintf(out, "\n]\n");
