@@ -1,7 +1,8 @@
 """Tile-language kernels of tessera.tile_kernels.quant (the public functions live in quant/).
 
-FP8 outputs are uint8 parameters holding e4m3 codes (computed in vector arithmetic by
-_tl_numerics.e4m3, faster than a float8 store); Python hands the kernels uint8 views of float8 arrays.
+FP8 outputs of the per-token and per-block casts are float8_e4m3 parameters (the store encodes in lane
+arithmetic: _tl_numerics.e4m3_stored); the other kernels' are uint8 parameters holding codes computed
+by _tl_numerics.e4m3, and Python hands those kernels uint8 views of float8 arrays.
 
 Each factory is memoized on its (hashable) configuration and returns a compiled JITKernel whose
 parameters are all given by the caller (no out_idx): the Python layer allocates outputs, so SF
@@ -81,10 +82,10 @@ def _decoded(spec: InputSpec, x, x_sf, r, c):
 
 @T.macro
 def _store_codes(fmt, out, frag, inv, rows, cols, r0, c0, in_row):
-    """Encodes frag[i, j] * inv(i, j) into out[r0 + i, c0 + j] (uint8 codes; FP4: two codes per byte)."""
+    """Encodes frag[i, j] * inv(i, j) into out[r0 + i, c0 + j] (float8 e4m3; FP4: two uint8 codes a byte)."""
     if fmt == "e4m3":
         for i, j in T.Parallel(rows, cols):
-            out[r0 + i, c0 + j] = N.e4m3(frag[i, j] * inv(i, j))
+            out[r0 + i, c0 + j] = N.e4m3_stored(frag[i, j] * inv(i, j))
     else:
         for i, j in T.Parallel(rows, cols // 2):
             lo = frag[i, 2 * j] * inv(i, 2 * j)
@@ -103,7 +104,7 @@ def per_token_cast(hidden: int, npc: int, spec_key, fmt: str, round_sf: bool, sf
     rows = max(1, min(64, _TILE_ELEMS // npc))
     x_ann, x_sf_ann = _input_params(spec, hidden, tokens)
     out_ann = T.Tensor((tokens, hidden if fmt == "e4m3" else hidden // 2),
-                       "uint8")
+                       "float8_e4m3" if fmt == "e4m3" else "uint8")
     sf_ann = T.Tensor(L.sf_param_shape(sf_layout, tokens, k_blocks, T.dynamic("sf_cols")),
                       L.storage_dtype(sf_layout))
 
@@ -175,7 +176,7 @@ def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: 
     k_blocks = L.ceil_div(hidden, bc)
     x_ann, x_sf_ann = _input_params(spec, hidden, tokens)
     out_ann = T.Tensor((tokens, hidden if fmt == "e4m3" else hidden // 2),
-                       "uint8")
+                       "float8_e4m3" if fmt == "e4m3" else "uint8")
     sf_ann = T.Tensor(L.sf_param_shape(sf_layout, T.dynamic("sf_rows"), k_blocks, T.dynamic("sf_cols")),
                       L.storage_dtype(sf_layout))
 

@@ -66,6 +66,13 @@ def e4m3(v):
     return T.cast(code + T.if_then_else((1.0 / c) < 0.0, 128, 0), "uint8")
 
 
+def e4m3_stored(v):
+    """The float32 whose store into a float8 e4m3 tensor writes e4m3(v)'s code: v clamped to +-448 (the
+    store rounds to nearest even in lane arithmetic, about a third of e4m3's operations), NaN made
+    positive (code 0x7F)."""
+    return T.if_then_else(T.isnan(v), T.abs(v), T.clamp(v, -E4M3_MAX, E4M3_MAX))
+
+
 def step(cond):
     return T.if_then_else(cond, T.cast(1, "int32"), T.cast(0, "int32"))
 

@@ -255,10 +255,18 @@ inline vf dec_e4m3(vb b) {
   const vu r = (vu)value | ((u & 0x80u) << 24);
   return (vf)(mag == 0x7Fu ? ((r & 0x80000000u) | 0x7FC00000u) : r);
 }
+// scalar.h's f32_to_e4m3 in lane arithmetic (lane by lane, an FP8 store cost more than computing the
+// codes in vector arithmetic). Codes of magnitudes >= 2^-6: drop 20 mantissa bits with ties to even, rebias by
+// 120 exponents; below: |x| * 2^9 rounded to an integer by adding and subtracting 2^23 (exact scaling,
+// ties to even; float32 subnormal inputs give 0 like the scalar rule). Past 448 (and inf / NaN) the
+// code exceeds 0x7E and becomes 0x7F, as in the scalar rule.
 inline vb enc_e4m3(vf x) {
-  vb r;
-  for (int l = 0; l < VW; ++l) r[l] = f32_to_e4m3(x[l]);
-  return r;
+  const vu u = (vu)x, a = u & 0x7FFFFFFFu;
+  const vu v = a - (120u << 23);
+  const vu normal = (v + 0x7FFFFu + ((v >> 20) & 1u)) >> 20;
+  const vu small = convert<vu>(((vf)a * 512.0f + 8388608.0f) - 8388608.0f);
+  const vu code = a >= (121u << 23) ? normal : small;
+  return convert<vb>((code > 0x7Eu ? 0x7Fu : code) | ((u >> 24) & 0x80u));
 }
 inline vf dec_e5m2(vb b) {
   return dec_half_bits(convert<vu>(b) << 8);

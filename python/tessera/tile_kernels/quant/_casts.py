@@ -90,7 +90,7 @@ def _per_token(fn, x, fmt, num_per_channels, x_block_size, col, round_sf, packed
     out = None if mode == "sf_only" else _new_codes(data, tokens, hidden, fmt)
     if tokens:
         kernel = K.per_token_cast(hidden, npc, spec.key(), fmt, round_sf, layout, mode)
-        args = [data] + ([x_sf] if x_sf is not None else []) + ([_u8(out)] if out is not None else []) + [sf_storage]
+        args = [data] + ([x_sf] if x_sf is not None else []) + ([out] if out is not None else []) + [sf_storage]
         kernel.call_all(args)
     if mode == "sf_only":
         return sf_view
@@ -142,7 +142,7 @@ def _per_block(fn, x, fmt, block_size, col, round_sf, packed, mode, sf=None):
     out = None if mode == "sf_only" else _new_codes(x, tokens, hidden, fmt)
     if tokens:
         kernel = K.per_block_cast(hidden, bt, bc, K.InputSpec(A.dtype_name(x)).key(), fmt, round_sf, layout, mode)
-        kernel.call_all([x] + ([_u8(out)] if out is not None else []) + [sf_storage])
+        kernel.call_all([x] + ([out] if out is not None else []) + [sf_storage])
     if mode == "sf_only":
         return sf_view
     if mode == "cast_only":
@@ -354,7 +354,7 @@ def per_block_cast_lossless(x, fmt, x_block_size, out_block_size, use_tma_aligne
             kernel = K.per_token_cast(hidden, bc, spec.key(), "e4m3", True, layout, "cast", floor)
         else:
             kernel = K.per_block_cast(hidden, bt, bc, spec.key(), "e4m3", True, layout, "cast", floor)
-        kernel.call_all([data, x_sf, _u8(out), sf_storage])
+        kernel.call_all([data, x_sf, out, sf_storage])
     return out, sf_view
 
 
