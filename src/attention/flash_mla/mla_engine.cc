@@ -105,7 +105,6 @@ void attend(const MlaTask& t, const TokenList& list, const Unit& u, int64_t p0, 
   const cpu::MlaKernelSet& ks = *t.kernels;
   t.load_q(u.group, u.row0, u.nrows, b.q_rows);
   ks.pack_q(b.q_rows, u.nrows, t.d_qk, b.q_packed);
-  std::fill(b.o, b.o + size_t(u.nrows) * t.d_v, 0.0f);
   std::fill(b.row_max, b.row_max + u.nrows, -kInf);
   std::fill(b.row_sum, b.row_sum + u.nrows, 0.0f);
   int64_t min_limit = p1, max_limit = p0;
@@ -116,6 +115,8 @@ void attend(const MlaTask& t, const TokenList& list, const Unit& u, int64_t p0, 
   }
   const int tile = ks.tile_tokens;
   const int64_t end = std::min(p1, max_limit);  // no row sees past its limit
+  // A set with fresh_o writes o on the first tile; with no tile at all, o is zero.
+  if (!ks.fresh_o || p0 >= end) std::fill(b.o, b.o + size_t(u.nrows) * t.d_v, 0.0f);
   for (int64_t p = p0; p < end; p += tile) {
     const int nt = int(std::min<int64_t>(tile, end - p));
     const int* visible = nullptr;
@@ -142,6 +143,7 @@ void attend(const MlaTask& t, const TokenList& list, const Unit& u, int64_t p0, 
     a.scratch = b.kernel_scratch;
     a.progress = next.nt > 0 ? prefetch_part : nullptr;
     a.progress_ctx = &next;
+    a.o_fresh = ks.fresh_o && p == p0;
     ks.attend_tile(a);
   }
   if (ks.o_to_natural) ks.o_to_natural(b.o, u.nrows, t.d_v);

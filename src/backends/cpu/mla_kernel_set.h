@@ -40,6 +40,9 @@ struct MlaTileArgs {
   // prefetches fills the miss queues and stalls the core.
   void (*progress)(void* ctx, int part, int parts);
   void* progress_ctx;
+  // The unit's first tile, for a set with fresh_o: o holds no values yet and the set writes it (o = p.v)
+  // instead of rescaling and accumulating, so the driver need not zero it first.
+  bool o_fresh;
 };
 
 struct MlaKernelSet {
@@ -66,6 +69,8 @@ struct MlaKernelSet {
   // n contiguous bf16 (fp16 when `fp16`) values -> n elements of the set's type, for query and K rows
   // that are not read in place; nullptr: the driver's portable loop.
   void (*widen_row)(const uint16_t* src, int n, bool fp16, void* dst);
+  // attend_tile honours MlaTileArgs::o_fresh (otherwise the driver zeroes o before the first tile).
+  bool fresh_o;
 };
 
 constexpr int kMlaMaxRows = 128;

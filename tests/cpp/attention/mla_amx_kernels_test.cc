@@ -2,7 +2,8 @@
 // (both round p to bf16 and accumulate in fp32; only the summation order differs): odd query-row counts
 // (partial 16-row tiles, which keep o row-major), token tiles of 1 to 256 tokens (partial 16- and 32-token
 // groups), rows that see nothing, separate V rows, and K rows both evenly spaced (read in place) and
-// scattered (staged). Skipped on CPUs without AMX.
+// scattered (staged). The first tile with o_fresh (o poisoned with NaN, written not accumulated) gives the
+// same values as zeroed o accumulated. Skipped on CPUs without AMX.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,12 +38,12 @@ struct Result {
 
 Result run(const cpu::MlaKernelSet& ks, const Case& c, const std::vector<uint16_t>& q,
            const std::vector<const void*>& k, const std::vector<const void*>& v,
-           const std::vector<std::vector<int>>& visible) {
+           const std::vector<std::vector<int>>& visible, bool fresh_first = false) {
   Buffer packed(ks.q_packed_bytes(c.m, c.d_qk)), scratch(ks.scratch_bytes(c.m, c.d_qk, c.d_v));
   Buffer o_buf(size_t(c.m) * c.d_v * 4);
   ks.pack_q(q.data(), c.m, c.d_qk, packed.p);
   float* o = static_cast<float*>(o_buf.p);
-  std::fill(o, o + size_t(c.m) * c.d_v, 0.0f);
+  std::fill(o, o + size_t(c.m) * c.d_v, fresh_first ? NAN : 0.0f);
   Result r;
   r.row_max.assign(size_t(c.m), -INFINITY);
   r.row_sum.assign(size_t(c.m), 0.0f);
@@ -68,6 +69,7 @@ Result run(const cpu::MlaKernelSet& ks, const Case& c, const std::vector<uint16_
       a.row_max = r.row_max.data();
       a.row_sum = r.row_sum.data();
       a.scratch = scratch.p;
+      a.o_fresh = fresh_first && i == 0 && p0 == 0;
       ks.attend_tile(a);
     }
     first += c.tiles[i];
@@ -106,6 +108,11 @@ void compare(const Case& c, Rng& rng, const std::string& what) {
   }
   const Result want = run(*cpu::mla_kernels_avx512bf16(), c, q, k, v, visible);
   const Result got = run(*cpu::mla_kernels_amx(), c, q, k, v, visible);
+  ASSERT_TRUE(cpu::mla_kernels_amx()->fresh_o);
+  const Result fresh = run(*cpu::mla_kernels_amx(), c, q, k, v, visible, true);
+  for (size_t i = 0; i < got.o.size(); ++i) ASSERT_EQ(fresh.o[i], got.o[i]) << what << " o_fresh, element " << i;
+  EXPECT_EQ(fresh.row_max, got.row_max) << what;
+  EXPECT_EQ(fresh.row_sum, got.row_sum) << what;
   for (int r = 0; r < c.m; ++r) {
     if (want.row_sum[size_t(r)] == 0.0f) {
       EXPECT_EQ(got.row_sum[size_t(r)], 0.0f) << what << " row " << r;

@@ -73,8 +73,8 @@ void attend_tile(const MlaTileArgs& a) {
   amx::use_tile_config(amx::full_tile_config());  // every tile 16 x 64 bytes
   mla_scores_amx(a.k_rows, a.nt, a.q_packed, mp, a.d_qk, sc.s, sc.k_stage);
   mla_softmax_avx512bf16(sc.s, a.nt, a.m, mp, a.scale, a.visible, a.row_max, a.row_sum, sc.alpha, sc.p_pairs);
-  mla_pv_amx(a.v_rows ? a.v_rows : a.k_rows, a.nt, sc.p_pairs, sc.alpha, a.m, mp, a.d_v, a.o, sc.p_tiles, sc.v_pairs,
-             sc.c_tmp, a.progress, a.progress_ctx);
+  mla_pv_amx(a.v_rows ? a.v_rows : a.k_rows, a.nt, sc.p_pairs, sc.alpha, a.m, mp, a.d_v, a.o_fresh, a.o, sc.p_tiles,
+             sc.v_pairs, sc.c_tmp, a.progress, a.progress_ctx);
 }
 
 const MlaKernelSet kSet = {
@@ -91,6 +91,7 @@ const MlaKernelSet kSet = {
     mla_dequant_v32_avx512bf16,
     mla_dequant_model1_avx512bf16,
     nullptr,
+    true,
 };
 
 }  // namespace

@@ -100,13 +100,13 @@ void rescale_rows(const float* alpha, int m, int d_v, float* o) {
 }
 
 // Query tiles [qt, qt + QN) x column tiles (ct, ct + 1) over all token steps, accumulated onto o's tiles
-// (kOnto) or, for a partial query tile, into zeroed tiles stored to c_tmp.
+// (kOnto; written over them when fresh) or, for a partial query tile, into zeroed tiles stored to c_tmp.
 template <int QN, bool kOnto>
-void block(const uint16_t* p_tiles, int qt, const uint16_t* v_pairs, int ct, int steps, int pairs_pad, float* o,
-           int d_v, float* c_tmp) {
+void block(const uint16_t* p_tiles, int qt, const uint16_t* v_pairs, int ct, int steps, int pairs_pad, bool fresh,
+           float* o, int d_v, float* c_tmp) {
   float* oc = kOnto ? o + int64_t(qt) * 16 * d_v + ct * 256 : c_tmp;
   const int64_t next_q_rows = kOnto ? int64_t(16) * d_v : 0;
-  if (kOnto) {
+  if (kOnto && !fresh) {
     _tile_loadd(0, oc, 64);
     _tile_loadd(1, oc + 256, 64);
     if (QN == 2) {
@@ -116,6 +116,10 @@ void block(const uint16_t* p_tiles, int qt, const uint16_t* v_pairs, int ct, int
   } else {
     _tile_zero(0);
     _tile_zero(1);
+    if (QN == 2) {
+      _tile_zero(2);
+      _tile_zero(3);
+    }
   }
   const uint16_t* a0 = p_tiles + int64_t(qt) * steps * 512;
   const uint16_t* b0 = v_pairs + int64_t(ct) * pairs_pad * 32;
@@ -140,55 +144,69 @@ void block(const uint16_t* p_tiles, int qt, const uint16_t* v_pairs, int ct, int
   }
 }
 
-// Row-major rows [r0, m) (fewer than 16), columns [c, c + 32) += c_tmp's two tiles.
-void add_partial_tile(const float* c_tmp, int r0, int m, int c, int d_v, float* o) {
+// Row-major rows [r0, m) (fewer than 16), columns [c, c + 32) += c_tmp's two tiles (= when fresh).
+void add_partial_tile(const float* c_tmp, int r0, int m, int c, int d_v, bool fresh, float* o) {
   for (int r = 0; r < m - r0; ++r) {
     float* out = o + int64_t(r0 + r) * d_v + c;
-    for (int ci = 0; ci < 2; ++ci)
-      _mm512_storeu_ps(out + 16 * ci,
-                       _mm512_add_ps(_mm512_loadu_ps(out + 16 * ci), _mm512_load_ps(c_tmp + ci * 256 + r * 16)));
+    for (int ci = 0; ci < 2; ++ci) {
+      const __m512 add = _mm512_load_ps(c_tmp + ci * 256 + r * 16);
+      _mm512_storeu_ps(out + 16 * ci, fresh ? add : _mm512_add_ps(_mm512_loadu_ps(out + 16 * ci), add));
+    }
   }
 }
 
 }  // namespace
 
 void mla_pv_amx(const void* const* v_rows, int nt, const uint16_t* p_pairs, const float* alpha, int m, int mp, int d_v,
-                float* o, uint16_t* p_tiles, uint16_t* v_pairs, float* c_tmp, void (*progress)(void*, int, int),
-                void* progress_ctx) {
+                bool fresh, float* o, uint16_t* p_tiles, uint16_t* v_pairs, float* c_tmp,
+                void (*progress)(void*, int, int), void* progress_ctx) {
   const int steps = (nt + 31) / 32, pairs_pad = steps * 16;
   pack_p_tiles(p_pairs, (nt + 1) / 2, mp, steps, p_tiles);
   pack_v_pairs(v_rows, nt, d_v, pairs_pad, v_pairs);
-  rescale_rows(alpha, m, d_v, o);
+  if (!fresh) rescale_rows(alpha, m, d_v, o);
   // Column pairs outside (their V tiles, 16 KiB at 256 tokens, stay in L1), query tiles inside.
   const int full = m / 16, parts = d_v / 32;
   for (int ct = 0; ct < d_v / 16; ct += 2) {
     if (progress) progress(progress_ctx, ct / 2, parts);
     int qt = 0;
-    for (; qt + 2 <= full; qt += 2) block<2, true>(p_tiles, qt, v_pairs, ct, steps, pairs_pad, o, d_v, c_tmp);
-    if (qt < full) block<1, true>(p_tiles, qt++, v_pairs, ct, steps, pairs_pad, o, d_v, c_tmp);
+    for (; qt + 2 <= full; qt += 2) block<2, true>(p_tiles, qt, v_pairs, ct, steps, pairs_pad, fresh, o, d_v, c_tmp);
+    if (qt < full) block<1, true>(p_tiles, qt++, v_pairs, ct, steps, pairs_pad, fresh, o, d_v, c_tmp);
     if (qt * 16 < m) {
-      block<1, false>(p_tiles, qt, v_pairs, ct, steps, pairs_pad, o, d_v, c_tmp);
-      add_partial_tile(c_tmp, qt * 16, m, ct * 16, d_v, o);
+      block<1, false>(p_tiles, qt, v_pairs, ct, steps, pairs_pad, fresh, o, d_v, c_tmp);
+      add_partial_tile(c_tmp, qt * 16, m, ct * 16, d_v, fresh, o);
     }
   }
 }
 
-// The full query tiles' rows back to row-major (one 16-row tile at a time through a buffer), then the
-// avx512bf16 set's column order undone for every row.
+// One pass per full query tile: its 16 x d_v floats through a buffer, then each row's 32-column groups from
+// the tiles (ct, ct + 1) with the avx512bf16 set's column order undone (natural column n of a group sits
+// at 4*(n/8) + n%8 for n%8 < 4, else at 16 + 4*(n/8) + n%8 - 4). Rows of a partial last tile are
+// row-major already and take the avx512bf16 set's pass.
 void mla_o_to_natural_amx(float* o, int m, int d_v) {
   const int full = m / 16;
   if (full > 0) {
-    float* tmp = static_cast<float*>(aligned_alloc(64, size_t(16) * d_v * 4));
+    const __m512i first = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
+    const __m512i second = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
+    static thread_local float* tmp = nullptr;
+    static thread_local int tmp_cols = 0;
+    if (tmp_cols < d_v) {
+      free(tmp);
+      tmp = static_cast<float*>(aligned_alloc(64, size_t(16) * d_v * 4));
+      tmp_cols = d_v;
+    }
     for (int qt = 0; qt < full; ++qt) {
       float* region = o + int64_t(qt) * 16 * d_v;
       memcpy(tmp, region, size_t(16) * d_v * 4);
-      for (int ct = 0; ct < d_v / 16; ++ct)
-        for (int r = 0; r < 16; ++r)
-          _mm512_storeu_ps(region + int64_t(r) * d_v + ct * 16, _mm512_load_ps(tmp + ct * 256 + r * 16));
+      for (int r = 0; r < 16; ++r)
+        for (int ct = 0; ct < d_v / 16; ct += 2) {
+          const __m512 lo = _mm512_load_ps(tmp + ct * 256 + r * 16), hi = _mm512_load_ps(tmp + (ct + 1) * 256 + r * 16);
+          float* dst = region + int64_t(r) * d_v + ct * 16;
+          _mm512_storeu_ps(dst, _mm512_permutex2var_ps(lo, first, hi));
+          _mm512_storeu_ps(dst + 16, _mm512_permutex2var_ps(lo, second, hi));
+        }
     }
-    free(tmp);
   }
-  mla_o_to_natural_avx512bf16(o, m, d_v);
+  if (m > full * 16) mla_o_to_natural_avx512bf16(o + int64_t(full) * 16 * d_v, m - full * 16, d_v);
 }
 
 }  // namespace tessera::cpu

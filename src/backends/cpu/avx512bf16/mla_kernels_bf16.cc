@@ -103,6 +103,7 @@ const MlaKernelSet kSet = {
     mla_dequant_v32_avx512bf16,
     mla_dequant_model1_avx512bf16,
     nullptr,
+    false,
 };
 
 }  // namespace

@@ -127,6 +127,7 @@ HWY_MAYBE_UNUSED const MlaKernelSet* mla_kernel_table() {
       mla_dequant_v32,
       mla_dequant_model1,
       mla_widen_row,
+      false,
   };
   return &set;
 }

@@ -97,8 +97,8 @@ void dequant_model1(const uint8_t* data, const uint8_t* scales, void* row) {
 }
 
 const MlaKernelSet kSet = {
-    "scalar", MlaElem::kF32, kTileTokens,    1,       1, q_packed_bytes, pack_q, scratch_bytes, attend_tile,
-    nullptr,  dequant_v32,   dequant_model1, nullptr,
+    "scalar", MlaElem::kF32, kTileTokens,    1,       1,     q_packed_bytes, pack_q, scratch_bytes, attend_tile,
+    nullptr,  dequant_v32,   dequant_model1, nullptr, false,
 };
 
 }  // namespace
