@@ -22,10 +22,11 @@ enum class GemmSrcType : int {
 };
 
 // How the bf16 sets read a kF16 operand: every fp16 value x is hi + lo with hi = bf16(x) rounded to
-// nearest and lo = x - hi, both exact in bf16, and stands for four bf16 K values, so an R x K fp16
-// operand reads as R x 4K bf16 (k, kc and k_total count those). An A side split [hi hi lo lo] against a
-// B side split [hi lo hi lo] sums ha.hb + ha.lb + la.hb + la.lb: the exact fp16 product, in fp32.
-enum class F16Split : int { kHiHiLoLo = 0, kHiLoHiLo = 1 };
+// nearest and lo = x - hi, both exact in bf16, and stands for one bf16 K pair, so an R x K fp16 operand
+// reads as R x 2K bf16 (k, kc and k_total count those): [hi lo], [hi hi] or [lo lo]. An A side read as
+// [hi lo] against a B side read as [hi hi] and again as [lo lo] gives a.hb and a.lb: their sum is the
+// exact fp16 product, in fp32.
+enum class F16Split : int { kHiLo = 0, kHiHi = 1, kLoLo = 2 };
 
 // An operand as the driver sees it: element (r, k) of an R x K matrix, r = row of the output it feeds
 // (m for A, n for B). Strides count elements of the stored type. kE2M1 strides count bytes: packed
@@ -41,7 +42,7 @@ struct GemmSrc {
   // unchanged); k0 and kc passed to prepare_a/pack_b are multiples of 64. Ignored by other sets.
   bool lane_order = false;
   bool fp4_along_r = false;
-  F16Split f16_split = F16Split::kHiHiLoLo;  // kF16 on the bf16 sets (the fp32 sets read fp16 as it is)
+  F16Split f16_split = F16Split::kHiLo;  // kF16 on the bf16 sets (the fp32 sets read fp16 as it is)
 };
 
 // Scales of one operand, expanded to fp32: scale of row r in K-group g at scale[g * group_stride + r].

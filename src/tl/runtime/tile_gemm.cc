@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -44,12 +45,18 @@ bool to_src_type(int32_t t, cpu::GemmSrcType* out) {
 
 constexpr int kSrcTypes = 6;  // GemmSrcType values
 
-// fp16 operands run on the bf16 sets as their 4-term split (gemm_kernel_set.h, F16Split), which takes
-// four bf16 products per fp16 product: only AMX's tiles are fast enough for that to beat the fp32 FMA
+// fp16 operands run on the bf16 sets as their split (gemm_kernel_set.h, F16Split), which takes four
+// bf16 products per fp16 product: only AMX's tiles are fast enough for that to beat the fp32 FMA
 // sets (which read fp16 as it is); elsewhere, and against operands that are not fp16, the fp32 sets
-// take fp16 (docs/notes/2026-12-05-tl-fp16-gemm.md).
-bool splits_f16(const cpu::KernelImpl& impl, cpu::GemmSrcType a, cpu::GemmSrcType b) {
-  return impl.need == Isa::kAmx && a == cpu::GemmSrcType::kF16 && b == cpu::GemmSrcType::kF16;
+// take fp16 (docs/notes/2026-12-05-tl-fp16-gemm.md). TESSERA_TL_F16_SPLIT=1 / 0 forces the split on
+// every bf16 set / on none, for measuring the choice.
+bool splits_f16(const cpu::KernelImpl& impl, const cpu::GemmKernelSet& ks, cpu::GemmSrcType a, cpu::GemmSrcType b) {
+  static const int forced = [] {
+    const char* v = std::getenv("TESSERA_TL_F16_SPLIT");
+    return v && *v ? std::atoi(v) : -1;
+  }();
+  if (a != cpu::GemmSrcType::kF16 || b != cpu::GemmSrcType::kF16 || ks.elem_bytes != 2) return false;
+  return forced >= 0 ? forced != 0 : impl.need == Isa::kAmx;
 }
 
 // A T.gemm runs per tile, thousands of times per kernel: each choice is asked of the registry once per
@@ -61,7 +68,7 @@ const char* refuse_packed(const cpu::KernelImpl& impl, const void* table, const 
   const auto* ks = static_cast<const cpu::GemmKernelSet*>(table);
   if (ks && (!ks->accepts(types[0]) || !ks->accepts(types[1]))) return "refused: operand types not accepted";
   const bool f16 = types[0] == cpu::GemmSrcType::kF16 || types[1] == cpu::GemmSrcType::kF16;
-  if (ks && f16 && ks->elem_bytes == 2 && !splits_f16(impl, types[0], types[1]))
+  if (ks && f16 && ks->elem_bytes == 2 && !splits_f16(impl, *ks, types[0], types[1]))
     return "refused: fp16 split pays only on AMX tiles";
   return nullptr;
 }
@@ -84,7 +91,8 @@ const cpu::GemmKernelSet* choose(cpu::GemmSrcType a, cpu::GemmSrcType b, bool* s
     const cpu::GemmSrcType types[2] = {a, b};
     const cpu::KernelChoice c = cpu::choose_kernel(cpu::Slot::kGemmPacked, "tl T.gemm", refuse_packed, types);
     table = c.table;
-    slot_split.store(c.impl && c.table && splits_f16(*c.impl, a, b), std::memory_order_relaxed);
+    slot_split.store(c.impl && c.table && splits_f16(*c.impl, *static_cast<const cpu::GemmKernelSet*>(c.table), a, b),
+                     std::memory_order_relaxed);
     slot.store(table, std::memory_order_release);
   }
   *split = slot_split.load(std::memory_order_relaxed);
@@ -197,7 +205,8 @@ struct Chunk {
   const cpu::GemmKernelSet& ks;
   cpu::GemmTile tile;
   int m_valid;
-  int panels;         // b-panels of nr columns
+  int col_panels;     // panels of nr columns of C
+  int panels;         // b-panels: col_panels, or twice that for an fp16 split (hi set, then lo set)
   const char* bpack;  // this chunk's b-panels
   float* edge;        // mr x nr tile for a last panel narrower than nr
   bool accumulate;    // add to C (later chunks, or a T.gemm without clear)
@@ -206,11 +215,12 @@ struct Chunk {
 
 // C rows [ir, ir + mr) x columns of b-panel p against the a-panel at `apanel` (u.lda, u.kc set). A last
 // panel narrower than nr is computed into the stack tile and added to C, so the micro-kernel never
-// writes past C's columns.
+// writes past C's columns. A split's lo-set panel adds to what its hi-set panel wrote.
 void run_tile(Chunk& ch, const char* apanel, int ir, int p) {
   const TlGemmArgs& g = ch.g;
   cpu::UkrArgs& u = ch.u;
-  const int nr = ch.tile.nr, jr = p * nr, cols = std::min(nr, g.n - jr);
+  const int nr = ch.tile.nr, jr = p % ch.col_panels * nr, cols = std::min(nr, g.n - jr);
+  const bool accumulate = ch.accumulate || p >= ch.col_panels;
   u.a = apanel;
   u.b = ch.bpack + size_t(p) * u.kc * nr * ch.ks.elem_bytes;
   u.m_valid = std::min(ch.tile.mr, ch.m_valid - ir);
@@ -219,7 +229,7 @@ void run_tile(Chunk& ch, const char* apanel, int ir, int p) {
   if (cols == nr) {
     u.c = c;
     u.ldc = g.ldc;
-    u.accumulate = ch.accumulate;
+    u.accumulate = accumulate;
     ch.tile.ukr(u);
     return;
   }
@@ -228,7 +238,7 @@ void run_tile(Chunk& ch, const char* apanel, int ir, int p) {
   u.accumulate = 0;
   ch.tile.ukr(u);
   for (int r = 0; r < u.m_valid; ++r)
-    for (int j = 0; j < cols; ++j) c[r * g.ldc + j] = (ch.accumulate ? c[r * g.ldc + j] : 0.0f) + ch.edge[r * nr + j];
+    for (int j = 0; j < cols; ++j) c[r * g.ldc + j] = (accumulate ? c[r * g.ldc + j] : 0.0f) + ch.edge[r * nr + j];
 }
 
 // Sets that read a-panels in place (the vector sets: K-contiguous bf16 needs no copy): each b-panel
@@ -263,9 +273,9 @@ struct Lines {
 };
 
 // Rows [r0, r0 + rows) x K [k0, k0 + kc) of a K-contiguous operand (K values past k_total left out).
-// Only sets that copy a-panels ask, and fp16 reaches those as its split: K counts four per fp16 value.
+// Only sets that copy a-panels ask, and fp16 reaches those as its split: K counts two per fp16 value.
 Lines source_lines(const cpu::GemmSrc& s, int64_t r0, int rows, int k0, int kc, int k_total) {
-  if (s.type == cpu::GemmSrcType::kF16) k0 /= 4, kc /= 4, k_total /= 4;
+  if (s.type == cpu::GemmSrcType::kF16) k0 /= 2, kc /= 2, k_total /= 2;
   Lines l;
   const int k_len = std::min(kc, k_total - k0);
   if (s.stride_k != 1 || rows <= 0 || k_len <= 0) return l;
@@ -332,25 +342,34 @@ void run_panel_outer(Chunk& ch, const cpu::GemmSrc& a, const cpu::GemmSrc& b, in
 // than 256; 64 and 96 took 6-19% more than 128.
 constexpr int kAmxChunk = 128;
 
-// The packed path over K values [0, g.k) of the sources a and b (g counts K in the set's values).
-void tiles(const TlGemmArgs& g, const cpu::GemmKernelSet* ks, const cpu::GemmSrc& a, const cpu::GemmSrc& b,
-           int m_valid) {
+// The packed path over K values [0, g.k) of the sources a and b (g counts K in the set's values). An
+// fp16 split (a read as [hi lo]) packs b twice, as [hi hi] and as [lo lo]: C gets a.hb, then a.lb.
+void tiles(const TlGemmArgs& g, const cpu::GemmKernelSet* ks, const cpu::GemmSrc& a, const cpu::GemmSrc& b, int m_valid,
+           bool split) {
   const cpu::GemmTile tile = pick_tile(*ks, m_valid, g.n);
   const int mr = tile.mr, nr = tile.nr, es = ks->elem_bytes;
   const int k_pad = (g.k + ks->k_align - 1) / ks->k_align * ks->k_align;
   const int kc_want = ks->copies_a ? kAmxChunk : ks->kc;
   const int kc_max = std::max(ks->k_align, kc_want / ks->k_align * ks->k_align);
-  const int panels = (g.n + nr - 1) / nr;
+  const int col_panels = (g.n + nr - 1) / nr, panels = split ? 2 * col_panels : col_panels;
   // Panel outer copies one panel at a time, padded to whole 16-row groups (AMX tile order: mr is 16 or 32).
   const int a_rows = ks->copies_a ? mr : m_valid;
   char* bpack = static_cast<char*>(scratch(0, size_t(panels) * nr * std::min(k_pad, kc_max) * es));
   void* abuf = scratch(1, size_t(a_rows) * std::min(k_pad, kc_max) * es);
   float* edge = static_cast<float*>(scratch(2, size_t(mr) * nr * sizeof(float)));
 
-  Chunk ch{g, *ks, tile, m_valid, panels, bpack, edge, false, cpu::UkrArgs{}};
+  cpu::GemmSrc b_hi = b, b_lo = b;
+  b_hi.f16_split = cpu::F16Split::kHiHi;
+  b_lo.f16_split = cpu::F16Split::kLoLo;
+  Chunk ch{g, *ks, tile, m_valid, col_panels, panels, bpack, edge, false, cpu::UkrArgs{}};
   for (int pc = 0; pc < k_pad; pc += kc_max) {
     const int kc = std::min(kc_max, k_pad - pc);
-    ks->pack_b(b, 0, g.n, g.b_rows, pc, kc, g.b_ks, nr, bpack);
+    if (split) {
+      ks->pack_b(b_hi, 0, g.n, g.b_rows, pc, kc, g.b_ks, nr, bpack);
+      ks->pack_b(b_lo, 0, g.n, g.b_rows, pc, kc, g.b_ks, nr, bpack + size_t(col_panels) * kc * nr * es);
+    } else {
+      ks->pack_b(b, 0, g.n, g.b_rows, pc, kc, g.b_ks, nr, bpack);
+    }
     ch.accumulate = pc > 0 || !g.clear;
     ch.u.kc = kc;
     ch.u.group = kc;
@@ -378,14 +397,13 @@ void tile_gemm(const TlGemmArgs& g) {
       to_src_type(g.a_type, &at) && to_src_type(g.b_type, &bt) ? choose(at, bt, &split) : nullptr;
   if (!ks || !ks->accepts(at) || !ks->accepts(bt)) return scalar_gemm(g);
 
-  // An fp16 split counts four bf16 K values per fp16 value (gemm_kernel_set.h, F16Split).
-  const int kx = split ? 4 : 1;
+  // An fp16 split counts two bf16 K values per fp16 value (gemm_kernel_set.h, F16Split).
+  const int kx = split ? 2 : 1;
   TlGemmArgs gx = g;
   gx.k *= kx, gx.a_ks *= kx, gx.b_ks *= kx;
-  const cpu::GemmSrc a{g.a, at, g.a_stride_m, g.a_stride_k};  // fp16 split: [hi hi lo lo]
-  cpu::GemmSrc b{g.b, bt, g.b_stride_n, g.b_stride_k};
-  b.f16_split = cpu::F16Split::kHiLoHiLo;  // against A's [hi hi lo lo]
-  tiles(gx, ks, a, b, m_valid);
+  const cpu::GemmSrc a{g.a, at, g.a_stride_m, g.a_stride_k};  // fp16 split: [hi lo]
+  const cpu::GemmSrc b{g.b, bt, g.b_stride_n, g.b_stride_k};
+  tiles(gx, ks, a, b, m_valid, split);
 }
 
 }  // namespace tessera::tl

@@ -2,7 +2,7 @@
 // columns of bf16 K-pairs, nr a multiple of 16). fp8 sources are converted to bf16 here, exactly (every
 // e4m3 value is a bf16 value), with the lookups of fp8_convert.h: in "lane order" when the driver asks
 // for it (src.lane_order; both operands then use it), else in natural order. e5m2 converts exactly too,
-// and fp16 reads as its hi/lo split, four bf16 K values per fp16 value (f16_split.h).
+// and fp16 reads as its hi/lo split, one bf16 K pair per fp16 value (f16_split.h).
 // (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include <immintrin.h>
 #include <string.h>
@@ -46,9 +46,9 @@ int stride_bytes(const GemmSrc& s) {
   return s.type == GemmSrcType::kBF16 || is_f16(s) ? 2 : 1;
 }
 // Byte offset of K value k in a K-contiguous row (fp4 packs two values per byte; k is even there; an
-// fp16 value is four K values, k is a multiple of 4 there).
+// fp16 value is a K pair of its split, k is even there too).
 int64_t k_bytes(const GemmSrc& s, int64_t k) {
-  return s.type == GemmSrcType::kBF16 ? 2 * k : is_fp4(s) ? k / 2 : is_f16(s) ? k / 4 * 2 : k;
+  return s.type == GemmSrcType::kBF16 ? 2 * k : is_fp4(s) ? k / 2 : k;
 }
 bool permuted(const GemmSrc& s) {
   return is_fp8(s) && s.lane_order;
@@ -68,7 +68,7 @@ uint16_t scalar_to_bf16(const GemmSrc& s, int64_t r, int64_t k) {
     return uint16_t(kBits[code & 7] | ((code & 8) ? 0x8000 : 0));
   }
   if (is_f16(s))
-    return avx512bf16::f16_split_part(static_cast<const uint16_t*>(s.data)[r * s.stride_r + k / 4 * s.stride_k],
+    return avx512bf16::f16_split_part(static_cast<const uint16_t*>(s.data)[r * s.stride_r + k / 2 * s.stride_k],
                                       s.f16_split, k);
   const int64_t off = r * s.stride_r + k * s.stride_k;
   if (s.type == GemmSrcType::kBF16) return static_cast<const uint16_t*>(s.data)[off];
@@ -96,9 +96,10 @@ inline void load_k64(const GemmSrc& s, const Luts& L, const char* p, int64_t val
     }
     return;
   }
-  if (is_f16(s)) {  // 16 fp16 values; K (a multiple of 4 here) ends on a whole value
-    const __m256i halves = _mm256_maskz_loadu_epi16(half_mask((valid + 3) / 4), p);
-    avx512bf16::f16x16_to_split(halves, s.f16_split, v0, v1);
+  if (is_f16(s)) {  // 32 fp16 values; K (even here) ends on a whole value
+    const __m512i halves = _mm512_maskz_loadu_epi16(word_mask((valid + 1) / 2), p);
+    *v0 = avx512bf16::f16x16_split_pairs(_mm512_castsi512_si256(halves), s.f16_split);
+    *v1 = avx512bf16::f16x16_split_pairs(_mm512_extracti64x4_epi64(halves, 1), s.f16_split);
     return;
   }
   const __m512i bytes = valid >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(byte_mask(valid), p);
@@ -174,10 +175,10 @@ inline __m512i zip_pair_rows(const GemmSrc& s, const Luts& L, int64_t rbase, int
                                                 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const int es = stride_bytes(s);
   const __mmask16 rm = half_mask(r_end - rbase);
-  if (is_f16(s)) {  // k even: k and k + 1 are parts of the same fp16 value
+  if (is_f16(s)) {  // k even: the pair (k, k + 1) is one fp16 value's split
     const __m256i halves = _mm256_maskz_loadu_epi16(
-        k < k_total ? rm : 0, static_cast<const char*>(s.data) + (rbase + k / 4 * s.stride_k) * 2);
-    return avx512bf16::f16x16_split_pair(halves, s.f16_split, k);
+        k < k_total ? rm : 0, static_cast<const char*>(s.data) + (rbase + k / 2 * s.stride_k) * 2);
+    return avx512bf16::f16x16_split_pairs(halves, s.f16_split);
   }
   const __mmask16 m0 = k < k_total ? rm : 0, m1 = k + 1 < k_total ? rm : 0;
   const char* p0 = static_cast<const char*>(s.data) + (rbase + k * s.stride_k) * es;
@@ -325,7 +326,7 @@ const void* prepare_a(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc
   return b;
 }
 
-// kF16 as its split (GemmSrc::f16_split): the caller counts K in bf16 values, four per fp16 value.
+// kF16 as its split (GemmSrc::f16_split): the caller counts K in bf16 values, two per fp16 value.
 bool accepts(GemmSrcType t) {
   return t == GemmSrcType::kBF16 || t == GemmSrcType::kE4M3 || t == GemmSrcType::kE2M1 || t == GemmSrcType::kE5M2 ||
          t == GemmSrcType::kF16;
