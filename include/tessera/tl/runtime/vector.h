@@ -185,6 +185,19 @@ inline void raw_store_nt(void* p, R v, bool stream) {
 }
 template <class R>
 inline R raw_gather(const void* p, vl off, vm m) {
+#ifdef TLRT_AVX512_MASKS
+  // 4-byte lanes: two hardware gathers of 8 (a lane loop compiled to one extract and one masked
+  // broadcast per lane; column reads of a transpose's on-chip tile are such gathers).
+  if constexpr (VW == 16 && sizeof(elem_t<R>) == 4) {
+    const __mmask16 k = _mm512_test_epi32_mask((__m512i)m, (__m512i)m);
+    __m512i lo, hi;  // lanes 0-7 and 8-15 of the offsets
+    std::memcpy(&lo, &off, 64);
+    std::memcpy(&hi, reinterpret_cast<const char*>(&off) + 64, 64);
+    const __m256i a = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), __mmask8(k), lo, p, 4);
+    const __m256i b = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), __mmask8(k >> 8), hi, p, 4);
+    return (R)_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+  }
+#endif
   R r = {};
   const elem_t<R>* s = static_cast<const elem_t<R>*>(p);
   for (int l = 0; l < VW; ++l)
