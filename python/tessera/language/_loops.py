@@ -39,7 +39,7 @@ class _Loop:
         extent = self.stop - self.start if self.step == 1 else (self.stop - self.start + self.step - 1) // self.step
         n_min, n_ext = as_node(0 if self.step != 1 else self.start), as_node(extent)
         start = self.start if self.step != 1 else 0
-        token = _enter_frame(t, n_min, n_ext, as_node(start))
+        token = _enter_frame(t, n_min, n_ext, as_node(start), kind=self.kind)
         ctx.set_loc()
         var = Expr(t.builder.begin_for(self.names[0], n_min, n_ext, self.kind, self.num_stages))
         t.loop_depth += 1
@@ -69,11 +69,11 @@ def _end_of_frame(t):
         t.simt.end_of_frame(t)
 
 
-def _enter_frame(t, *bounds):
+def _enter_frame(t, *bounds, kind=None):
     """In per-thread code: whether this loop runs inside the thread loop or block-level (_simt.py)."""
     if t.simt is None:
         return None
-    return t.simt.enter_frame(t, all(t.simt.is_uniform(b) for b in bounds), loop=True)
+    return t.simt.enter_frame(t, all(t.simt.is_uniform(b) for b in bounds), loop=True, kind=kind)
 
 
 def _open_inside(t, token):

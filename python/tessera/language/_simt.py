@@ -3,9 +3,11 @@
 A kernel that uses ``T.get_thread_binding()`` as a value (arithmetic, indexing) is traced a second
 time in SIMT mode (the first trace, which only allows thread-role branches, raised). In SIMT mode:
 
-- the first ``T.get_thread_binding()`` opens ``for tid in T.serial(threads)`` at the point of the call
-  (at the kernel's top level); the rest of the block's code runs inside it, once per thread, thread
-  after thread;
+- the first ``T.get_thread_binding()`` opens a thread loop over ``tid`` at the point of the call (at
+  the kernel's top level); the rest of the block's code runs inside it, once per thread. Threads are
+  independent between barriers, so the loop is a parallel one: where its body is element-wise the
+  vectorizer runs 16 threads as the lanes of one vector (consecutive threads reading consecutive
+  elements, as GPU kernels are written, become contiguous vector loads);
 - ``T.sync_threads()`` closes that loop and opens another: every thread finishes the code before the
   barrier before any starts the code after it;
 - block-level tile ops (``T.copy`` / ``T.fill`` / ``T.clear`` / ``T.reduce_*`` / ``T.gemm`` /
@@ -18,7 +20,9 @@ time in SIMT mode (the first trace, which only allows thread-role branches, rais
 - a barrier or block-level op inside a loop or an ``if`` whose bounds / condition are the same for
   every thread (block-uniform) makes that loop / if a block-level one with thread loops inside it
   (the loop nest is interchanged, as CPU OpenCL compilers do); a barrier under a per-thread
-  condition raises;
+  condition raises. A ``T.serial`` loop with block-uniform bounds at the thread loop's level is
+  interchanged too, barrier or not, so the thread loops inside it are innermost and can be
+  vectorized (a per-thread reduction over a row's strided columns becomes vector loads of the row);
 - values and ``T.alloc_local`` / ``T.alloc_var`` storage that live across a barrier are kept per
   thread: storage gets a leading ``[threads]`` dimension indexed by the thread loop's variable
   (_thread_storage.py), a value is stored into such an array where it is bound.
@@ -28,8 +32,8 @@ meets such a case records it in the kernel's Plan and raises Replan; @T.prim_fun
 again with the plan (a few times at most per kernel). Warp operations (shuffles, warp reductions:
 _warp.py) exchange values through a [threads] array at a split of the thread loop.
 
-Threads run one after another, so a race the GPU would have (two threads writing one element without
-an atomic) gives the last thread's value here rather than an arbitrary one.
+Threads run as a loop (16 at a time where it is vectorized), so a race the GPU would have (two threads
+writing one element without an atomic) gives the last thread's value here rather than an arbitrary one.
 """
 import re
 
@@ -90,7 +94,7 @@ class SimtState:
         from ._expr import as_node
 
         ctx.set_loc()
-        self.var = t.builder.begin_for("tid", as_node(0), as_node(self.total), "serial", 0)
+        self.var = t.builder.begin_for("tid", as_node(0), as_node(self.total), "parallel", 0)
         for guard in self.guards:
             t.builder.begin_if(as_node(guard(self.var)))
         self.shared_read, self.shared_written = {}, {}
@@ -167,14 +171,15 @@ class SimtState:
         """A loop with per-thread bounds the plan runs block-level (_guarded_loop.py)."""
         return self.var is not None and ctx.user_loc() in self.plan.guarded and self.at_loop_level(t)
 
-    def enter_frame(self, t, uniform, loop=False):
+    def enter_frame(self, t, uniform, loop=False, kind=None):
         """Called before a loop or an if opens. Returns None outside per-thread code, "thread" for a frame
         inside the thread loop, "block" for a block-level frame: the thread loop was closed, and
-        open_inside must be called once the frame is open."""
+        open_inside must be called once the frame is open. Block-level: block-uniform frames the plan
+        lists, and block-uniform T.serial loops (kind "serial") at the thread loop's level."""
         if self.var is None:
             return None
         key = ctx.user_loc()
-        if uniform and key in self.plan.uniform and self.at_loop_level(t):
+        if uniform and (key in self.plan.uniform or kind == "serial") and self.at_loop_level(t):
             self._close(t)
             self.segment += 1
             return "block"
