@@ -25,6 +25,11 @@ class UnfusedMoe {
  public:
   explicit UnfusedMoe(const MoeInputs& in);
   void run(uint16_t* y);  // y bf16 [tokens, hidden]
+  // Later runs read these weights (a copy of the same shape: the bench rotates copies for decode).
+  void use_weights(const gemm::ScaledTensor& l1, const gemm::ScaledTensor& l2) {
+    in_.l1 = l1;
+    in_.l2 = l2;
+  }
 
  private:
   MoeInputs in_;
