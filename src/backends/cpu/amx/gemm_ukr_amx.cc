@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "backends/cpu/amx/tile_config.h"
+#include "backends/cpu/avx512bf16/f16_split.h"
 #include "backends/cpu/avx512bf16/fp8_convert.h"
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/ukr_prefetch.h"
@@ -271,6 +272,38 @@ void e4m3_to_tile_order(const GemmSrc& src, int64_t r0, int rows, int64_t k0, in
   });
 }
 
+// Rows [0, rows) of an e5m2 source along K (kc a multiple of 64) or of an fp16 one read as its [hi lo]
+// split (GemmSrc::f16_split; k0, kc, k_valid count bf16 values, two per fp16 value), converted straight
+// into tile order like e4m3_to_tile_order. Against the staging copy and to_tile_order (the bench's
+// 1024^3 program, 2 threads, alternated): docs/notes/2026-12-05-tl-fp16-gemm.md.
+void narrow_to_tile_order(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, int k_valid, uint16_t* dst) {
+  const int steps = kc / 32;
+  if (src.type == GemmSrcType::kE5M2) {
+    for_each_tile_row(rows, kc, dst, [&](int row, uint16_t* out) {
+      const char* in = static_cast<const char*>(src.data) + (r0 + row) * src.stride_r + k0;
+      for (int s = 0; s < steps; s += 2) {
+        const int left = k_valid - s * 32;
+        const __m512i codes = left >= 64 ? _mm512_loadu_si512(in + s * 32)
+                                         : _mm512_maskz_loadu_epi8(left <= 0 ? 0 : ~0ull >> (64 - left), in + s * 32);
+        __m512i lo, hi;
+        avx512bf16::e5m2x64_to_bf16(codes, &lo, &hi);
+        _mm512_store_si512(out + s * 512, lo);
+        _mm512_store_si512(out + (s + 1) * 512, hi);
+      }
+    });
+    return;
+  }
+  for_each_tile_row(rows, kc, dst, [&](int row, uint16_t* out) {
+    const uint16_t* in = static_cast<const uint16_t*>(src.data) + (r0 + row) * src.stride_r + k0 / 2;
+    for (int s = 0; s < steps; ++s) {  // 16 fp16 values per K step
+      const int left = (k_valid - s * 32 + 1) / 2;
+      const __m256i halves = left >= 16 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + s * 16))
+                                        : _mm256_maskz_loadu_epi16(left <= 0 ? 0 : (1u << left) - 1, in + s * 16);
+      _mm512_store_si512(out + s * 512, avx512bf16::f16x16_split_pairs(halves, src.f16_split));
+    }
+  });
+}
+
 const void* prepare_a(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, void* buf,
                       int64_t* lda) {
   uint16_t* out = static_cast<uint16_t*>(buf);
@@ -285,6 +318,11 @@ const void* prepare_a(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int 
   if (src.type == GemmSrcType::kE4M3 && src.stride_k == 1 && kc % 64 == 0) {
     const int64_t left = k_total - k0;
     e4m3_to_tile_order(src, r0, rows, k0, kc, left < kc ? int(left) : kc, out);
+    return out;
+  }
+  if (src.stride_k == 1 && ((src.type == GemmSrcType::kE5M2 && kc % 64 == 0) || src.type == GemmSrcType::kF16)) {
+    const int64_t left = k_total - k0;
+    narrow_to_tile_order(src, r0, rows, k0, kc, left < kc ? int(left) : kc, out);
     return out;
   }
   // Other converted (fp4, e4m3 chunks of 32 mod 64) or strided sources: the avx512bf16 set's
