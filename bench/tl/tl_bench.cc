@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
+#include <vector>
 
 #include "limit_pct.h"
 #include "quick_scale.h"
@@ -103,6 +105,8 @@ class TlBench {
     for (int64_t s : opt_.full ? std::vector<int64_t>{512, 1024, 2048, 4096} : std::vector<int64_t>{512, 1024, 2048})
       if (s == 512 || double(s) <= 2048 * std::cbrt(opt_.quick_scale))  // slower levels: the smaller sizes
         guarded("gemm", [&] { gemm_row(s); });
+    guarded("gemm_f16", [&] { gemm_narrow_row(tl::DataType::kFloat16); });
+    guarded("gemm_e5m2", [&] { gemm_narrow_row(tl::DataType::kFloat8E5M2); });
     guarded("add_relu", [&] { add_row(); });
     guarded("gemv_fp8", [&] { gemv_row(false); });
     guarded("gemv_fp8_tiled", [&] { gemv_row(true); });
@@ -174,6 +178,62 @@ class TlBench {
     row.peer = "tessera.gemm";
     row.peer_time_ms = time_median([&](int64_t) { gemm::bf16_gemm_nt(av, bv, dv); }).median_ms;
     row.peer_ratio = row.peer_time_ms / row.time_ms;
+    rows_.push_back(row);
+  }
+
+  // fp16 (fp16 C) or e5m2 (bf16 C) operands, 1024^3, the bf16 rows' program: checked against float64 on
+  // a sample, then timed beside the bf16 program on bf16 operands of the same size (the peer).
+  void gemm_narrow_row(tl::DataType operands) {
+    const int64_t s = 1024;
+    const bool f16 = operands == tl::DataType::kFloat16;
+    Row row = make_row(f16 ? "gemm_f16_nt" : "gemm_e5m2_nt", s, s, s);
+    const tl::DataType out = f16 ? tl::DataType::kFloat16 : tl::DataType::kBFloat16;
+    const tl::Kernel k = compiled(tl_gemm_nt_program(512, 128, 512, 3, operands, out));
+    const tl::Kernel k_bf16 = compiled(tl_gemm_nt_program(512, 128, 512, 3));
+    // Operands as stored and as float; e5m2 values scaled into its normal range.
+    std::vector<float> af(size_t(s * s)), bf(size_t(s * s));
+    auto a = aligned_array<uint16_t>(size_t(s * s)), b = aligned_array<uint16_t>(size_t(s * s));
+    for (auto [v, p, seed] :
+         {std::tuple<std::vector<float>*, uint16_t*, uint64_t>{&af, a.get(), 51}, {&bf, b.get(), 52}})
+      for_random_normal_blocks(s, s, 64, seed, [&](int64_t r0, int64_t nr, const float* x) {
+        for (int64_t i = 0; i < nr * s; ++i) {
+          const size_t at = size_t(r0 * s + i);
+          if (f16) {
+            p[at] = f32_to_f16(x[i]);
+            (*v)[at] = f16_to_f32(p[at]);
+          } else {
+            reinterpret_cast<uint8_t*>(p)[at] = f32_to_e5m2(x[i]);
+            (*v)[at] = e5m2_to_f32(reinterpret_cast<uint8_t*>(p)[at]);
+          }
+        }
+      });
+    auto c = aligned_array<uint16_t>(size_t(s * s));
+    const DType dt = f16 ? DType::kF16 : DType::kF8E5M2;
+    const TensorView av(a.get(), dt, {s, s}), bv(b.get(), dt, {s, s});
+    const TensorView cv(c.get(), f16 ? DType::kF16 : DType::kBF16, {s, s});
+    k({av, bv, cv});
+    // Rounding of C (half an fp16 / bf16 ulp) plus fp32 accumulation over the sum of |products|.
+    double worst = 0;
+    for (int64_t e = 0; e < s * s; e += 97) {
+      const int64_t i = e / s, j = e % s;
+      double want = 0, mag = 0;
+      for (int64_t q = 0; q < s; ++q) {
+        const double t = double(af[size_t(i * s + q)]) * bf[size_t(j * s + q)];
+        want += t, mag += std::fabs(t);
+      }
+      const double got = f16 ? f16_to_f32(c[size_t(e)]) : bf16_to_f32(c[size_t(e)]);
+      worst = std::max(worst, std::fabs(got - want) / (std::ldexp(std::fabs(want), f16 ? -11 : -8) + 1e-6 * mag));
+    }
+    if (!checked(&row, worst)) return rows_.push_back(row);
+    auto ab = random_bf16(s, s, 11), bb = random_bf16(s, s, 12), cb = aligned_array<uint16_t>(size_t(s * s));
+    const TensorView abv(ab.get(), DType::kBF16, {s, s}), bbv(bb.get(), DType::kBF16, {s, s}),
+        cbv(cb.get(), DType::kBF16, {s, s});
+    row.time_ms = time_median([&](int64_t) { k({av, bv, cv}); }).median_ms;
+    row.peer = "tl gemm_bf16_nt (now)";
+    row.peer_time_ms = time_median([&](int64_t) { k_bf16({abv, bbv, cbv}); }).median_ms;
+    row.peer_ratio = row.peer_time_ms / row.time_ms;
+    row.gflops = 2.0 * double(s) * s * s / (row.time_ms * 1e-3) * 1e-9;
+    set_bf16_peak_pct(&row, lim_);
     rows_.push_back(row);
   }
 
@@ -354,6 +414,12 @@ void print_tl_summary(std::FILE* out, const std::vector<Row>& rows) {
       out, "  GEMM bf16 (M=N=K >= 512), %d rows: %s of bf16 peak, %s of tessera's library GEMM (target >= 0.90x) %s\n",
       g.rows, format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(),
       std::isfinite(g.peer_ratio) ? verdict(g.peer_ratio >= 0.9) : "[n/a]");
+  // fp16 / e5m2 operands: no target of their own, the ratio to the bf16 program in the same run.
+  for (const char* op : {"gemm_f16_nt", "gemm_e5m2_nt"})
+    if (const Row* r = find(rows, op))
+      std::fprintf(out, "  GEMM %s 1024^3: %s of bf16 peak, %s of the bf16 program's speed (same run)\n",
+                   op[5] == 'f' ? "fp16" : "e5m2", format_pct(r->pct_of_limit).c_str(),
+                   format_ratio(r->peer_ratio).c_str());
   struct Target {
     const char* op;
     const char* what;

@@ -10,14 +10,14 @@ namespace tessera::bench {
 
 using namespace tessera::tl;
 
-Program tl_gemm_nt_program(int bm, int bn, int bk, int stages) {
+Program tl_gemm_nt_program(int bm, int bn, int bk, int stages, DataType operands, DataType out) {
   KernelBuilder kb("gemm_nt");
   Expr M = kb.dynamic("M"), N = kb.dynamic("N"), K = kb.dynamic("K");
-  Buffer A = kb.tensor("A", {M, K}, DataType::kBFloat16), B = kb.tensor("B", {N, K}, DataType::kBFloat16);
-  Buffer C = kb.tensor("C", {M, N}, DataType::kBFloat16);
+  Buffer A = kb.tensor("A", {M, K}, operands), B = kb.tensor("B", {N, K}, operands);
+  Buffer C = kb.tensor("C", {M, N}, out);
   kb.kernel({ceildiv(N, bn), ceildiv(M, bm)}, 128, [&](const std::vector<Expr>& b) {
-    Buffer As = kb.alloc("A_shared", {bm, bk}, DataType::kBFloat16, Scope::kShared);
-    Buffer Bs = kb.alloc("B_shared", {bn, bk}, DataType::kBFloat16, Scope::kShared);
+    Buffer As = kb.alloc("A_shared", {bm, bk}, operands, Scope::kShared);
+    Buffer Bs = kb.alloc("B_shared", {bn, bk}, operands, Scope::kShared);
     Buffer Cl = kb.alloc("C_local", {bm, bn}, DataType::kFloat32, Scope::kFragment);
     kb.clear(whole(Cl));
     kb.pipelined(ceildiv(K, bk), stages, [&](Expr k) {

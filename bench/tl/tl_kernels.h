@@ -6,8 +6,11 @@
 
 namespace tessera::bench {
 
-// C[M, N] (bf16) = A[M, K] . B[N, K]^T, bf16 operands, float32 accumulation; M, N, K dynamic.
-tl::Program tl_gemm_nt_program(int block_m, int block_n, int block_k, int stages);
+// C[M, N] = A[M, K] . B[N, K]^T, float32 accumulation; M, N, K dynamic. Operands and C are bf16
+// unless given (the fp16 / e5m2 rows).
+tl::Program tl_gemm_nt_program(int block_m, int block_n, int block_k, int stages,
+                               tl::DataType operands = tl::DataType::kBFloat16,
+                               tl::DataType out = tl::DataType::kBFloat16);
 // C = relu(A + B), bf16 [M, N], M and N dynamic.
 tl::Program tl_add_relu_program(int block_m, int block_n);
 // y[N] (float32) = (W (float8_e4m3 [N, K]) * scale[N, K / 128]) . x (bf16 [K]); N dynamic.
