@@ -41,3 +41,22 @@ def test_errors_and_missing_names():
     for name in E._NOT_IMPLEMENTED:
         with pytest.raises(tessera.NotImplementedInTessera, match=name):
             getattr(E, name)
+
+
+@pytest.mark.parametrize("tokens", [1, 130])
+def test_engram_hash_of_wrapping_products_and_extreme_sizes(rng, tokens):
+    """Multipliers near 2^62 make the int64 products wrap and the hashes negative (floor modulo keeps
+    the result in [0, size)); sizes from 1 to 2^31 - 1."""
+    max_ngram, layers, tables = 3, 2, 4
+    ids = rng.integers(0, 2 ** 31 - 1, size=(tokens, max_ngram)).astype(np.int32)
+    mult = rng.integers(2 ** 61, 2 ** 63 - 1, size=(layers, max_ngram)).astype(np.int64)
+    vocab = rng.integers(1, 2 ** 31 - 1, size=(layers, max_ngram - 1, tables)).astype(np.int32)
+    vocab[0, 0, :] = [1, 2, 2 ** 31 - 1, 3]
+    offsets = np.zeros((layers, (max_ngram - 1) * tables), np.int32)
+    got = E.engram_hash(ids, mult, vocab, offsets)
+    h = ids[None].astype(np.int64) * mult[:, None, :]  # wraps like the kernel's int64 products
+    h = np.bitwise_xor.accumulate(h, axis=2)[:, :, 1:]
+    assert (h < 0).any()
+    want = [[[int(h[l, t, n]) % int(vocab[l, n, e]) for n in range(max_ngram - 1) for e in range(tables)]
+             for t in range(tokens)] for l in range(layers)]
+    assert np.array_equal(got, np.array(want, np.int64).astype(np.int32))
