@@ -28,7 +28,8 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   linear_forward(w.q_b, qr.data(), rows, q.data(), ue8m0);
   linear_forward(w.kv_a, x_norm, rows, kv.data(), ue8m0);
   // Absorbed queries in bf16: [q_nope W_uk (512), rotated q_pe (64)] per head, q_nope W_uk on the bf16
-  // einsum with kv_b in bf16 (DeepSeek's weight_dequant), written straight into the query rows.
+  // einsum with W_uk in bf16 (DeepSeek's weight_dequant; stored transposed, weights.h), written straight
+  // into the query rows.
   const int64_t kvb_head = (nope + vdim) * lat;  // elements of one head's block of kv_b
   // The absorbed products run over gemm_rows(rows) rows (batch invariance, linear.h); rows past `rows` are zero.
   const int64_t grows = gemm_rows(rows);
@@ -39,9 +40,10 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
     for (int64_t d = 0; d < nope; ++d) q_nope[size_t(i * nope + d)] = f32_to_bf16(qh[d]);
     for (int64_t j = 0; j < rope; ++j) q_mla[size_t(i * dc + lat + j)] = f32_to_bf16(qh[nope + j]);
   }
-  gemm::einsum("bhd,hdr->bhr", TensorView(q_nope.data(), DType::kBF16, {grows, H, nope}),
-               TensorView(const_cast<uint16_t*>(w.kv_b_bf16), DType::kBF16, {H, nope, lat}, {kvb_head, lat, 1}),
-               TensorView(q_mla.data(), DType::kBF16, {grows, H, lat}, {H * dc, dc, 1}));
+  gemm::einsum(
+      "bhr,hdr->bhd", TensorView(q_nope.data(), DType::kBF16, {grows, H, nope}),
+      TensorView(const_cast<uint16_t*>(w.kv_b_absorbed.data()), DType::kBF16, {H, lat, nope}, {kvb_head, nope, 1}),
+      TensorView(q_mla.data(), DType::kBF16, {grows, H, lat}, {H * dc, dc, 1}));
   timer.lap(Component::kAttnProjections);
 
   // The indexer reads qr and x_norm and writes its own key cache.
@@ -105,10 +107,10 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
 
   // o[h] = o_lat[h] W_uv[h]^T on the bf16 einsum, then o_proj.
   std::vector<float> o(size_t(grows * H * vdim));
-  gemm::einsum(
-      "bhr,hdr->bhd", TensorView(o_lat.data(), DType::kBF16, {grows, H, lat}),
-      TensorView(const_cast<uint16_t*>(w.kv_b_bf16) + nope * lat, DType::kBF16, {H, vdim, lat}, {kvb_head, lat, 1}),
-      TensorView(o.data(), DType::kF32, {grows, H, vdim}));
+  gemm::einsum("bhr,hdr->bhd", TensorView(o_lat.data(), DType::kBF16, {grows, H, lat}),
+               TensorView(const_cast<uint16_t*>(w.kv_b_absorbed.data()) + nope * lat, DType::kBF16, {H, vdim, lat},
+                          {kvb_head, lat, 1}),
+               TensorView(o.data(), DType::kF32, {grows, H, vdim}));
   linear_forward(w.o_proj, o.data(), rows, out, ue8m0);
   if (positions_out) *positions_out = positions;
   timer.lap(Component::kAttnProjections);

@@ -129,16 +129,23 @@ Weights bind_weights(const TensorStore& store, const Config& c) {
     L.kv_a_norm = b.vec(a + "kv_a_layernorm.weight", c.kv_lora_rank);
     L.kv_b = b.linear(a + "kv_b_proj", c.n_heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
     L.o_proj = b.linear(a + "o_proj", c.dim, c.n_heads * c.v_head_dim);
-    if (L.kv_b.fp8) {
-      L.kv_b_dequant.resize(size_t(L.kv_b.n * L.kv_b.k));
-      std::vector<float> row(size_t(L.kv_b.k));
+    {
+      const int64_t nope = c.qk_nope_head_dim, v = c.v_head_dim, lat = c.kv_lora_rank;
+      L.kv_b_absorbed.resize(size_t(L.kv_b.n * lat));
+      std::vector<float> row(static_cast<size_t>(lat));
       for (int64_t r = 0; r < L.kv_b.n; ++r) {
         L.kv_b.row_f32(r, row.data());
-        for (int64_t j = 0; j < L.kv_b.k; ++j) L.kv_b_dequant[size_t(r * L.kv_b.k + j)] = f32_to_bf16(row[size_t(j)]);
+        const int64_t h = r / (nope + v), j = r % (nope + v);
+        uint16_t* head = L.kv_b_absorbed.data() + h * (nope + v) * lat;
+        for (int64_t x = 0; x < lat; ++x) {
+          const uint16_t b = f32_to_bf16(row[size_t(x)]);
+          if (j < nope) {
+            head[x * nope + j] = b;  // W_uk row j -> column j of the transpose
+          } else {
+            head[nope * lat + (j - nope) * lat + x] = b;
+          }
+        }
       }
-      L.kv_b_bf16 = L.kv_b_dequant.data();
-    } else {
-      L.kv_b_bf16 = reinterpret_cast<const uint16_t*>(L.kv_b.weight);
     }
     L.index_wq_b = b.linear(a + "indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank);
     L.index_wk = b.linear(a + "indexer.wk", c.index_head_dim, c.dim);

@@ -38,10 +38,11 @@ struct ExpertBank {
 };
 
 struct LayerWeights {
-  // kv_b_proj as bf16 [n_heads, nope + v, kv_lora_rank] for the absorbed products: the weight itself for
-  // bf16 checkpoints, a dequantised copy (DeepSeek's weight_dequant) for FP8 ones.
-  const uint16_t* kv_b_bf16 = nullptr;
-  std::vector<uint16_t> kv_b_dequant;
+  // kv_b_proj in bf16 (DeepSeek's weight_dequant for FP8 checkpoints) for the absorbed products, per head
+  // [W_uk transposed: kv_lora_rank x nope | W_uv: v x kv_lora_rank]: both products then contract a
+  // contiguous dimension and take the decode GEMV (W_uk as stored, nope x kv_lora_rank, had the GEMM
+  // copy it every step).
+  std::vector<uint16_t> kv_b_absorbed;
   std::vector<float> attn_norm, ffn_norm, q_a_norm, kv_a_norm, index_k_norm_w, index_k_norm_b;
   Linear q_a, q_b, kv_a, kv_b, o_proj, index_wq_b, index_wk;
   const uint16_t* index_weights_proj = nullptr;  // bf16 [index_n_heads, dim]
