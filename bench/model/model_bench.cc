@@ -48,7 +48,8 @@ read bandwidth (measured right after the row) and flops / bf16 peak (measured at
 After each row: the per-component breakdown of the median step, the GEMM part (projections, MLPs,
 experts, gate, head) against its own roofline, and the 61-layer model (3 dense + 58 MoE layers)
 extrapolated from the slice's per-layer times and bytes. After the rows: the resident memory against
-the KV cache and the weights mapped.
+the KV cache and the weights mapped. The rows need the whole checkpoint in memory: when less than 95% of
+it is resident after the load (too little memory free), a warning says the rows measure the disk.
 )";
 
 namespace {
@@ -119,6 +120,33 @@ void resident_gb(double* anon, double* file) {
     if (line.rfind("RssAnon:", 0) == 0) *anon = std::atof(line.c_str() + 8) * 1024 / 1e9;
     if (line.rfind("RssFile:", 0) == 0) *file = std::atof(line.c_str() + 8) * 1024 / 1e9;
   }
+}
+
+// Available memory (MemAvailable of /proc/meminfo), GB; NAN when unknown.
+double available_gb() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) return std::atof(line.c_str() + 13) * 1024 / 1e9;
+  return NAN;
+}
+
+// The decode rows time the kernels only while the whole checkpoint stays in memory: with less memory
+// free than it needs (other processes' memory), prefaulting cannot keep it resident and the steps read
+// experts from disk. Says so (in the summary too) when less than 95% of it is resident after the load.
+void warn_if_not_resident(const std::string& dir) {
+  std::error_code ec;
+  const double checkpoint_gb = double(std::filesystem::file_size(dir + "/model.safetensors", ec)) / 1e9;
+  if (ec || !(checkpoint_gb > 0)) return;
+  double anon = NAN, file = NAN;
+  resident_gb(&anon, &file);
+  if (!(file < 0.95 * checkpoint_gb)) return;
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "warning: %.1f GB of the %.1f GB checkpoint resident after prefaulting (%.1f GB available): the "
+                "decode rows read weights from disk, not at the kernels' speed; free memory and run again",
+                file, checkpoint_gb, available_gb());
+  std::fprintf(stderr, "[bench model] %s\n", line);
+  note("%s", line);
 }
 
 double roofline_pct(double seconds, const StepCost& cost, double dram, double peak) {
@@ -302,6 +330,7 @@ std::vector<Row> run_model_bench(const Options& options, const MachineLimits& li
       model::Model m(dir, mo);
       std::fprintf(stderr, "[bench model] model loaded (weights prefaulted) in %.1f s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+      warn_if_not_resident(dir);
       for (const DecodeCase& dc : kDecodeCases) {
         if (dc.full_only && !options.full) continue;
         std::fprintf(stderr, "[bench model] decode b=%lld context %lld\n", (long long)dc.batch, (long long)dc.context);
