@@ -14,17 +14,18 @@ const char* const kKernelsHelp = R"(usage: tessera bench kernels [--full] [--thr
 tessera.tile_kernels' memory-bound kernels (tile-language kernels called through the Python package, as
 DeepSeek's code calls TileKernels), in one Python process (python -m tessera.bench_kernels), on
 DeepSeek-V3-like shapes (hidden 7168, top-8 of 256 experts; quick / --full):
-  per_token_cast     bf16 [T, 7168] -> e4m3 codes + fp32 factors per 1 x 128        T = 2048 / 8192
+  per_token_cast     bf16 [T, 7168] -> e4m3 codes + fp32 factors per 1 x 128        T = 1024 / 8192
   per_block_cast     the same with one factor per 128 x 128 block
   cast_back          e4m3 codes + per-token factors -> bf16
   expand_to_fused    bf16 [T, 7168] rows copied to the expert-major slots of get_fused_mapping (K = slots;
-                     T = 512 / 2048 tokens, alignment 16 / 64)
+                     T = 256 / 2048 tokens, alignment 16 / 64)
   reduce_fused       the weighted sum of each token's 8 expert rows back to bf16 [T, 7168]
   transpose          bf16 [T, 7168] -> [7168, T]
-  batched_transpose  e4m3 [8, T, 7168] -> [8, 7168, T] (T = 512 / 2048)
+  batched_transpose  e4m3 [8, T, 7168] -> [8, 7168, T] (T = 256 / 2048)
   engram_hash        the Engram embedding indices of 2 layers x 8 tables for 2- and 3-grams (int64
-                     products, xor, modulo), 131072 / 1M tokens (M = tokens, N = layers, K = columns)
-  softmax_simt       float32 row softmax [1024 / 4096, 8192] written per thread (T.get_thread_binding,
+                     products, xor, modulo), 65536 / 1M tokens (M = tokens, N = layers, K = columns);
+                     the engram package has no gather kernel of its own, the indices feed the lookup
+  softmax_simt       float32 row softmax [512 / 4096, 8192] written per thread (T.get_thread_binding,
                      warp reductions, shared-memory partials); its peer is the same softmax in tile style
                      (T.reduce_max / T.reduce_sum over a row fragment): target within 1.5x
 Method: every row's operands are copied until the copies together exceed 4x L3 (tessera info) and call i
@@ -32,7 +33,9 @@ uses copy i % copies, so each call reads DRAM. Our result and each peer's are ch
 float64 reference (casts: factors = block max / 448 within 2^-22, decoded codes within half an e4m3 step;
 cast back, reduce: half a bf16 ulp plus accumulation; copies, transposes, hash: exact) on sampled rows.
 Then ours (3 calls a round) and the peers (1 each) run round by round after a warm-up call, medians
-reported; right after the row the DRAM copy bandwidth is measured in the same process.
+reported; right after the row the DRAM copy bandwidth is measured in the same process. Every call
+allocates its outputs, as the public functions do (so do numpy and torch): outputs of more than a few
+MiB are fresh pages, which the kernel zero-fills on first touch (an extra write pass, counted in the time).
 Columns:
   GB/s   = bytes read + written / time: casts 3 T H + factor bytes; cast_back the same; expand
            2 T H + 2 slots H + maps; reduce 2 T 8 H + 2 T H + weights + maps; transposes 2 x size;

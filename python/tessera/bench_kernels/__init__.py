@@ -16,12 +16,13 @@ import math
 import sys
 
 from . import _cases_layout, _cases_moe, _cases_quant, _cases_simt
+from ._case import next_row, reserve_arena
 from ._timing import copies_beyond, interleaved_medians
 
 # (tokens, hidden, ...) per size: quick (the default), --full, and --tiny (tests: seconds, no rotation)
 _SIZES = {
-    "quick": dict(tokens=2048, hidden=7168, moe_tokens=512, alignment=16, batches=8, batch_tokens=512,
-                  engram_tokens=131072, softmax_rows=1024, softmax_n=8192, budget_s=0.8),
+    "quick": dict(tokens=1024, hidden=7168, moe_tokens=256, alignment=16, batches=8, batch_tokens=256,
+                  engram_tokens=65536, softmax_rows=512, softmax_n=8192, budget_s=0.5),
     "full": dict(tokens=8192, hidden=7168, moe_tokens=2048, alignment=64, batches=8, batch_tokens=2048,
                  engram_tokens=1 << 20, softmax_rows=4096, softmax_n=8192, budget_s=2.0),
     "tiny": dict(tokens=256, hidden=384, moe_tokens=37, alignment=8, batches=3, batch_tokens=77,
@@ -93,9 +94,13 @@ def main(argv=None) -> int:
     if opts.human:
         print(f"# threads {tessera.num_threads()}, torch {torch.__version__ if torch else 'not installed'}")
         print(f"{'op':18} {'m':>7} {'n':>6} {'k':>6} {'time_ms':>9} {'GB/s':>7} {'copy':>6} {'check':>7}  peers")
-    for op, make in build_cases(size, int(_C.cpu_info()["l3_bytes"]), torch):
+    l3_bytes = int(_C.cpu_info()["l3_bytes"])
+    if size != "tiny":
+        reserve_arena(int(4.5 * l3_bytes))
+    for op, make in build_cases(size, l3_bytes, torch):
         if only and op not in only:
             continue
+        next_row()
         case = make()
         ms, copy_gbps, check, peers = measure_row(case, _SIZES[size]["budget_s"], measure_copy)
         peer_text = " ".join(f"{name}={t:.4f}" for name, t in peers)

@@ -63,7 +63,7 @@ def reduce_fused(tokens, hidden, alignment, copies_for, torch):
     gen = np.random.default_rng(10)
     x0 = gen.standard_normal((slots, hidden), dtype=np.float32).astype(BF16)
     w = gen.random((tokens, TOPK), dtype=np.float32)
-    xs = rotated(x0, copies_for(tokens * TOPK * hidden * 2))
+    xs = rotated(x0, copies_for(x0.nbytes))
     xt = [as_torch(torch, x) for x in xs] if torch else None
     pos = token_topk_to_pos.astype(np.int64)
 
