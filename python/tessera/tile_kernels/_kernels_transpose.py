@@ -11,18 +11,22 @@ from .. import language as T
 from ..tl import compile as tl_compile
 
 _TILE = 64
+# Byte tiles read 128 columns (two cache lines per input row instead of one): 3.1 -> 4.2 GB/s on
+# 2048 x 7168 from DRAM; 16-bit and wider values gained nothing from other shapes.
+_BYTE_TILE_COLS = 128
 
 
 @functools.lru_cache(maxsize=None)
 def batched_transpose(dtype: str, buffer_dtype: str):
     batches, rows, cols = T.dynamic("num_batches"), T.dynamic("shape_x"), T.dynamic("shape_y")
+    tr, tc = _TILE, _BYTE_TILE_COLS if dtype == "uint8" else _TILE
 
     @T.prim_func
     def main(x: T.Tensor((batches, rows, cols), dtype), out: T.Tensor((batches, cols, rows), dtype)):
-        with T.Kernel(T.ceildiv(cols, _TILE), T.ceildiv(rows, _TILE), batches, threads=256) as (by, bx, b):
-            tile = T.alloc_shared((_TILE, _TILE), buffer_dtype)
-            T.copy(x[b, bx * _TILE:(bx + 1) * _TILE, by * _TILE:(by + 1) * _TILE], tile)
-            for i, j in T.Parallel(_TILE, _TILE):
-                out[b, by * _TILE + i, bx * _TILE + j] = T.cast(tile[j, i], dtype)
+        with T.Kernel(T.ceildiv(cols, tc), T.ceildiv(rows, tr), batches, threads=256) as (by, bx, b):
+            tile = T.alloc_shared((tr, tc), buffer_dtype)
+            T.copy(x[b, bx * tr:(bx + 1) * tr, by * tc:(by + 1) * tc], tile)
+            for i, j in T.Parallel(tc, tr):
+                out[b, by * tc + i, bx * tr + j] = T.cast(tile[j, i], dtype)
 
     return tl_compile(main)
