@@ -28,3 +28,14 @@ def test_bad_input():
         TR.batched_transpose(np.zeros((4, 4), np.float32))
     with pytest.raises(tessera.InvalidArgumentError, match=r"transpose: argument 'x' must have dtype"):
         TR.transpose(np.zeros((4, 4), np.complex64))
+
+
+def test_bf16_bits_are_moved_not_converted(rng):
+    """NaN payloads, signalling NaNs, -0.0 and subnormals keep their exact bits (numpy and torch)."""
+    x = rng.standard_normal((2, 70, 45)).astype(ml_dtypes.bfloat16)
+    x.view(np.uint16)[0, 0, :6] = [0x7FC1, 0xFF81, 0x7F81, 0x0001, 0x8000, 0x807F]
+    got = TR.batched_transpose(x)
+    assert np.array_equal(got.view(np.uint16), x.transpose(0, 2, 1).view(np.uint16))
+    torch = pytest.importorskip("torch")
+    t = TR.transpose(torch.from_numpy(x[0].view(np.int16)).view(torch.bfloat16))
+    assert np.array_equal(t.view(torch.int16).numpy(), x[0].T.view(np.int16))

@@ -19,6 +19,7 @@ NUMPY_DTYPES = {
     "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "int8": np.dtype(np.int8),
     "uint8": np.dtype(np.uint8),
+    "int16": np.dtype(np.int16),
     "int32": np.dtype(np.int32),
     "uint32": np.dtype(np.uint32),
     "int64": np.dtype(np.int64),

@@ -2,8 +2,9 @@
 
 A block reads a 64 x 64 tile row by row into an on-chip buffer and writes it out row by row of the
 output, so both DRAM streams are contiguous and the transposition happens in L1. The buffer holds
-4-byte values (float32 for bf16, int32 for bytes): column reads of it are then hardware gathers, which
-16- and 8-bit elements lack. Byte-sized dtypes (fp8) travel as uint8.
+4-byte values (int32 for 16- and 8-bit elements): column reads of it are then hardware gathers, which
+16- and 8-bit elements lack. Byte-sized dtypes (fp8) travel as uint8 and bf16 as int16, so the bits are
+moved, never converted.
 """
 import functools
 

@@ -6,8 +6,9 @@ from .. import _kernels_transpose as K
 __all__ = ["batched_transpose", "transpose"]
 
 _DTYPES = ("bfloat16", "float32", "float8_e4m3fn", "int8", "uint8", "int32", "int64", "float64")
-# kernel dtype (bytes travel as uint8) and the on-chip buffer's dtype
-_KERNEL = {"bfloat16": ("bfloat16", "float32"), "float32": ("float32", "float32"), "float8_e4m3fn": ("uint8", "int32"),
+# kernel dtype (bytes travel as uint8, bf16 as int16: bits, never rounded, NaN payloads kept) and the
+# on-chip buffer's dtype
+_KERNEL = {"bfloat16": ("int16", "int32"), "float32": ("float32", "float32"), "float8_e4m3fn": ("uint8", "int32"),
            "int8": ("uint8", "int32"), "uint8": ("uint8", "int32"), "int32": ("int32", "int32"),
            "int64": ("int64", "int64"), "float64": ("float64", "float64")}
 
@@ -20,7 +21,7 @@ def batched_transpose(x):
     out = A.alloc(x, (b, n, m), A.dtype_name(x))
     if b and m and n:
         dtype, buffer = _KERNEL[A.dtype_name(x)]
-        as_kernel = (lambda a: A.view_as(a, "uint8")) if dtype == "uint8" else (lambda a: a)
+        as_kernel = (lambda a: A.view_as(a, dtype)) if dtype in ("uint8", "int16") else (lambda a: a)
         K.batched_transpose(dtype, buffer).call_all([as_kernel(x), as_kernel(out)])
     return out
 
