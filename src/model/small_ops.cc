@@ -7,6 +7,8 @@
 #include <functional>
 #include <numbers>
 
+#include "backends/cpu/ep_kernels.h"
+#include "backends/cpu/registry.h"
 #include "linear.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/error.h"
@@ -132,13 +134,21 @@ float q8_scale(float amax, bool ue8m0) {
 }
 
 void q8_row(const float* x, int64_t k, bool ue8m0, uint8_t* codes, float* scales) {
+  const auto& kernels = *static_cast<const cpu::EpKernels*>(cpu::cached_kernel(cpu::Slot::kEp, "model quantiser"));
   for (int64_t b = 0; b < k / 128; ++b) {
     const float* xb = x + b * 128;
     float amax = 0;
     for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(xb[i]));
     const float s = q8_scale(amax, ue8m0);
     scales[b] = s;
-    for (int i = 0; i < 128; ++i) codes[b * 128 + i] = f32_to_e4m3_sat(xb[i] / s);
+    // x / s is x * (1 / s) exactly when s is a normal power of two (every UE8M0 scale, and 1 for a zero
+    // block): the level's vector rounding then gives the division's bits.
+    const uint32_t bits = f32_bits(s);
+    if ((bits & 0x7FFFFFu) == 0 && (bits >> 23) - 1u < 254u) {
+      kernels.e4m3_sat_mul(codes + b * 128, xb, 128, 1.0f / s);
+    } else {
+      for (int i = 0; i < 128; ++i) codes[b * 128 + i] = f32_to_e4m3_sat(xb[i] / s);
+    }
   }
 }
 

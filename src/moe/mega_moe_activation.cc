@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/ep_kernels.h"
+#include "backends/cpu/registry.h"
 #include "tessera/core/dtype.h"
 
 namespace tessera::mega_moe::detail {
@@ -22,6 +24,8 @@ void swiglu_row(const uint16_t* gate_up, int64_t n, float weight, std::optional<
 }
 
 void quantize_row_e4m3_ue8m0(const float* values, int64_t n, uint8_t* e4m3, uint8_t* scale_bytes) {
+  // The level's vector rounding (the ep slot's e4m3_sat_mul): the bits of f32_to_e4m3_sat(v * inv).
+  const auto& kernels = *static_cast<const cpu::EpKernels*>(cpu::cached_kernel(cpu::Slot::kEp, "mega_moe"));
   for (int64_t g = 0; g < n / 32; ++g) {
     const float* v = values + g * 32;
     float amax = 0.0f;
@@ -31,7 +35,7 @@ void quantize_row_e4m3_ue8m0(const float* values, int64_t n, uint8_t* e4m3, uint
     const uint32_t exponent = std::min<uint32_t>((bits >> 23) + ((bits & 0x7FFFFFu) != 0), 254u);
     const float inv = f32_from_bits((254u - exponent) << 23);  // 2^-(exponent - 127)
     scale_bytes[g] = uint8_t(exponent);
-    for (int i = 0; i < 32; ++i) e4m3[g * 32 + i] = f32_to_e4m3_sat(v[i] * inv);
+    kernels.e4m3_sat_mul(e4m3 + g * 32, v, 32, inv);
   }
 }
 

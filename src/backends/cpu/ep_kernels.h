@@ -37,6 +37,10 @@ struct EpKernels {
   void (*weighted_reduce_bf16)(uint16_t* out, const uint16_t* const* rows, const float* weights, int num_rows,
                                int64_t n);
   void (*cast_e4m3)(uint8_t* out, float* scales, uint8_t* exponents, const uint16_t* x, int64_t n, int round_scale);
+  // out[i] = f32_to_e4m3_sat(x[i] * mul) (tessera/core/dtype.h: nearest even, saturating at +-448, NaN ->
+  // 0x7F with the sign). Also the activation quantisers of the model and Mega MoE, which scale by powers
+  // of two.
+  void (*e4m3_sat_mul)(uint8_t* out, const float* x, int64_t n, float mul);
 };
 
 const EpKernels* ep_kernels_scalar();

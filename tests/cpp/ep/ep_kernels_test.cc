@@ -1,9 +1,11 @@
 // Every vector ep kernel set this CPU can run (Highway's, at each level) against the portable one, bit for bit: every
-// bf16 code through the FP8 cast (both scale modes), reductions over special values (NaN, inf, subnormals, ties) with
+// bf16 code through the FP8 cast (both scale modes), fp32 values through the scaled e4m3 rounding (against
+// tessera's f32_to_e4m3_sat, the scalar set too), reductions over special values (NaN, inf, subnormals, ties) with
 // tails of every length and unaligned rows, and copies at every alignment. No communication: a plain test program, so
 // it also runs under a QEMU CPU model (qemu-x86_64 -cpu Haswell: AVX2, no AVX-512).
 #include "backends/cpu/ep_kernels.h"
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include "backends/cpu/registry.h"
 #include "tessera/core/cpu.h"
+#include "tessera/core/dtype.h"
 #include "tessera/core/memory.h"
 #include "test_util.h"
 
@@ -65,6 +68,41 @@ TEST(EpKernels, RegistryGivesEveryVectorLevelAVectorSet) {
       EXPECT_STREQ(k->name, "scalar");
     } else {
       EXPECT_STRNE(k->name, "scalar") << isa_name(level);
+    }
+  }
+}
+
+// fp32 bit patterns: a sweep over every exponent and sign with strided mantissas (every e4m3 rounding
+// boundary and tie is a mantissa of a few high bits), special values, and random ones.
+std::vector<float> e4m3_probe_values(std::mt19937& gen) {
+  std::vector<float> v;
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 65521) v.push_back(f32_from_bits(uint32_t(u)));
+  for (uint32_t e = 100; e < 145; ++e)
+    for (uint32_t m = 0; m < 64; ++m)
+      for (uint32_t low : {0u, 1u, 0x3FFFFu, 0x40000u, 0x7FFFFu})
+        for (uint32_t sign : {0u, 1u}) v.push_back(f32_from_bits(sign << 31 | e << 23 | m << 17 | low));
+  for (float x : {0.0f, -0.0f, 448.0f, -448.0f, 447.9f, 464.0f, 465.0f, 1e30f, INFINITY, -INFINITY, NAN, -NAN})
+    v.push_back(x);
+  for (int i = 0; i < 4099; ++i) v.push_back(f32_from_bits(uint32_t(gen())));
+  return v;
+}
+
+TEST(EpKernels, E4m3RoundingOfFp32MatchesTheDtypeRule) {
+  std::mt19937 gen(7);
+  const std::vector<float> x = e4m3_probe_values(gen);
+  std::vector<KernelSet> sets = vector_sets();
+  sets.push_back({"scalar", cpu::ep_kernels_scalar()});
+  for (const KernelSet& set : sets) {
+    SCOPED_TRACE(set.label);
+    for (float mul : {1.0f, 0.03125f, 128.0f}) {
+      for (int64_t n : {int64_t(x.size()), int64_t(1), int64_t(15), int64_t(17)}) {
+        std::vector<uint8_t> got(size_t(n) + 1, 0xA5);
+        set.kernels->e4m3_sat_mul(got.data(), x.data(), n, mul);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(got[size_t(i)], f32_to_e4m3_sat(x[size_t(i)] * mul))
+              << "x bits " << std::hex << f32_bits(x[size_t(i)]) << " mul " << mul;
+        EXPECT_EQ(got[size_t(n)], 0xA5) << "wrote past n = " << n;
+      }
     }
   }
 }

@@ -266,6 +266,23 @@ void cast_block(uint8_t* out, const uint16_t* x, float inverse) {
   }
 }
 
+void e4m3_sat_mul(uint8_t* out, const float* x, int64_t n, float mul) {
+  const DF df;
+  const hn::Rebind<uint8_t, DI32> dbytes;  // one code per 32-bit lane
+  const VF m = hn::Set(df, mul);
+  const int64_t step = int64_t(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + step <= n; i += step)
+    hn::StoreU(hn::DemoteTo(dbytes, e4m3_codes(hn::Mul(hn::LoadU(df, x + i), m))), dbytes, out + i);
+  if (i < n) {
+    alignas(64) float in[64] = {};
+    alignas(64) uint8_t codes[64];
+    memcpy(in, x + i, size_t(n - i) * 4);
+    hn::Store(hn::DemoteTo(dbytes, e4m3_codes(hn::Mul(hn::Load(df, in), m))), dbytes, codes);
+    memcpy(out + i, codes, size_t(n - i));
+  }
+}
+
 float float_of(uint32_t u) {
   float x;
   memcpy(&x, &u, 4);
@@ -340,7 +357,8 @@ const EpKernels* ep_kernel_table() {
                                       store_fence,
                                       reduce_bf16,
                                       weighted_reduce_bf16,
-                                      cast_e4m3};
+                                      cast_e4m3,
+                                      e4m3_sat_mul};
   return &kKernels;
 }
 

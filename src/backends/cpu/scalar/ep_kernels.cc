@@ -105,7 +105,11 @@ void cast_e4m3(uint8_t* out, float* scales, uint8_t* exponents, const uint16_t* 
   }
 }
 
-constexpr EpKernels kKernels{"scalar", copy, store_fence, reduce_bf16, weighted_reduce_bf16, cast_e4m3};
+void e4m3_sat_mul(uint8_t* out, const float* x, int64_t n, float mul) {
+  for (int64_t i = 0; i < n; ++i) out[i] = to_e4m3_sat(x[i] * mul);
+}
+
+constexpr EpKernels kKernels{"scalar", copy, store_fence, reduce_bf16, weighted_reduce_bf16, cast_e4m3, e4m3_sat_mul};
 
 }  // namespace
 
