@@ -21,6 +21,8 @@ start=$(date +%s)
 printf -- '--> cross build (cmake --preset arm64-cross, build/arm64)\n'
 cmake --preset arm64-cross >/dev/null
 nice -n 10 cmake --build build/arm64 -j2
+printf -- '--> level objects define no shared symbols (scripts/check_isa_objects.sh build/arm64)\n'
+NM=aarch64-linux-gnu-nm scripts/check_isa_objects.sh build/arm64
 
 # The emulator (toolchain file) is qemu-aarch64 without -cpu; QEMU_CPU picks the model for a whole ctest
 # run, test discovery included. The tile language compiles kernels at run time: with the cross compiler,
