@@ -34,8 +34,10 @@ float64 reference (casts: factors = block max / 448 within 2^-22, decoded codes 
 cast back, reduce: half a bf16 ulp plus accumulation; copies, transposes, hash: exact) on sampled rows.
 Then ours (3 calls a round) and the peers (1 each) run round by round after a warm-up call, medians
 reported; right after the row the DRAM copy bandwidth is measured in the same process. Every call
-allocates its outputs, as the public functions do (so do numpy and torch): outputs of more than a few
-MiB are fresh pages, which the kernel zero-fills on first touch (an extra write pass, counted in the time).
+allocates its outputs, as the public functions (and numpy and torch) do; the Python process runs with
+glibc's mmap off (MALLOC_MMAP_MAX_=0), so freed outputs are reused as under a caching allocator
+(python -m tessera.bench_kernels --fresh-outputs: outputs past 32 MiB are fresh pages each call,
+zero-filled on first touch, 1.5-3x the time of write-heavy rows here).
 Columns:
   GB/s   = bytes read + written / time: casts 3 T H + factor bytes; cast_back the same; expand
            2 T H + 2 slots H + maps; reduce 2 T 8 H + 2 T H + weights + maps; transposes 2 x size;
