@@ -167,6 +167,30 @@ def _make_prim(body, x_ann, x_sf_ann, out_ann, sf_ann):
     return main
 
 
+_CHUNK_ROWS = 32
+
+
+@T.macro
+def _chunked_block_cast(x, out, sf, bt, bc, k_blocks, tokens, fmt, round_sf, sf_layout, clamp_min):
+    """A plain-input block cast whose float32 block would not fit L1 (128 x 128 is 64 KiB): the block is
+    read in 32-row chunks twice, once for its maximum and once to encode, through a 16 KiB fragment
+    (the second read finds the bf16 block in L1 / L2)."""
+    with T.Kernel(k_blocks, T.ceildiv(tokens, bt), threads=256) as (bk, bm):
+        frag = T.alloc_fragment((_CHUNK_ROWS, bc), "float32")
+        row_max = T.alloc_fragment((_CHUNK_ROWS,), "float32")
+        amax = T.alloc_var("float32", init=0.0)
+        for c in T.serial(bt // _CHUNK_ROWS):
+            T.copy(x[bm * bt + c * _CHUNK_ROWS, bk * bc], frag)
+            T.reduce_absmax(frag, row_max, dim=1)
+            for i in T.serial(_CHUNK_ROWS):
+                amax = T.max(amax, row_max[i])
+        s, s_inv, byte = N.sf_and_inv(amax, fmt, round_sf, clamp_min)
+        L.store_sf(sf, sf_layout, bm, bk, s, byte)
+        for c in T.serial(bt // _CHUNK_ROWS):
+            T.copy(x[bm * bt + c * _CHUNK_ROWS, bk * bc], frag)
+            _store_codes(fmt, out, frag, lambda i, j: s_inv, _CHUNK_ROWS, bc, bm * bt + c * _CHUNK_ROWS, bk * bc, None)
+
+
 @functools.lru_cache(maxsize=None)
 def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: bool, sf_layout: str, mode: str,
                    clamp_min=None):
@@ -182,11 +206,15 @@ def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: 
 
     @T.macro
     def body(x, x_sf, out, sf):
+        plain = spec.sf_block is None and not spec.packed_fp4 and spec.dtype != "float8_e4m3fn"
+        if plain and bt * bc > _TILE_ELEMS and bt % _CHUNK_ROWS == 0 and mode == "cast":
+            _chunked_block_cast(x, out, sf, bt, bc, k_blocks, tokens, fmt, round_sf, sf_layout, clamp_min)
+            return
         with T.Kernel(k_blocks, T.ceildiv(tokens, bt), threads=256) as (bk, bm):
             frag = T.alloc_fragment((bt, bc), "float32")
             row_max = T.alloc_fragment((bt,), "float32")
             inv = T.alloc_var("float32")
-            if spec.sf_block is None and not spec.packed_fp4 and spec.dtype != "float8_e4m3fn":
+            if plain:
                 T.copy(x[bm * bt, bk * bc], frag)
             else:
                 for i, j in T.Parallel(bt, bc):
