@@ -6,13 +6,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/registry.h"
 #include "backends/cpu/tl_gemv.h"
+#include "core/env.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/memory.h"
@@ -51,10 +51,7 @@ constexpr int kSrcTypes = 6;  // GemmSrcType values
 // take fp16 (docs/notes/2026-12-05-tl-fp16-gemm.md). TESSERA_TL_F16_SPLIT=1 / 0 forces the split on
 // every bf16 set / on none, for measuring the choice.
 bool splits_f16(const cpu::KernelImpl& impl, const cpu::GemmKernelSet& ks, cpu::GemmSrcType a, cpu::GemmSrcType b) {
-  static const int forced = [] {
-    const char* v = std::getenv("TESSERA_TL_F16_SPLIT");
-    return v && *v ? std::atoi(v) : -1;
-  }();
+  static const int forced = int(env::integer("TESSERA_TL_F16_SPLIT", -1, 0, 1));
   if (a != cpu::GemmSrcType::kF16 || b != cpu::GemmSrcType::kF16 || ks.elem_bytes != 2) return false;
   return forced >= 0 ? forced != 0 : impl.need == Isa::kAmx;
 }
