@@ -51,21 +51,6 @@ Kernel gemm_kernel(const Operands& o, int bm, int bn, int bk) {
   return compile(kb.finish(), tl_options());
 }
 
-float round_to(DataType t, float x) {
-  switch (t) {
-    case DataType::kBFloat16:
-      return bf16_to_f32(f32_to_bf16(x));
-    case DataType::kFloat16:
-      return f16_to_f32(f32_to_f16(x));
-    case DataType::kFloat8E4M3:
-      return e4m3_to_f32(f32_to_e4m3(x));
-    case DataType::kFloat8E5M2:
-      return e5m2_to_f32(f32_to_e5m2(x));
-    default:
-      return x;
-  }
-}
-
 // Mostly normal(0, 1) values (fp16 ones mostly need their lo part: 11 significant bits), some
 // subnormals of the type and some near its largest finite value (65504 fp16, 57344 e5m2).
 float random_value(DataType t, Rng& rng) {
@@ -76,49 +61,6 @@ float random_value(DataType t, Rng& rng) {
   if (pick == 1 && t == DataType::kFloat16) return round_to(t, sign * float(rng.uniform(30000, 65504)));
   if (pick == 1 && t == DataType::kFloat8E5M2) return round_to(t, sign * float(rng.uniform(20000, 57344)));
   return round_to(t, float(rng.normal()));
-}
-
-std::vector<uint8_t> store_as(DataType t, const std::vector<float>& v) {
-  const size_t es = size_t(type_bytes(t));
-  std::vector<uint8_t> out(v.size() * es);
-  for (size_t i = 0; i < v.size(); ++i) {
-    uint16_t h = 0;
-    switch (t) {
-      case DataType::kFloat32:
-        std::memcpy(&out[i * 4], &v[i], 4);
-        break;
-      case DataType::kBFloat16:
-        h = f32_to_bf16(v[i]);
-        std::memcpy(&out[i * 2], &h, 2);
-        break;
-      case DataType::kFloat16:
-        h = f32_to_f16(v[i]);
-        std::memcpy(&out[i * 2], &h, 2);
-        break;
-      case DataType::kFloat8E4M3:
-        out[i] = f32_to_e4m3(v[i]);
-        break;
-      default:
-        out[i] = f32_to_e5m2(v[i]);
-        break;
-    }
-  }
-  return out;
-}
-
-DType dtype_of(DataType t) {
-  switch (t) {
-    case DataType::kBFloat16:
-      return DType::kBF16;
-    case DataType::kFloat16:
-      return DType::kF16;
-    case DataType::kFloat8E4M3:
-      return DType::kF8E4M3;
-    case DataType::kFloat8E5M2:
-      return DType::kF8E5M2;
-    default:
-      return DType::kF32;
-  }
 }
 
 // a is A as [M, K], b is B as [K, N] (values of their types); runs k and returns C.

@@ -114,50 +114,6 @@ Kernel gemm_kernel(const GemmCase& g, int bm, int bn, int bk) {
   return compile(kb.finish(), tl_options());
 }
 
-float round_to(DataType t, float x) {
-  switch (t) {
-    case DataType::kBFloat16:
-      return bf16_to_f32(f32_to_bf16(x));
-    case DataType::kFloat16:
-      return f16_to_f32(f32_to_f16(x));
-    case DataType::kFloat8E4M3:
-      return e4m3_to_f32(f32_to_e4m3(x));
-    default:
-      return x;
-  }
-}
-
-std::vector<uint8_t> store_as(DataType t, const std::vector<float>& v) {
-  const size_t es = size_t(type_bytes(t));
-  std::vector<uint8_t> out(v.size() * es);
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t == DataType::kFloat32) std::memcpy(&out[i * 4], &v[i], 4);
-    if (t == DataType::kBFloat16) {
-      const uint16_t h = f32_to_bf16(v[i]);
-      std::memcpy(&out[i * 2], &h, 2);
-    }
-    if (t == DataType::kFloat16) {
-      const uint16_t h = f32_to_f16(v[i]);
-      std::memcpy(&out[i * 2], &h, 2);
-    }
-    if (t == DataType::kFloat8E4M3) out[i] = f32_to_e4m3(v[i]);
-  }
-  return out;
-}
-
-DType dtype_of(DataType t) {
-  switch (t) {
-    case DataType::kBFloat16:
-      return DType::kBF16;
-    case DataType::kFloat16:
-      return DType::kF16;
-    case DataType::kFloat8E4M3:
-      return DType::kF8E4M3;
-    default:
-      return DType::kF32;
-  }
-}
-
 // Runs kernel k (from gemm_kernel(g, ...)) on random M x N x K operands and checks C against float64.
 void check_gemm(const GemmCase& g, Kernel& k, int64_t m, int64_t n, int64_t kk, Rng& rng) {
   std::vector<float> a(size_t(m * kk)), b(size_t(kk * n));
