@@ -187,13 +187,19 @@ void mla_o_to_natural_amx(float* o, int m, int d_v) {
   if (full > 0) {
     const __m512i first = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
     const __m512i second = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
-    static thread_local float* tmp = nullptr;
-    static thread_local int tmp_cols = 0;
-    if (tmp_cols < d_v) {
-      free(tmp);
-      tmp = static_cast<float*>(aligned_alloc(64, size_t(16) * d_v * 4));
-      tmp_cols = d_v;
+    // One 16-row buffer per thread, kept (freed with the thread).
+    struct RowsBuffer {
+      float* p = nullptr;
+      int cols = 0;
+      ~RowsBuffer() { free(p); }
+    };
+    static thread_local RowsBuffer buf;
+    if (buf.cols < d_v) {
+      free(buf.p);
+      buf.p = static_cast<float*>(aligned_alloc(64, size_t(16) * d_v * 4));
+      buf.cols = d_v;
     }
+    float* tmp = buf.p;
     for (int qt = 0; qt < full; ++qt) {
       float* region = o + int64_t(qt) * 16 * d_v;
       memcpy(tmp, region, size_t(16) * d_v * 4);
