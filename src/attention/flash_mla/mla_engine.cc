@@ -166,17 +166,23 @@ float finish_row(float* o, int d_v, float row_max, float row_sum) {
   return float(double(row_max) + std::log(double(row_sum)));
 }
 
-// Merges the num_splits parts of row r of a (group, row block) in split order and stores it; part s's
-// (out, lse, max) comes from part_row(s). o: d_v floats of scratch.
+// One split's row r: its normalised out (d_v floats), lse and max.
+struct SplitRow {
+  const float* out;
+  float lse, max;
+};
+
+// Merges the num_splits parts of row r of a (group, row block) in split order and stores it; part s
+// is split_row(s). o: d_v floats of scratch.
 template <class PartRow>
-void combine_row(const MlaTask& t, const Unit& u, int r, PartRow part_row, float* o) {
+void combine_row(const MlaTask& t, const Unit& u, int r, PartRow split_row, float* o) {
   float lse_max = -kInf, max_logit = -kInf;
   bool nan = false;
   for (int s = 0; s < u.num_splits; ++s) {
-    const float* row = part_row(s);
-    nan |= std::isnan(row[t.d_v]);
-    lse_max = std::max(lse_max, row[t.d_v]);
-    max_logit = std::max(max_logit, row[t.d_v + 1]);
+    const SplitRow p = split_row(s);
+    nan |= std::isnan(p.lse);
+    lse_max = std::max(lse_max, p.lse);
+    max_logit = std::max(max_logit, p.max);
   }
   if (nan) {  // a split saw a NaN score: the whole row is NaN (finish_row)
     const float q_nan = std::numeric_limits<float>::quiet_NaN();
@@ -190,13 +196,13 @@ void combine_row(const MlaTask& t, const Unit& u, int r, PartRow part_row, float
     return;
   }
   double total = 0;
-  for (int s = 0; s < u.num_splits; ++s) total += std::exp(double(part_row(s)[t.d_v]) - lse_max);
+  for (int s = 0; s < u.num_splits; ++s) total += std::exp(double(split_row(s).lse) - lse_max);
   const double lse = double(lse_max) + std::log(total);
   for (int s = 0; s < u.num_splits; ++s) {
-    const float* row = part_row(s);
-    const float w = float(std::exp(double(row[t.d_v]) - lse));
+    const SplitRow p = split_row(s);
+    const float w = float(std::exp(double(p.lse) - lse));
     if (w == 0) continue;
-    for (int c = 0; c < t.d_v; ++c) o[c] += w * row[c];
+    for (int c = 0; c < t.d_v; ++c) o[c] += w * p.out[c];
   }
   t.store(u.group, u.row0 + r, o, float(lse), max_logit);
 }
@@ -218,8 +224,7 @@ void run_unit(const MlaTask& t, const Unit& u, TokenList* list, const Partials& 
     }
     return;
   }
-  // Rows normalised in place; row r's lse and max go to its two floats of `tail` (own part of the merge).
-  const int64_t stride = parts.stride;
+  // Rows normalised in place; row r's lse and max go to own[2r], own[2r + 1].
   float* own = static_cast<float*>(thread_scratch(6, size_t(u.nrows) * 2 * 4));
   for (int r = 0; r < u.nrows; ++r) {
     float* o = b.o + size_t(r) * t.d_v;
@@ -241,19 +246,15 @@ void run_unit(const MlaTask& t, const Unit& u, TokenList* list, const Partials& 
     // Another part finished in between and left the merge to this one: its rows are in place now.
   }
   float* merged = static_cast<float*>(thread_scratch(7, size_t(t.d_v) * 4));
-  float* own_row = static_cast<float*>(thread_scratch(5, size_t(stride) * 4));
-  for (int r = 0; r < u.nrows; ++r) {
-    const bool written = !last;
-    if (!written) {
-      std::memcpy(own_row, b.o + size_t(r) * t.d_v, size_t(t.d_v) * 4);
-      own_row[t.d_v] = own[2 * r];
-      own_row[t.d_v + 1] = own[2 * r + 1];
-    }
+  for (int r = 0; r < u.nrows; ++r)
     combine_row(
         t, u, r,
-        [&](int s) -> const float* { return s == u.split && !written ? own_row : parts.row(u.partial + s, r); },
+        [&](int s) -> SplitRow {
+          if (s == u.split && last) return {b.o + size_t(r) * t.d_v, own[2 * r], own[2 * r + 1]};
+          const float* row = parts.row(u.partial + s, r);
+          return {row, row[t.d_v], row[t.d_v + 1]};
+        },
         merged);
-  }
 }
 
 }  // namespace
