@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "backends/cpu/amx/mla_amx.h"
+#include "backends/cpu/avx512bf16/mla_o_order.h"
 #include "backends/cpu/mla_kernel_set.h"
 
 namespace tessera::cpu {
@@ -179,14 +180,11 @@ void mla_pv_amx(const void* const* v_rows, int nt, const uint16_t* p_pairs, cons
 }
 
 // One pass per full query tile: its 16 x d_v floats through a buffer, then each row's 32-column groups from
-// the tiles (ct, ct + 1) with the avx512bf16 set's column order undone (natural column n of a group sits
-// at 4*(n/8) + n%8 for n%8 < 4, else at 16 + 4*(n/8) + n%8 - 4). Rows of a partial last tile are
-// row-major already and take the avx512bf16 set's pass.
+// the tiles (ct, ct + 1) with the avx512bf16 set's column order undone (mla_o_order.h). Rows of a partial
+// last tile are row-major already and take the avx512bf16 set's pass.
 void mla_o_to_natural_amx(float* o, int m, int d_v) {
   const int full = m / 16;
   if (full > 0) {
-    const __m512i first = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
-    const __m512i second = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
     // One 16-row buffer per thread, kept (freed with the thread).
     struct RowsBuffer {
       float* p = nullptr;
@@ -205,10 +203,9 @@ void mla_o_to_natural_amx(float* o, int m, int d_v) {
       memcpy(tmp, region, size_t(16) * d_v * 4);
       for (int r = 0; r < 16; ++r)
         for (int ct = 0; ct < d_v / 16; ct += 2) {
-          const __m512 lo = _mm512_load_ps(tmp + ct * 256 + r * 16), hi = _mm512_load_ps(tmp + (ct + 1) * 256 + r * 16);
-          float* dst = region + int64_t(r) * d_v + ct * 16;
-          _mm512_storeu_ps(dst, _mm512_permutex2var_ps(lo, first, hi));
-          _mm512_storeu_ps(dst + 16, _mm512_permutex2var_ps(lo, second, hi));
+          avx512bf16::store_o_group_natural(_mm512_load_ps(tmp + ct * 256 + r * 16),
+                                            _mm512_load_ps(tmp + (ct + 1) * 256 + r * 16),
+                                            region + int64_t(r) * d_v + ct * 16);
         }
     }
   }

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "backends/cpu/avx512bf16/mla_o_order.h"
 #include "backends/cpu/mla_kernel_set.h"
 
 namespace tessera::cpu {
@@ -108,15 +109,10 @@ void pv_columns(const void* const* k_rows, int nt, const uint16_t* p_pairs, int 
 }  // namespace
 
 void mla_o_to_natural_avx512bf16(float* o, int m, int d_v) {
-  // Natural column n of a 32-column group sits at 4*(n/8) + n%8 (n%8 < 4) or 16 + 4*(n/8) + n%8 - 4.
-  const __m512i first = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
-  const __m512i second = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
   for (int r = 0; r < m; ++r)
     for (int c = 0; c < d_v; c += 32) {
       float* p = o + int64_t(r) * d_v + c;
-      const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
-      _mm512_storeu_ps(p, _mm512_permutex2var_ps(lo, first, hi));
-      _mm512_storeu_ps(p + 16, _mm512_permutex2var_ps(lo, second, hi));
+      avx512bf16::store_o_group_natural(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16), p);
     }
 }
 
