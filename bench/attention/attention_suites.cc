@@ -68,6 +68,9 @@ Method: dq on sampled query rows and dk, dv on sampled keys checked first agains
   %limit  = GFLOP/s / bf16_peak_gflops (the level's matrix or vector bf16 peak) measured right after the row
   peer    = a naive backward per head: oneDNN S = Q.K^T and dP = dO.V^T (bf16 out), P and dS in fp32 loops
             (materialised, transposed copies too), oneDNN dV = P^T.dO, dK = dS^T.Q, dQ = dS.K
+  ceiling = tessera's own bf16 GEMM (nt, its fastest layout) on the five products of one head, timed
+            after the row and counted like it (2.5x the forward's flops over the five GEMMs' time): a
+            backward made of these products runs at best at this rate; the summary prints each row's share
 )";
 
 std::vector<Row> run_attention_bench(const Options& options, const MachineLimits& limits) {

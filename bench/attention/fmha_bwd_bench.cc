@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/fmha_bwd_ceiling.h"
 #include "limit_pct.h"
 #include "peers/onednn_matmul.h"
 #include "quick_scale.h"
@@ -229,6 +230,8 @@ void run_case(const FmhaCase& c, const MachineLimits& lim, Row* row) {
   row->time_ms = ms;
   row->gflops = p.flops() / (ms * 1e-3) * 1e-9;
   set_bf16_peak_pct(row, lim);
+  const double ceiling = fmha_bwd_gemm_ceiling_gflops(p.s, kDqk, kDv);
+  if (row->limit_value > 0) row->pct_ceiling = 100.0 * ceiling / row->limit_value;
   if (!OnednnMatmul::available()) return;
   row->peer = "naive+" + OnednnMatmul::label();
   try {
@@ -272,6 +275,20 @@ std::vector<Row> run_fmha_bwd_bench(const Options& options, const MachineLimits&
   return rows;
 }
 
-void print_fmha_bwd_summary(std::FILE*, const std::vector<Row>&) {}
+// Each row against its GEMM ceiling (pct_ceiling: the ceiling's rate over the same limit figure).
+void print_fmha_bwd_summary(std::FILE* out, const std::vector<Row>& rows) {
+  bool any = false;
+  for (const Row& r : rows) {
+    if (r.op.rfind("fmha_bwd", 0) != 0 || !r.ok() || !(r.pct_ceiling > 0) || !(r.limit_value > 0)) continue;
+    if (!any)
+      std::fprintf(out,
+                   "\nFMHA backward against the GEMM ceiling (tessera's bf16 GEMM on one head's five products):\n");
+    any = true;
+    const double ceiling = r.pct_ceiling * r.limit_value / 100.0;
+    std::fprintf(out, "  %-16s %8.1f GFLOP/s  GEMM ceiling %8.1f GFLOP/s (%s of the limit)  %s of the ceiling\n",
+                 r.op.c_str(), r.gflops, ceiling, format_pct(r.pct_ceiling).c_str(),
+                 format_pct(100.0 * r.gflops / ceiling).c_str());
+  }
+}
 
 }  // namespace tessera::bench
