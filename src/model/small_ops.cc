@@ -20,6 +20,18 @@ namespace {
 
 constexpr double kNormEps = 1e-6;
 
+// Four floats in a vector register (SSE / NEON) through the compiler's vector extension; element-wise
+// operations only, each rounded as the scalar one.
+using F4 = float __attribute__((vector_size(16)));
+F4 load4(const float* p) {
+  F4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+void store4(float* p, F4 v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
 // Rows per parallel chunk so tiny problems stay on one thread.
 void for_rows(int64_t rows, int64_t work_per_row, const std::function<void(int64_t, int64_t)>& fn) {
   if (rows * work_per_row < 16384 || rows == 1) {
@@ -33,13 +45,20 @@ void for_rows(int64_t rows, int64_t work_per_row, const std::function<void(int64
 
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float* y) {
   for_rows(rows, n, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = x + r * n;
-      float* yr = y + r * n;
-      double ss = 0;
-      for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * xr[i];
-      const float inv = float(1.0 / std::sqrt(ss / double(n) + kNormEps));
-      for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv * w[i];
+    // Up to 8 rows' sums of squares side by side: each row is still summed in order (the same bits),
+    // but the rows' add chains overlap instead of waiting one add latency per element.
+    constexpr int64_t kRows = 8;
+    for (int64_t rb = r0; rb < r1; rb += kRows) {
+      const int64_t nr = std::min(kRows, r1 - rb);
+      double ss[kRows] = {};
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < nr; ++r) ss[r] += double(x[(rb + r) * n + i]) * x[(rb + r) * n + i];
+      for (int64_t r = 0; r < nr; ++r) {
+        const float* xr = x + (rb + r) * n;
+        float* yr = y + (rb + r) * n;
+        const float inv = float(1.0 / std::sqrt(ss[r] / double(n) + kNormEps));
+        for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv * w[i];
+      }
     }
   });
 }
@@ -113,15 +132,24 @@ void rope_halves(float* x, const RopeTable& t, int64_t pos) {
 }
 
 void hadamard128(float* x) {
-  for (int h = 1; h < 128; h *= 2)
+  // Stages 1 and 2 inside each group of 4 values, then the wider stages on 4-wide vectors: every value
+  // sees the same adds in the same stage order as the textbook loop, so the same bits.
+  for (int g = 0; g < 128; g += 4) {
+    const float a0 = x[g] + x[g + 1], a1 = x[g] - x[g + 1], a2 = x[g + 2] + x[g + 3], a3 = x[g + 2] - x[g + 3];
+    x[g] = a0 + a2;
+    x[g + 1] = a1 + a3;
+    x[g + 2] = a0 - a2;
+    x[g + 3] = a1 - a3;
+  }
+  for (int h = 4; h < 128; h *= 2)
     for (int i = 0; i < 128; i += 2 * h)
-      for (int j = i; j < i + h; ++j) {
-        const float a = x[j], b = x[j + h];
-        x[j] = a + b;
-        x[j + h] = a - b;
+      for (int j = i; j < i + h; j += 4) {
+        const F4 a = load4(x + j), b = load4(x + j + h);
+        store4(x + j, a + b);
+        store4(x + j + h, a - b);
       }
-  const float norm = float(1.0 / std::sqrt(128.0));
-  for (int i = 0; i < 128; ++i) x[i] *= norm;
+  const F4 norm = F4{} + float(1.0 / std::sqrt(128.0));
+  for (int i = 0; i < 128; i += 4) store4(x + i, load4(x + i) * norm);
 }
 
 float q8_scale(float amax, bool ue8m0) {
@@ -137,8 +165,13 @@ void q8_row(const float* x, int64_t k, bool ue8m0, uint8_t* codes, float* scales
   const auto& kernels = *static_cast<const cpu::EpKernels*>(cpu::cached_kernel(cpu::Slot::kEp, "model quantiser"));
   for (int64_t b = 0; b < k / 128; ++b) {
     const float* xb = x + b * 128;
+    // amax in 16 independent lanes (vector registers, no serial max chain): max is exact in any order,
+    // and a NaN never wins, as with std::max(amax, |x|).
+    float lane[16] = {};
+    for (int i = 0; i < 128; i += 16)
+      for (int j = 0; j < 16; ++j) lane[j] = std::max(lane[j], std::fabs(xb[i + j]));
     float amax = 0;
-    for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    for (int j = 0; j < 16; ++j) amax = std::max(amax, lane[j]);
     const float s = q8_scale(amax, ue8m0);
     scales[b] = s;
     // x / s is x * (1 / s) exactly when s is a normal power of two (every UE8M0 scale, and 1 for a zero

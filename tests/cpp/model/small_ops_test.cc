@@ -124,6 +124,56 @@ TEST(ModelSmallOps, Q8MatchesDefinition) {
   }
 }
 
+// The model's bits are fixed by the plain loops: the vectorised forms must give exactly their results.
+TEST(ModelSmallOps, RmsNormBitsAreThoseOfTheSequentialSum) {
+  const int64_t n = 257;
+  for (const int64_t rows : {1, 3, 8, 11, 17}) {
+    const auto x = randn(size_t(rows * n), uint64_t(20 + rows), 7.0), w = randn(size_t(n), 21);
+    std::vector<float> y(x.size());
+    rms_norm(x.data(), w.data(), rows, n, y.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += double(x[size_t(r * n + i)]) * x[size_t(r * n + i)];
+      const float inv = float(1.0 / std::sqrt(ss / double(n) + 1e-6));
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(f32_bits(y[size_t(r * n + i)]), f32_bits(x[size_t(r * n + i)] * inv * w[size_t(i)]))
+            << "rows " << rows << " row " << r << " col " << i;
+    }
+  }
+}
+
+TEST(ModelSmallOps, HadamardBitsAreThoseOfTheButterflyLoop) {
+  for (uint64_t seed = 30; seed < 40; ++seed) {
+    const auto x = randn(128, seed, 100.0);
+    std::vector<float> ref = x, y = x;
+    for (int h = 1; h < 128; h *= 2)
+      for (int i = 0; i < 128; i += 2 * h)
+        for (int j = i; j < i + h; ++j) {
+          const float a = ref[size_t(j)], b = ref[size_t(j + h)];
+          ref[size_t(j)] = a + b;
+          ref[size_t(j + h)] = a - b;
+        }
+    for (float& v : ref) v *= float(1.0 / std::sqrt(128.0));
+    hadamard128(y.data());
+    for (int i = 0; i < 128; ++i) ASSERT_EQ(f32_bits(y[size_t(i)]), f32_bits(ref[size_t(i)])) << i;
+  }
+}
+
+TEST(ModelSmallOps, Q8AmaxSkipsNanAndKeepsInfinity) {
+  for (const bool ue8m0 : {false, true}) {
+    auto x = randn(256, 41, 3.0);
+    x[77] = NAN;  // a NaN never becomes the amax, as with std::max(amax, |x|)
+    x[128 + 5] = -INFINITY;
+    float amax = 0;
+    for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(x[size_t(i)]));
+    std::vector<uint8_t> codes(x.size());
+    float scales[2];
+    q8_row(x.data(), 256, ue8m0, codes.data(), scales);
+    EXPECT_EQ(scales[0], q8_scale(amax, ue8m0));
+    EXPECT_EQ(scales[1], q8_scale(INFINITY, ue8m0));
+  }
+}
+
 TEST(ModelSmallOps, Bf16ProductMatchesFloat64) {
   const int64_t rows = 3, n = 37, k = 200;
   const auto x = randn(size_t(rows * k), 7), wf = randn(size_t(n * k), 8);
