@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "attention/flash_mla/mla_rows.h"
+#include "backends/cpu/ep_kernels.h"
+#include "backends/cpu/registry.h"
 #include "tessera/core/thread_pool.h"
 
 namespace tessera::flash_mla {
@@ -27,15 +29,39 @@ float tile_scale(float amax) {
 
 // Tile scales and e4m3 values of one token row (d bf16 values, element stride `stride`).
 void quantize_token(const uint16_t* x, int64_t stride, const LayoutInfo& li, uint8_t* values, float* scales) {
+  const auto& ep = *static_cast<const cpu::EpKernels*>(cpu::cached_kernel(cpu::Slot::kEp, "quantize_k_cache"));
+  float xf[128];  // one tile (64 or 128 values) in f32
   for (int64_t t = 0; t < li.tiles; ++t) {
+    const int64_t n = li.tile;
+    for (int64_t i = 0; i < n; ++i) xf[i] = bf16_to_f32(x[(t * n + i) * stride]);
+    // amax in 16 independent lanes: max is exact in any order and, as with fmax, a NaN never wins.
+    float lane[16] = {};
+    for (int64_t i = 0; i < n; i += 16)
+      for (int j = 0; j < 16; ++j) lane[j] = std::max(lane[j], std::fabs(xf[i + j]));
     float amax = 0;
-    for (int64_t i = t * li.tile; i < (t + 1) * li.tile; ++i)
-      amax = std::fmax(amax, std::fabs(bf16_to_f32(x[i * stride])));
+    for (int j = 0; j < 16; ++j) amax = std::max(amax, lane[j]);
     const float s = tile_scale(amax);
     scales[t] = s;
-    for (int64_t i = t * li.tile; i < (t + 1) * li.tile; ++i)
-      values[i] = f32_to_e4m3_sat(bf16_to_f32(x[i * stride]) / s);
+    // s is a power of two: x / s is x * (1 / s) exactly while 1 / s is normal (every finite amax).
+    const uint32_t bits = f32_bits(s);
+    if ((bits >> 23) - 1u < 254u) {
+      ep.e4m3_sat_mul(values + t * n, xf, n, 1.0f / s);
+    } else {
+      for (int64_t i = 0; i < n; ++i) values[t * n + i] = f32_to_e4m3_sat(xf[i] / s);
+    }
   }
+}
+
+// e4m3 code -> f32, all 256 codes (the dequantiser's lookup).
+struct E4m3Table {
+  float v[256];
+  E4m3Table() {
+    for (int b = 0; b < 256; ++b) v[b] = e4m3_to_f32(uint8_t(b));
+  }
+};
+const E4m3Table& e4m3_table() {
+  static const E4m3Table t;
+  return t;
 }
 
 void check_bf16_cache(const char* fn, const char* arg, const TensorView& t, const LayoutInfo& li) {
@@ -105,6 +131,7 @@ void dequantize_k_cache(const TensorView& quant, KvCacheLayout layout, const Ten
   check_bf16_cache(fn, "out", out, li);
   check_pair(fn, out, "out", quant, "quant_k_cache", layout);
   check_no_overlap(fn, "out", out, "quant_k_cache", quant);
+  const E4m3Table& lut = e4m3_table();
   parallel_for(out.shape[0] * out.shape[1], [&](int64_t begin, int64_t end) {
     for (int64_t slot = begin; slot < end; ++slot) {
       const int64_t blk = slot / c.block_size, off = slot % c.block_size;
@@ -116,8 +143,9 @@ void dequantize_k_cache(const TensorView& quant, KvCacheLayout layout, const Ten
       } else {
         for (int64_t t = 0; t < 7; ++t) scales[t] = ue8m0_to_f32(c.model1_scales(slot)[t]);
       }
-      for (int64_t i = 0; i < li.nope; ++i)
-        y[i * out.strides[3]] = f32_to_bf16(e4m3_to_f32(tok[i]) * scales[i / li.tile]);
+      for (int64_t t = 0; t < li.tiles; ++t)
+        for (int64_t i = t * li.tile; i < (t + 1) * li.tile; ++i)
+          y[i * out.strides[3]] = f32_to_bf16(lut.v[tok[i]] * scales[t]);
       const uint8_t* rope = tok + (layout == KvCacheLayout::kV32 ? 528 : 448);
       for (int64_t i = 0; i < 64; ++i) std::memcpy(&y[(li.nope + i) * out.strides[3]], rope + 2 * i, 2);
     }
