@@ -51,9 +51,9 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
 
   // Latent rows: RMSNorm(kv[:512]) and rotated k_pe, rounded to bf16, quantised into the cache.
   std::vector<uint16_t> latent_rows(size_t(rows * dc));
+  rms_norm_strided(kv.data(), dc, w.kv_a_norm.data(), rows, lat, kv.data());
   for (int64_t r = 0; r < rows; ++r) {
     float* kr = kv.data() + r * dc;
-    rms_norm(kr, w.kv_a_norm.data(), 1, lat, kr);
     rope_interleaved(kr + lat, m.rope, batch.pos[size_t(r)]);
     for (int64_t j = 0; j < dc; ++j) latent_rows[size_t(r * dc + j)] = f32_to_bf16(kr[j]);
   }

@@ -41,26 +41,31 @@ void for_rows(int64_t rows, int64_t work_per_row, const std::function<void(int64
   parallel_for(rows, fn);
 }
 
+// RMSNorm of R rows at once: each row's double sum of squares keeps its order (the same bits), the R
+// chains sit in registers side by side instead of one add latency per element.
+template <int R>
+void rms_norm_rows(const float* x, int64_t ld, const float* w, int64_t n, float* y) {
+  double ss[R] = {};
+  for (int64_t i = 0; i < n; ++i)
+    for (int r = 0; r < R; ++r) ss[r] += double(x[r * ld + i]) * x[r * ld + i];
+  for (int r = 0; r < R; ++r) {
+    const float inv = float(1.0 / std::sqrt(ss[r] / double(n) + kNormEps));
+    for (int64_t i = 0; i < n; ++i) y[r * ld + i] = x[r * ld + i] * inv * w[i];
+  }
+}
+
 }  // namespace
 
-void rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float* y) {
+void rms_norm_strided(const float* x, int64_t ld, const float* w, int64_t rows, int64_t n, float* y) {
   for_rows(rows, n, [&](int64_t r0, int64_t r1) {
-    // Up to 8 rows' sums of squares side by side: each row is still summed in order (the same bits),
-    // but the rows' add chains overlap instead of waiting one add latency per element.
-    constexpr int64_t kRows = 8;
-    for (int64_t rb = r0; rb < r1; rb += kRows) {
-      const int64_t nr = std::min(kRows, r1 - rb);
-      double ss[kRows] = {};
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t r = 0; r < nr; ++r) ss[r] += double(x[(rb + r) * n + i]) * x[(rb + r) * n + i];
-      for (int64_t r = 0; r < nr; ++r) {
-        const float* xr = x + (rb + r) * n;
-        float* yr = y + (rb + r) * n;
-        const float inv = float(1.0 / std::sqrt(ss[r] / double(n) + kNormEps));
-        for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv * w[i];
-      }
-    }
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) rms_norm_rows<4>(x + r * ld, ld, w, n, y + r * ld);
+    for (; r < r1; ++r) rms_norm_rows<1>(x + r * ld, ld, w, n, y + r * ld);
   });
+}
+
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float* y) {
+  rms_norm_strided(x, n, w, rows, n, y);
 }
 
 void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t n, float* y) {

@@ -12,6 +12,8 @@ namespace tessera::model {
 
 // y = x * rsqrt(mean(x^2) + 1e-6) * w, rows of n (y may be x).
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float* y);
+// The same over the first n values of rows ld apart (x and y alike).
+void rms_norm_strided(const float* x, int64_t ld, const float* w, int64_t rows, int64_t n, float* y);
 // y = (x - mean) * rsqrt(var + 1e-6) * w + b, rows of n (y may be x).
 void layer_norm(const float* x, const float* w, const float* b, int64_t rows, int64_t n, float* y);
 

@@ -139,6 +139,16 @@ TEST(ModelSmallOps, RmsNormBitsAreThoseOfTheSequentialSum) {
         ASSERT_EQ(f32_bits(y[size_t(r * n + i)]), f32_bits(x[size_t(r * n + i)] * inv * w[size_t(i)]))
             << "rows " << rows << " row " << r << " col " << i;
     }
+    // The strided form over the first n - 6 values of each row, in place; the rest of a row untouched.
+    std::vector<float> z = x;
+    rms_norm_strided(z.data(), n, w.data(), rows, n - 6, z.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> expect(size_t(n - 6));
+      rms_norm(x.data() + r * n, w.data(), 1, n - 6, expect.data());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(f32_bits(z[size_t(r * n + i)]), f32_bits(i < n - 6 ? expect[size_t(i)] : x[size_t(r * n + i)]))
+            << "strided, rows " << rows << " row " << r << " col " << i;
+    }
   }
 }
 
