@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "attention/flash_mla/mla_bwd_products.h"
+#include "attention/flash_mla/mla_bwd_store_limit.h"
 #include "attention/flash_mla/mla_rows.h"
 #include "attention/flash_mla/mla_varlen_args.h"
 #include "backends/cpu/mla_bwd_kernel_set.h"
@@ -42,6 +43,12 @@ constexpr size_t kBatchBytes = size_t(512) << 20;
 constexpr size_t kStashBytes = size_t(8) << 20;
 // The calling thread keeps a batch arena up to this size between calls (fresh pages cost a fault each).
 constexpr size_t kKeptArenaBytes = size_t(64) << 20;
+// The row pass stores P and dS for the key pass when every group's take at most this much (the default of
+// bwd_store_limit)...
+std::atomic<size_t> store_group_bytes{size_t(32) << 20};
+// ...and a batch then holds groups whose stores add up to at most this (at least one group), so that what
+// the row pass writes is still in cache when the key pass reads it.
+constexpr size_t kStoreBatchBytes = size_t(16) << 20;
 
 size_t align64(size_t x) {
   return (x + 63) & ~size_t(63);
@@ -53,6 +60,7 @@ int round_up(int x, int to) {
 // Register tiles of the products; every B side is packed for the tile of its product.
 struct Tiles {
   cpu::GemmTile s, dq, st, dv, dk;  // S and dP | dQ | S^T and dP^T | dV | dK
+  cpu::GemmTile dvt, dkt;           // stored P and dS: dV^T = dO^T P | dK^T = Q^T dS
 };
 
 struct Problem {
@@ -66,6 +74,8 @@ struct Problem {
   BwdGemm gemm;
   Tiles tiles;
   bool bf16_ops = false;     // operands in bf16 (else fp32)
+  bool store_pds = false;    // the row pass keeps P and dS for the key pass (else it recomputes them)
+  bool pair_panels = false;  // bf16 operands packed as K pairs: the tile ops write stored P, dS as b-panels
   int R = 0, T = 0;          // query rows per row tile, keys per key tile
   std::vector<float> delta;  // [total_q * h_q]: sum_t P dP - dlse, written by the row pass
 
@@ -86,7 +96,10 @@ struct Problem {
 // Bytes of each packed form of one tile (a whole tile's worth, also for a shorter last tile).
 struct PackSizes {
   size_t kb, vb, ktb, qb, dob, qtb, dotb;
-  PackSizes(const Problem& pb) {
+  size_t qta, dota;    // store_pds: Q^T and dO^T of a row tile prepared as A sides
+  size_t pb_p, pb_ds;  // store_pds: one tile pair's P and dS packed as B sides (K = the tile's rows)
+  bool store = false;
+  PackSizes(const Problem& pb) : store(pb.store_pds) {
     const BwdGemm& m = pb.gemm;
     const int dq = int(pb.l.d_qk), dv = int(pb.l.d_v), R = pb.R, T = pb.T;
     kb = align64(m.packed_b_bytes(pb.tiles.s.nr, T, dq));
@@ -96,9 +109,18 @@ struct PackSizes {
     dob = align64(m.packed_b_bytes(pb.tiles.st.nr, R, dv));
     qtb = align64(m.packed_b_bytes(pb.tiles.dk.nr, dq, R));
     dotb = align64(m.packed_b_bytes(pb.tiles.dv.nr, dv, R));
+    qta = align64(m.prepared_a_bytes(dq, R));
+    dota = align64(m.prepared_a_bytes(dv, R));
+    pb_p = align64(m.packed_b_bytes(pb.tiles.dvt.nr, T, R));
+    pb_ds = align64(m.packed_b_bytes(pb.tiles.dkt.nr, T, R));
+  }
+  // Bytes of a group's stored P and dS (every tile pair, whole tiles).
+  size_t stored_bytes(const Problem& pb, int64_t rows, int64_t keys) const {
+    return size_t((rows + pb.R - 1) / pb.R) * size_t((keys + pb.T - 1) / pb.T) * (pb_p + pb_ds);
   }
   size_t key_tile() const { return kb + vb + ktb; }
-  size_t row_tile() const { return qb + dob + qtb + dotb; }
+  // Recomputing: Q, dO, Q^T, dO^T packed as B sides; storing: Q^T, dO^T prepared as A sides.
+  size_t row_tile() const { return store ? qta + dota : qb + dob + qtb + dotb; }
 };
 
 // One group's operands inside the batch arena.
@@ -109,8 +131,16 @@ struct Group {
   char* dout;
   char* k;  // [keys][d_qk], then v [keys][d_v]
   char* v;
-  char* row_packs;  // per row tile: Q, dO, Q^T, dO^T packed
-  char* key_packs;  // per key tile: K, V, K^T packed
+  char* row_packs;   // per row tile: Q, dO, Q^T, dO^T packed
+  char* key_packs;   // per key tile: K, V, K^T packed
+  char* pds;         // store_pds: per (row tile, key tile), row-tile major: P then dS packed
+  size_t row_task0;  // index of the group's first row tile among the batch's row tasks
+
+  // The stored P of the pair (row tile starting at r0, key tile starting at k0); dS follows it.
+  char* stored(const PackSizes& ps, const Problem& pb, int64_t r0, int64_t k0) const {
+    const int64_t key_tiles = (keys + pb.T - 1) / pb.T;
+    return pds + size_t((r0 / pb.R) * key_tiles + k0 / pb.T) * (ps.pb_p + ps.pb_ds);
+  }
 };
 
 size_t group_bytes(const Problem& pb, const PackSizes& ps, int64_t rows, int64_t keys) {
@@ -119,13 +149,13 @@ size_t group_bytes(const Problem& pb, const PackSizes& ps, int64_t rows, int64_t
   const int64_t row_tiles = (rows + R - 1) / R, key_tiles = (keys + T - 1) / T;
   return align64(size_t(rows) * size_t(pb.l.d_qk + pb.l.d_v) * es) * 2 +
          align64(size_t(keys) * size_t(pb.l.d_qk + pb.l.d_v) * es) * 2 + size_t(row_tiles) * ps.row_tile() +
-         size_t(key_tiles) * ps.key_tile();
+         size_t(key_tiles) * ps.key_tile() + (pb.store_pds ? ps.stored_bytes(pb, rows, keys) : 0);
 }
 
 // Buffers of one thread.
 struct Scratch {
   AlignedPtr<char> a1, a2, a3, a4, op1, op2;
-  AlignedPtr<float> s, dp, acc1, acc2, stash, lse, delta, unused;
+  AlignedPtr<float> s, dp, acc1, acc2, stash, lse, delta, unused, column;
   AlignedPtr<int> vis;
   size_t stash_floats = 0;
   int64_t ld_tile = 0;  // row stride of s and dp
@@ -152,8 +182,11 @@ struct Scratch {
     s = aligned_array<float>(size_t(n) * size_t(ld_tile));
     dp = aligned_array<float>(size_t(n) * size_t(ld_tile));
     const int ld_acc = round_up(d, 48);  // room for any tile's last panel
-    acc1 = aligned_array<float>(size_t(n) * size_t(ld_acc + 48));
-    acc2 = aligned_array<float>(size_t(n) * size_t(ld_acc + 48));
+    // Transposed accumulators (dV^T, dK^T): d rows (to whole register tiles) of the keys' panels.
+    const size_t transposed = size_t(round_up(d, 32)) * size_t(round_up(T, 48) + 48);
+    acc1 = aligned_array<float>(std::max(size_t(n) * size_t(ld_acc + 48), transposed));
+    acc2 = aligned_array<float>(std::max(size_t(n) * size_t(ld_acc + 48), transposed));
+    column = aligned_array<float>(size_t(d));
     lse = aligned_array<float>(size_t(n));
     delta = aligned_array<float>(size_t(n));
     unused = aligned_array<float>(size_t(n));
@@ -233,8 +266,10 @@ struct TileTask {
   int64_t start;  // first row (row tiles) or key (key tiles)
 };
 
+// Gathers every tile's operands and packs (or prepares) them; with store_pds, row task n's Q^T and dO^T
+// A sides go to (*row_prep)[2n] and [2n + 1].
 void gather_and_pack(const Problem& pb, const PackSizes& ps, const std::vector<TileTask>& row_tasks,
-                     const std::vector<TileTask>& key_tasks) {
+                     const std::vector<TileTask>& key_tasks, std::vector<BwdGemm::Prepared>* row_prep) {
   const int dq = int(pb.l.d_qk), dv = int(pb.l.d_v), R = pb.R, T = pb.T;
   const size_t es = pb.bf16_ops ? 2 : 4;
   const BwdGemm& m = pb.gemm;
@@ -252,6 +287,11 @@ void gather_and_pack(const Problem& pb, const PackSizes& ps, const std::vector<T
         gather(pb, pb.dout, tok, h, dv, o + size_t(x) * dv * es);
       }
       char* pk = gr.row_packs + size_t(t.start / R) * ps.row_tile();
+      if (pb.store_pds) {
+        (*row_prep)[size_t(2 * n)] = m.prepare_a(src(pb, q, 1, dq), dq, nr, pk);
+        (*row_prep)[size_t(2 * n + 1)] = m.prepare_a(src(pb, o, 1, dv), dv, nr, pk + ps.qta);
+        return;
+      }
       m.pack_b(pb.tiles.st.nr, src(pb, q, dq, 1), nr, dq, pk);
       m.pack_b(pb.tiles.st.nr, src(pb, o, dv, 1), nr, dv, pk + ps.qb);
       m.pack_b(pb.tiles.dk.nr, src(pb, q, 1, dq), dq, nr, pk + ps.qb + ps.dob);
@@ -279,6 +319,40 @@ void store(const TensorView& t, int64_t token, int64_t head, const float* row, i
   const size_t es = t.dtype == DType::kF32 ? 4 : 2;
   char* dst = static_cast<char*>(t.data) + size_t(token * t.strides[0] + head * t.strides[1]) * es;
   store_row(row, n, factor, t.dtype, dst);
+}
+
+// Rows x cols of t[token0 + x, head, c] from a transposed fp32 block (acc[c * ld + x], scaled in place by
+// factor): bf16 and fp32 through the level's finalize (a vectorised transpose), fp16 (or a level without
+// one) a column at a time. Each element is rounded once from acc * factor, as store() does.
+void store_transposed(const TensorView& t, int64_t token0, int64_t head, float* acc, int64_t ld, int rows, int cols,
+                      float factor, float* column) {
+  if (factor != 1.0f)
+    for (int c = 0; c < cols; ++c)
+      for (int x = 0; x < rows; ++x) acc[int64_t(c) * ld + x] *= factor;
+  const auto fin = t.dtype == DType::kF16
+                       ? nullptr
+                       : reinterpret_cast<cpu::FinalizeFn>(cpu::cached_kernel(cpu::Slot::kGemmFinalize, kFn));
+  if (!fin) {
+    for (int x = 0; x < rows; ++x) {
+      for (int c = 0; c < cols; ++c) column[c] = acc[int64_t(c) * ld + x];
+      store(t, token0 + x, head, column, cols, 1.0f);
+    }
+    return;
+  }
+  cpu::FinalizeArgs a;
+  a.tile = acc;
+  a.ldt = ld;
+  a.transposed = true;
+  const size_t es = t.dtype == DType::kF32 ? 4 : 2;
+  a.d = static_cast<char*>(t.data) + size_t(token0 * t.strides[0] + head * t.strides[1]) * es;
+  a.d_bf16 = t.dtype == DType::kBF16;
+  a.ldd = t.strides[0];
+  a.c = nullptr;
+  a.c_bf16 = false;
+  a.ldc = 0;
+  a.rows = rows;
+  a.cols = cols;
+  fin(a);
 }
 
 void row_pass(Problem& pb, const PackSizes& ps, const std::vector<TileTask>& tasks) {
@@ -334,7 +408,19 @@ void row_pass(Problem& pb, const PackSizes& ps, const std::vector<TileTask>& tas
       } else {
         probs(kt, false, p, dp);
       }
-      pb.ops->row_dscores(p, dp, nr, nk, ld, s.delta.get(), pb.bf16_ops, s.op1.get(), T);
+      const bool pack_p = pb.store_pds && !pb.pair_panels;
+      pb.ops->row_dscores(p, dp, nr, nk, ld, s.delta.get(), pb.bf16_ops, s.op1.get(), T,
+                          pack_p ? s.op2.get() : nullptr);
+      if (pb.store_pds) {  // P and dS as the key pass's B sides (K = this tile's rows)
+        char* kept = gr.stored(ps, pb, t.start, kt * T);
+        if (pb.pair_panels) {
+          pb.ops->row_pair_panels(p, dp, nr, nk, ld, s.delta.get(), tl.dvt.nr, m.k_pad(nr),
+                                  reinterpret_cast<uint16_t*>(kept), reinterpret_cast<uint16_t*>(kept + ps.pb_p));
+        } else {
+          m.pack_b(tl.dvt.nr, src(pb, s.op2.get(), 1, T), nk, nr, kept);
+          m.pack_b(tl.dkt.nr, src(pb, s.op1.get(), 1, T), nk, nr, kept + ps.pb_p);
+        }
+      }
       const BwdGemm::Prepared dsa = m.prepare_a(src(pb, s.op1.get(), T, 1), nr, nk, s.a3.get());
       const char* ktb = gr.key_packs + size_t(kt) * ps.key_tile() + ps.kb + ps.vb;
       m.multiply(tl.dq, dsa, ktb, dq, acc, ld_dq, kt > 0);
@@ -348,7 +434,15 @@ void row_pass(Problem& pb, const PackSizes& ps, const std::vector<TileTask>& tas
   });
 }
 
-void key_pass(const Problem& pb, const PackSizes& ps, const std::vector<TileTask>& tasks) {
+// The first row tile of group `gr` that key `k0` is visible to (causal: earlier queries see none of it).
+int64_t first_row_tile(const Problem& pb, const Group& gr, int64_t k0) {
+  const int64_t n_q = pb.l.q_len[size_t(gr.i)];
+  const int64_t r_begin = pb.causal ? std::clamp<int64_t>(k0 - (gr.keys - n_q), 0, n_q) * pb.hp : 0;
+  return r_begin / pb.R * pb.R;
+}
+
+// Key pass over recomputed scores: S^T = K Q^T, dP^T = V dO^T, then dV = sum P^T dO, dK = scale sum dS^T Q.
+void key_pass_recompute(const Problem& pb, const PackSizes& ps, const std::vector<TileTask>& tasks) {
   const int dq = int(pb.l.d_qk), dv = int(pb.l.d_v), R = pb.R, T = pb.T;
   const size_t es = pb.bf16_ops ? 2 : 4;
   const BwdGemm& m = pb.gemm;
@@ -361,11 +455,8 @@ void key_pass(const Problem& pb, const PackSizes& ps, const std::vector<TileTask
     const BwdGemm::Prepared va = m.prepare_a(src(pb, gr.v + size_t(t.start) * dv * es, dv, 1), nk, dv, s.a2.get());
     float *dk = s.acc1.get(), *dvacc = s.acc2.get();
     const int64_t ld = s.ld_tile, ld_dk = acc_ld(dq, tl.dk), ld_dv = acc_ld(dv, tl.dv);
-    // Causal: rows of queries before the first one that sees key `start` see none of this tile.
-    const int64_t n_q = pb.l.q_len[size_t(gr.i)], n_kv = gr.keys;
-    const int64_t r_begin = pb.causal ? std::clamp<int64_t>(t.start - (n_kv - n_q), 0, n_q) * pb.hp : 0;
     bool first = true;
-    for (int64_t r0 = r_begin / R * R; r0 < gr.rows; r0 += R) {
+    for (int64_t r0 = first_row_tile(pb, gr, t.start); r0 < gr.rows; r0 += R) {
       const int nr = int(std::min<int64_t>(R, gr.rows - r0));
       const char* pk = gr.row_packs + size_t(r0 / R) * ps.row_tile();
       m.multiply(tl.st, ka, pk, nr, s.s.get(), ld, false);
@@ -397,6 +488,37 @@ void key_pass(const Problem& pb, const PackSizes& ps, const std::vector<TileTask
   });
 }
 
+// Key pass over the row pass's stored P and dS: dV^T = sum dO^T P, dK^T = sum Q^T dS (the row tiles' K^T-
+// side A operands prepared once per call), stored transposed: dV, and dK times scale.
+void key_pass_stored(const Problem& pb, const PackSizes& ps, const std::vector<TileTask>& tasks,
+                     const std::vector<BwdGemm::Prepared>& row_prep) {
+  const int dq = int(pb.l.d_qk), dv = int(pb.l.d_v), R = pb.R, T = pb.T;
+  const BwdGemm& m = pb.gemm;
+  const Tiles& tl = pb.tiles;
+  run_tasks(pb, int64_t(tasks.size()), [&](int64_t n, Scratch& s) {
+    const TileTask& t = tasks[size_t(n)];
+    const Group& gr = *t.gr;
+    const int nk = int(std::min<int64_t>(T, gr.keys - t.start));
+    float *dkt = s.acc1.get(), *dvt = s.acc2.get();
+    const int64_t ld_k = round_up(T, tl.dkt.nr), ld_v = round_up(T, tl.dvt.nr);
+    bool first = true;
+    for (int64_t r0 = first_row_tile(pb, gr, t.start); r0 < gr.rows; r0 += R) {
+      const char* kept = gr.stored(ps, pb, r0, t.start);
+      const size_t task = gr.row_task0 + size_t(r0 / R);
+      m.multiply(tl.dvt, row_prep[2 * task + 1], kept, nk, dvt, ld_v, !first);
+      m.multiply(tl.dkt, row_prep[2 * task], kept + ps.pb_p, nk, dkt, ld_k, !first);
+      first = false;
+    }
+    if (first) {  // no query sees these keys
+      std::fill_n(dkt, dq * ld_k, 0.0f);
+      std::fill_n(dvt, dv * ld_v, 0.0f);
+    }
+    const int64_t tok = pb.l.kv_begin[size_t(gr.i)] + t.start;
+    store_transposed(pb.dk, tok, gr.g, dkt, ld_k, nk, dq, pb.scale, s.column.get());
+    store_transposed(pb.dv, tok, gr.g, dvt, ld_v, nk, dv, 1.0f, s.column.get());
+  });
+}
+
 // Runs the three phases over batches of groups whose operands fit kBatchBytes (at least one group each).
 void run_batches(Problem& pb) {
   const PackSizes ps(pb);
@@ -405,16 +527,18 @@ void run_batches(Problem& pb) {
   int64_t i = 0, g = 0;
   while (i < pb.l.b) {
     groups.clear();
-    size_t bytes = 0;
+    size_t bytes = 0, stored = 0;
     std::vector<size_t> offsets;
     for (; i < pb.l.b; g = 0, ++i) {
       for (; g < pb.l.h_kv; ++g) {
         const int64_t rows = pb.rows(i), keys = pb.l.kv_len[size_t(i)];
         const size_t need = group_bytes(pb, ps, rows, keys);
-        if (!groups.empty() && bytes + need > kBatchBytes) break;
-        groups.push_back(Group{i, g, rows, keys, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr});
+        const size_t store = pb.store_pds ? ps.stored_bytes(pb, rows, keys) : 0;
+        if (!groups.empty() && (bytes + need > kBatchBytes || stored + store > kStoreBatchBytes)) break;
+        groups.push_back(Group{i, g, rows, keys, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0});
         offsets.push_back(bytes);
         bytes += need;
+        stored += store;
       }
       if (g < pb.l.h_kv) break;
     }
@@ -436,16 +560,32 @@ void run_batches(Problem& pb) {
       gr.row_packs = p;
       p += size_t((gr.rows + R - 1) / R) * ps.row_tile();
       gr.key_packs = p;
+      p += size_t((gr.keys + T - 1) / T) * ps.key_tile();
+      gr.pds = pb.store_pds ? p : nullptr;
+      gr.row_task0 = row_tasks.size();
       for (int64_t r0 = 0; r0 < gr.rows; r0 += R) row_tasks.push_back({&gr, r0});
       for (int64_t k0 = 0; k0 < gr.keys; k0 += T) key_tasks.push_back({&gr, k0});
     }
-    gather_and_pack(pb, ps, row_tasks, key_tasks);
+    std::vector<BwdGemm::Prepared> row_prep(pb.store_pds ? 2 * row_tasks.size() : 0);
+    gather_and_pack(pb, ps, row_tasks, key_tasks, &row_prep);
     row_pass(pb, ps, row_tasks);
-    key_pass(pb, ps, key_tasks);
+    if (pb.store_pds) {
+      key_pass_stored(pb, ps, key_tasks, row_prep);
+    } else {
+      key_pass_recompute(pb, ps, key_tasks);
+    }
   }
 }
 
 }  // namespace
+
+size_t bwd_store_limit() {
+  return store_group_bytes.load();
+}
+
+size_t set_bwd_store_limit(size_t bytes) {
+  return store_group_bytes.exchange(bytes);
+}
 
 void flash_attn_varlen_bwd(const VarlenInputs& in, const TensorView& out, const TensorView& lse, const TensorView& dout,
                            const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView* dlse) {
@@ -497,9 +637,15 @@ void flash_attn_varlen_bwd(const VarlenInputs& in, const TensorView& out, const 
   const int R = set.tile_rows, T = set.tile_keys;
   pb.R = R;
   pb.T = T;
-  pb.tiles = {pb.gemm.tile_for(R, T), pb.gemm.tile_for(R, dqk), pb.gemm.tile_for(T, R), pb.gemm.tile_for(T, dvv),
-              pb.gemm.tile_for(T, dqk)};
+  pb.tiles = {pb.gemm.tile_for(R, T),   pb.gemm.tile_for(R, dqk), pb.gemm.tile_for(T, R),  pb.gemm.tile_for(T, dvv),
+              pb.gemm.tile_for(T, dqk), pb.gemm.tile_for(dvv, T), pb.gemm.tile_for(dqk, T)};
   pb.delta.assign(size_t(l.total_q * l.h_q), 0.0f);
+  pb.store_pds = true;
+  // One panel width for both stored sides (their tiles share it on the pair-packing sets).
+  pb.pair_panels = set.pair_panels && pb.bf16_ops && pb.tiles.dvt.nr == pb.tiles.dkt.nr;
+  const PackSizes ps(pb);
+  for (int64_t i = 0; i < l.b; ++i)
+    if (ps.stored_bytes(pb, pb.rows(i), l.kv_len[size_t(i)]) > bwd_store_limit()) pb.store_pds = false;
   run_batches(pb);
 }
 

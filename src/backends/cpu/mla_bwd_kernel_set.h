@@ -19,13 +19,20 @@ struct MlaBwdTileOps {
   // for t < visible[r], else 0 (t < nk), and delta[r] += sum_t p * dp in a fixed order.
   void (*row_probs)(float* s, const float* dp, int nr, int nk, int64_t ld, const float* lse, const int* visible,
                     float scale, float* delta);
-  // Row pass: ds[r][t] (operand, row stride ld_ds) = p * (dp - delta[r]) for t < nk.
+  // Row pass: ds[r][t] (operand, row stride ld_ds) = p * (dp - delta[r]) for t < nk; when p_op is not
+  // null, p itself too, as an operand p_op[r][t] (same row stride), for the key pass to reuse.
   void (*row_dscores)(const float* p, const float* dp, int nr, int nk, int64_t ld, const float* delta, bool bf16,
-                      void* ds, int64_t ld_ds);
+                      void* ds, int64_t ld_ds, void* p_op);
   // Key pass, tiles [nk][ld] (row t = key, column r = query row < nr): p = exp(scale * s - lse[r]) for
   // t < visible[r], else 0, and ds = p * (dp - delta[r]), both written as operands [nk][ld_op].
   void (*key_grads)(const float* s, const float* dp, int nk, int nr, int64_t ld, const float* lse, const float* delta,
                     const int* visible, float scale, bool bf16, void* p, void* ds, int64_t ld_op);
+  // Row pass, bf16 sets with K-pair b-panels (MlaBwdKernelSet::pair_panels): p and ds = p * (dp - delta[r])
+  // (the bits row_dscores gives) as b-panels of products whose K is the tile's rows: panel j (keys
+  // j * nr_panel...) at out + j * kc * nr_panel, element (r, t) at [(r / 2) * 2 * nr_panel + (t % nr_panel) * 2
+  // + r % 2]; rows nr..kc-1 and keys past nk (to whole panels) are zero.
+  void (*row_pair_panels)(const float* p, const float* dp, int nr, int nk, int64_t ld, const float* delta, int nr_panel,
+                          int kc, uint16_t* p_out, uint16_t* ds_out);
 };
 
 struct MlaBwdKernelSet {
@@ -39,6 +46,8 @@ struct MlaBwdKernelSet {
   // Query rows (token, head) per row tile and keys per key tile: also the K of the products dV, dK (rows)
   // and dQ (keys), so larger tiles amortise the micro-kernels' accumulator loads and stores.
   int tile_rows, tile_keys;
+  // gemm packs b as K pairs (the avx512bf16 and amx sets' layout, see row_pair_panels).
+  bool pair_panels;
 };
 
 const MlaBwdTileOps* mla_bwd_ops_scalar();

@@ -93,20 +93,21 @@ const KernelImpl kMla[] = {
 // steps on the widest vector code at or below the level. The AMX set takes 128 x 128 tiles (fewer
 // accumulator loads and stores per product; the vector sets do not gain from them: see the lab notes).
 template <const GemmKernelSet* (*Gemm)(), const GemmKernelSet* (*GemmF32)(), const MlaBwdTileOps* (*Ops)(),
-          int kTileRows = 64, int kTileKeys = 64>
+          int kTileRows = 64, int kTileKeys = 64, bool kPairPanels = false>
 const MlaBwdKernelSet* mla_bwd_set(const char* name) {
-  static const MlaBwdKernelSet set = {name, Gemm(), GemmF32(), Ops(), kTileRows, kTileKeys};
+  static const MlaBwdKernelSet set = {name, Gemm(), GemmF32(), Ops(), kTileRows, kTileKeys, kPairPanels};
   return set.gemm && set.gemm_f32 && set.ops ? &set : nullptr;
 }
 
 const KernelImpl kMlaBwd[] = {
     {"mla_bwd_amx", Isa::kAmx,
      [](Isa) -> const void* {
-       return mla_bwd_set<gemm_kernels_amx, gemm_kernels_avx512, mla_bwd_ops_avx512, 128, 128>("mla_bwd_amx");
+       return mla_bwd_set<gemm_kernels_amx, gemm_kernels_avx512, mla_bwd_ops_avx512, 128, 128, true>("mla_bwd_amx");
      }},
     {"mla_bwd_avx512bf16", Isa::kAvx512Bf16,
      [](Isa) -> const void* {
-       return mla_bwd_set<gemm_kernels_avx512bf16, gemm_kernels_avx512, mla_bwd_ops_avx512>("mla_bwd_avx512bf16");
+       return mla_bwd_set<gemm_kernels_avx512bf16, gemm_kernels_avx512, mla_bwd_ops_avx512, 64, 64, true>(
+           "mla_bwd_avx512bf16");
      }},
     {"mla_bwd_avx512", Isa::kAvx512,
      [](Isa) -> const void* {
@@ -118,7 +119,7 @@ const KernelImpl kMlaBwd[] = {
      }},
     {"mla_bwd_scalar", Isa::kScalar,
      [](Isa) -> const void* {
-       static const MlaBwdKernelSet set = {"mla_bwd_scalar", nullptr, nullptr, mla_bwd_ops_scalar(), 32, 64};
+       static const MlaBwdKernelSet set = {"mla_bwd_scalar", nullptr, nullptr, mla_bwd_ops_scalar(), 32, 64, false};
        return &set;
      }},
 };

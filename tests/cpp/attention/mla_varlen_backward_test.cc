@@ -1,14 +1,16 @@
 // flash_attn_varlen_bwd (dense MHA prefill backward) against float64 gradients: varlen requests with odd
 // lengths (a zero-length one included), causal bottom-right (more queries than keys too) and not, MHA and
 // GQA, bf16 and fp16, fp32 gradient outputs, strided q, dlse, head dims off the AMX K step, rows long
-// enough that P and dP are recomputed instead of kept (at the SIMD levels); bitwise determinism across thread counts;
-// the registry's choice per level; bad input.
+// enough that P and dP are recomputed instead of kept (at the SIMD levels); every case both with the key pass
+// reading the row pass's stored P and dS and, on the same inputs, with it recomputing them (store limit 0); bitwise
+// determinism across thread counts on both paths; the registry's choice per level; bad input.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <numeric>
 
+#include "attention/flash_mla/mla_bwd_store_limit.h"
 #include "attention/mla_harness.h"
 #include "backends/cpu/mla_bwd_kernel_set.h"
 #include "backends/cpu/registry.h"
@@ -27,6 +29,16 @@ constexpr Tolerance kGradF32Tol{1e-3, 8.01 / 128, 1e-6};
 // here. At unit scale (gradients of rms 1-3) rounding dS leaves errors of rms ~1e-3 of the gradient's
 // scale on every element, so near-zero elements need abs 1e-2 (about 3 sigma at the largest scale here).
 constexpr Tolerance kGradBf16OperandTol{1e-2, 8.01 / 128, 7e-6};
+
+// Sets the backward's store limit for a scope (0: the key pass recomputes P and dS).
+class StoreLimitScope {
+ public:
+  explicit StoreLimitScope(size_t bytes) : previous_(flash_mla::set_bwd_store_limit(bytes)) {}
+  ~StoreLimitScope() { flash_mla::set_bwd_store_limit(previous_); }
+
+ private:
+  size_t previous_;
+};
 
 // Whether the active level's backward rounds the operands of bf16 inputs to bf16.
 bool bf16_operands() {
@@ -267,7 +279,10 @@ TEST_P(VarlenBackward, MatchesFloat64Gradients) {
     p.with_dlse = c.with_dlse;
     p.build(rng);
     p.run();
-    EXPECT_TRUE(p.check()) << c.name;
+    EXPECT_TRUE(p.check()) << c.name << " (key pass on stored P and dS)";
+    StoreLimitScope recompute(0);
+    p.run();
+    EXPECT_TRUE(p.check()) << c.name << " (key pass recomputing P and dS)";
   }
 }
 
@@ -297,18 +312,21 @@ TEST(VarlenBackwardThreads, SameBitsForAnyThreadCount) {
   p.h_kv = 2;
   p.scale = 0.07;
   p.build(rng);
-  std::vector<uint8_t> first;
-  for (int threads : {1, 2, 3}) {
-    NumThreadsScope scope(threads);
-    p.run();
-    std::vector<uint8_t> got = p.dq.bytes;
-    got.insert(got.end(), p.dk.bytes.begin(), p.dk.bytes.end());
-    got.insert(got.end(), p.dv.bytes.begin(), p.dv.bytes.end());
-    if (first.empty()) {
-      first = got;
-      EXPECT_TRUE(p.check());
-    } else {
-      EXPECT_TRUE(got == first) << threads << " threads differ from 1 thread";
+  for (const size_t limit : {flash_mla::bwd_store_limit(), size_t(0)}) {
+    StoreLimitScope store(limit);
+    std::vector<uint8_t> first;
+    for (int threads : {1, 2, 3}) {
+      NumThreadsScope scope(threads);
+      p.run();
+      std::vector<uint8_t> got = p.dq.bytes;
+      got.insert(got.end(), p.dk.bytes.begin(), p.dk.bytes.end());
+      got.insert(got.end(), p.dv.bytes.begin(), p.dv.bytes.end());
+      if (first.empty()) {
+        first = got;
+        EXPECT_TRUE(p.check());
+      } else {
+        EXPECT_TRUE(got == first) << threads << " threads differ from 1 thread (store limit " << limit << ")";
+      }
     }
   }
 }
