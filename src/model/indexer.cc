@@ -33,25 +33,26 @@ std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBat
   const bool ue8m0 = c.ue8m0();
 
   // Queries: rotary (halves) on each head's first 64, Hadamard, q8 with one scale per head.
-  std::vector<float> q(size_t(rows * H * D));
-  linear_forward(w.index_wq_b, qr, rows, q.data(), ue8m0);
-  std::vector<uint8_t> q_codes(q.size());
+  StepScratch& sc = m.scratch;
+  float* q = grown(sc.index_q, rows * H * D);
+  linear_forward(w.index_wq_b, qr, rows, q, ue8m0);
+  uint8_t* q_codes = grown(sc.index_q_codes, rows * H * D);
   std::vector<float> q_scales(size_t(rows * H));
   parallel_for(rows * H, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      float* qh = q.data() + i * D;
+      float* qh = q + i * D;
       rope_halves(qh, m.rope, batch.pos[size_t(i / H)]);
       hadamard128(qh);
-      q8_row(qh, D, ue8m0, q_codes.data() + i * D, &q_scales[size_t(i)]);
+      q8_row(qh, D, ue8m0, q_codes + i * D, &q_scales[size_t(i)]);
     }
   });
   // Keys: LayerNorm, rotary, Hadamard, q8 with one scale per token, into the cache.
-  std::vector<float> k(size_t(rows * D));
-  linear_forward(w.index_wk, x_norm, rows, k.data(), ue8m0);
-  layer_norm(k.data(), w.index_k_norm_w.data(), w.index_k_norm_b.data(), rows, D, k.data());
+  float* k = grown(sc.index_k, rows * D);
+  linear_forward(w.index_wk, x_norm, rows, k, ue8m0);
+  layer_norm(k, w.index_k_norm_w.data(), w.index_k_norm_b.data(), rows, D, k);
   for (int64_t s = 0; s < batch.seqs(); ++s)
     for (int64_t r = batch.row_begin[size_t(s)]; r < batch.row_begin[size_t(s) + 1]; ++r) {
-      float* kr = k.data() + r * D;
+      float* kr = k + r * D;
       rope_halves(kr, m.rope, batch.pos[size_t(r)]);
       hadamard128(kr);
       uint8_t codes[128];
@@ -82,7 +83,7 @@ std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBat
     const TensorView sched(schedule.data(), DType::kI32, {sms + 1, 2});
     attention::get_paged_mqa_logits_metadata(lens_view, int(KvCache::kBlock), sms, sched);
     std::vector<float> logits(size_t(B * max_len));
-    attention::fp8_fp4_paged_mqa_logits(TensorView(q_codes.data(), DType::kF8E4M3, {B, 1, H, D}), nullptr,
+    attention::fp8_fp4_paged_mqa_logits(TensorView(q_codes, DType::kF8E4M3, {B, 1, H, D}), nullptr,
                                         m.cache.index_view(layer), TensorView(weights.data(), DType::kF32, {B, H}),
                                         lens_view, TensorView(table.data(), DType::kI32, {B, m.cache.max_blocks()}),
                                         sched, TensorView(logits.data(), DType::kF32, {B, max_len}), max_len, true);
@@ -100,7 +101,7 @@ std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBat
         for (int64_t i = 0; i < n; ++i) ke[size_t(i)] = int32_t(batch.pos[size_t(c0 + i)] + 1);
         std::vector<float> logits(size_t(n * len));
         attention::fp8_fp4_mqa_logits(
-            TensorView(q_codes.data() + c0 * H * D, DType::kF8E4M3, {n, H, D}), nullptr,
+            TensorView(q_codes + c0 * H * D, DType::kF8E4M3, {n, H, D}), nullptr,
             TensorView(keys.data(), DType::kF8E4M3, {len, D}), TensorView(key_scales.data(), DType::kF32, {len}),
             TensorView(weights.data() + c0 * H, DType::kF32, {n, H}), TensorView(ks.data(), DType::kI32, {n}),
             TensorView(ke.data(), DType::kI32, {n}), TensorView(logits.data(), DType::kF32, {n, len}), true, 0);

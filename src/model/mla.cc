@@ -22,49 +22,56 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   const bool ue8m0 = c.ue8m0();
 
   // q = q_b(RMSNorm(q_a(x))); kv = kv_a(x).
-  std::vector<float> qr(size_t(rows * c.q_lora_rank)), q(size_t(rows * H * dqk)), kv(size_t(rows * dc));
-  linear_forward(w.q_a, x_norm, rows, qr.data(), ue8m0);
-  rms_norm(qr.data(), w.q_a_norm.data(), rows, c.q_lora_rank, qr.data());
-  linear_forward(w.q_b, qr.data(), rows, q.data(), ue8m0);
-  linear_forward(w.kv_a, x_norm, rows, kv.data(), ue8m0);
+  StepScratch& sc = m.scratch;
+  float* qr = grown(sc.qr, rows * c.q_lora_rank);
+  float* q = grown(sc.q, rows * H * dqk);
+  float* kv = grown(sc.kv, rows * dc);
+  linear_forward(w.q_a, x_norm, rows, qr, ue8m0);
+  rms_norm(qr, w.q_a_norm.data(), rows, c.q_lora_rank, qr);
+  linear_forward(w.q_b, qr, rows, q, ue8m0);
+  linear_forward(w.kv_a, x_norm, rows, kv, ue8m0);
   // Absorbed queries in bf16: [q_nope W_uk (512), rotated q_pe (64)] per head, q_nope W_uk on the bf16
   // einsum with W_uk in bf16 (DeepSeek's weight_dequant; stored transposed, weights.h), written straight
   // into the query rows.
   const int64_t kvb_head = (nope + vdim) * lat;  // elements of one head's block of kv_b
   // The absorbed products run over gemm_rows(rows) rows (batch invariance, linear.h); rows past `rows` are zero.
   const int64_t grows = gemm_rows(rows);
-  std::vector<uint16_t> q_nope(size_t(grows * H * nope), 0), q_mla(size_t(grows * H * dc));
+  uint16_t* q_nope = grown(sc.q_nope, grows * H * nope);
+  uint16_t* q_mla = grown(sc.q_mla, grows * H * dc);
+  std::fill(q_nope + rows * H * nope, q_nope + grows * H * nope, uint16_t(0));
+  std::fill(q_mla + rows * H * dc, q_mla + grows * H * dc, uint16_t(0));
   for (int64_t i = 0; i < rows * H; ++i) {
-    float* qh = q.data() + i * dqk;
+    float* qh = q + i * dqk;
     rope_interleaved(qh + nope, m.rope, batch.pos[size_t(i / H)]);
-    for (int64_t d = 0; d < nope; ++d) q_nope[size_t(i * nope + d)] = f32_to_bf16(qh[d]);
-    for (int64_t j = 0; j < rope; ++j) q_mla[size_t(i * dc + lat + j)] = f32_to_bf16(qh[nope + j]);
+    for (int64_t d = 0; d < nope; ++d) q_nope[i * nope + d] = f32_to_bf16(qh[d]);
+    for (int64_t j = 0; j < rope; ++j) q_mla[i * dc + lat + j] = f32_to_bf16(qh[nope + j]);
   }
   gemm::einsum(
-      "bhr,hdr->bhd", TensorView(q_nope.data(), DType::kBF16, {grows, H, nope}),
+      "bhr,hdr->bhd", TensorView(q_nope, DType::kBF16, {grows, H, nope}),
       TensorView(const_cast<uint16_t*>(w.kv_b_absorbed.data()), DType::kBF16, {H, lat, nope}, {kvb_head, nope, 1}),
-      TensorView(q_mla.data(), DType::kBF16, {grows, H, lat}, {H * dc, dc, 1}));
+      TensorView(q_mla, DType::kBF16, {grows, H, lat}, {H * dc, dc, 1}));
   timer.lap(Component::kAttnProjections);
 
   // The indexer reads qr and x_norm and writes its own key cache.
-  const std::vector<int32_t> positions = indexer_forward(m, layer, batch, x_norm, qr.data(), timer);
+  const std::vector<int32_t> positions = indexer_forward(m, layer, batch, x_norm, qr, timer);
 
   // Latent rows: RMSNorm(kv[:512]) and rotated k_pe, rounded to bf16, quantised into the cache.
-  std::vector<uint16_t> latent_rows(size_t(rows * dc));
-  rms_norm_strided(kv.data(), dc, w.kv_a_norm.data(), rows, lat, kv.data());
+  uint16_t* latent_rows = grown(sc.latent_rows, rows * dc);
+  rms_norm_strided(kv, dc, w.kv_a_norm.data(), rows, lat, kv);
   for (int64_t r = 0; r < rows; ++r) {
-    float* kr = kv.data() + r * dc;
+    float* kr = kv + r * dc;
     rope_interleaved(kr + lat, m.rope, batch.pos[size_t(r)]);
-    for (int64_t j = 0; j < dc; ++j) latent_rows[size_t(r * dc + j)] = f32_to_bf16(kr[j]);
+    for (int64_t j = 0; j < dc; ++j) latent_rows[r * dc + j] = f32_to_bf16(kr[j]);
   }
   for (int64_t s = 0; s < batch.seqs(); ++s) {
     const int64_t r0 = batch.row_begin[size_t(s)], r1 = batch.row_begin[size_t(s) + 1];
-    m.cache.write_latent(layer, batch.slots[size_t(s)], batch.first_pos[size_t(s)], r1 - r0,
-                         latent_rows.data() + r0 * dc);
+    m.cache.write_latent(layer, batch.slots[size_t(s)], batch.first_pos[size_t(s)], r1 - r0, latent_rows + r0 * dc);
   }
 
   const int64_t K = c.index_topk;
-  std::vector<uint16_t> o_lat(size_t(grows * H * lat), 0);
+  // The kernels write every row of o_lat they are given; the padding rows must read as zero.
+  uint16_t* o_lat = grown(sc.o_lat, grows * H * lat);
+  std::fill(o_lat + rows * H * lat, o_lat + grows * H * lat, uint16_t(0));
   if (batch.decode) {
     std::vector<int32_t> slots(positions.size());
     for (int64_t r = 0; r < rows; ++r)
@@ -74,7 +81,7 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
       }
     const TensorView indices(slots.data(), DType::kI32, {rows, 1, K});
     flash_mla::KvcacheInputs in;
-    in.q = TensorView(q_mla.data(), DType::kBF16, {rows, 1, H, dc});
+    in.q = TensorView(q_mla, DType::kBF16, {rows, 1, H, dc});
     in.k_cache = m.cache.latent_view(layer);
     in.is_fp8_kvcache = true;
     in.indices = &indices;
@@ -82,23 +89,23 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
     in.softmax_scale = m.softmax_scale;
     std::vector<float> lse(size_t(rows * H));
     flash_mla::SchedMeta meta;
-    flash_mla::flash_mla_with_kvcache(in, meta, TensorView(o_lat.data(), DType::kBF16, {rows, 1, H, lat}),
+    flash_mla::flash_mla_with_kvcache(in, meta, TensorView(o_lat, DType::kBF16, {rows, 1, H, lat}),
                                       TensorView(lse.data(), DType::kF32, {rows, H, 1}));
   } else {
     for (int64_t s = 0; s < batch.seqs(); ++s) {
       const int64_t r0 = batch.row_begin[size_t(s)], r1 = batch.row_begin[size_t(s) + 1], n = r1 - r0;
       const int64_t len = batch.pos[size_t(r1 - 1)] + 1;
       const int64_t padded = (len + KvCache::kBlock - 1) / KvCache::kBlock * KvCache::kBlock;
-      std::vector<uint16_t> kv_rows(size_t(padded * dc));
-      m.cache.read_latent(layer, batch.slots[size_t(s)], len, kv_rows.data());
+      uint16_t* kv_rows = grown(sc.kv_rows, padded * dc);
+      m.cache.read_latent(layer, batch.slots[size_t(s)], len, kv_rows);
       flash_mla::SparsePrefillInputs in;
-      in.q = TensorView(q_mla.data() + r0 * H * dc, DType::kBF16, {n, H, dc});
-      in.kv = TensorView(kv_rows.data(), DType::kBF16, {padded, 1, dc});
+      in.q = TensorView(q_mla + r0 * H * dc, DType::kBF16, {n, H, dc});
+      in.kv = TensorView(kv_rows, DType::kBF16, {padded, 1, dc});
       in.indices = TensorView(const_cast<int32_t*>(positions.data()) + r0 * K, DType::kI32, {n, 1, K});
       in.sm_scale = m.softmax_scale;
       in.d_v = lat;
       std::vector<float> max_logits(size_t(n * H)), lse(size_t(n * H));
-      flash_mla::flash_mla_sparse_fwd(in, TensorView(o_lat.data() + r0 * H * lat, DType::kBF16, {n, H, lat}),
+      flash_mla::flash_mla_sparse_fwd(in, TensorView(o_lat + r0 * H * lat, DType::kBF16, {n, H, lat}),
                                       TensorView(max_logits.data(), DType::kF32, {n, H}),
                                       TensorView(lse.data(), DType::kF32, {n, H}));
     }
@@ -106,12 +113,12 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   timer.lap(Component::kAttention);
 
   // o[h] = o_lat[h] W_uv[h]^T on the bf16 einsum, then o_proj.
-  std::vector<float> o(size_t(grows * H * vdim));
-  gemm::einsum("bhr,hdr->bhd", TensorView(o_lat.data(), DType::kBF16, {grows, H, lat}),
+  float* o = grown(sc.o, grows * H * vdim);  // every row written by the einsum
+  gemm::einsum("bhr,hdr->bhd", TensorView(o_lat, DType::kBF16, {grows, H, lat}),
                TensorView(const_cast<uint16_t*>(w.kv_b_absorbed.data()) + nope * lat, DType::kBF16, {H, vdim, lat},
                           {kvb_head, lat, 1}),
-               TensorView(o.data(), DType::kF32, {grows, H, vdim}));
-  linear_forward(w.o_proj, o.data(), rows, out, ue8m0);
+               TensorView(o, DType::kF32, {grows, H, vdim}));
+  linear_forward(w.o_proj, o, rows, out, ue8m0);
   if (positions_out) *positions_out = positions;
   timer.lap(Component::kAttnProjections);
 }

@@ -21,6 +21,7 @@ struct Model::Impl {
   int64_t max_batch = 0, max_seq = 0;
   bool batch_invariant = false;
   StepTimes times;
+  std::vector<float> residual, layer_in, layer_out;  // reused by every step (the step's h, x, y)
 
   Impl(const std::string& dir, const Config& config, const ModelOptions& opt)
       : store(dir),
@@ -29,7 +30,9 @@ struct Model::Impl {
               KvCache(config.n_layers, opt.max_batch_size > 0 ? opt.max_batch_size : config.max_batch_size,
                       opt.max_seq_len > 0 ? opt.max_seq_len : config.max_seq_len),
               {},
-              0} {
+              0,
+              nullptr,
+              {}} {
     if (opt.prefault_weights) store.prefault();
     state.exchange = opt.exchange;
     batch_invariant = opt.batch_invariant;
@@ -61,8 +64,10 @@ struct Model::Impl {
     times = StepTimes{};
     StepTimer timer(times);
     const int64_t rows = batch.rows(), dim = c.dim;
-    std::vector<float> h(size_t(rows * dim)), x(size_t(rows * dim)), y(size_t(rows * dim));
-    embed_tokens(state.weights.embed, c.vocab_size, dim, tokens.data(), rows, h.data());
+    float* h = grown(residual, rows * dim);
+    float* x = grown(layer_in, rows * dim);
+    float* y = grown(layer_out, rows * dim);
+    embed_tokens(state.weights.embed, c.vocab_size, dim, tokens.data(), rows, h);
     timer.lap(Component::kEmbedding);
     // From here on the caches change: the lengths follow.
     for (int64_t s = 0; s < batch.seqs(); ++s)
@@ -77,24 +82,24 @@ struct Model::Impl {
     std::vector<int32_t> positions;
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const LayerWeights& w = state.weights.layers[size_t(l)];
-      rms_norm(h.data(), w.attn_norm.data(), rows, dim, x.data());
+      rms_norm(h, w.attn_norm.data(), rows, dim, x);
       timer.lap(Component::kNorms);
       // An expert-parallel rank without tokens skips attention but joins every MoE exchange.
-      if (rows > 0) mla_forward(state, l, batch, x.data(), y.data(), timer, return_hidden ? &positions : nullptr);
-      for (size_t i = 0; i < h.size(); ++i) h[i] += y[i];
-      rms_norm(h.data(), w.ffn_norm.data(), rows, dim, x.data());
+      if (rows > 0) mla_forward(state, l, batch, x, y, timer, return_hidden ? &positions : nullptr);
+      for (int64_t i = 0; i < rows * dim; ++i) h[i] += y[i];
+      rms_norm(h, w.ffn_norm.data(), rows, dim, x);
       timer.lap(Component::kNorms);
       if (w.moe) {
-        moe_forward(state, l, x.data(), rows, y.data(), timer, batch.decode);
+        moe_forward(state, l, x, rows, y, timer, batch.decode);
       } else {
-        mlp_forward(w.dense, x.data(), rows, y.data(), c.ue8m0());
+        mlp_forward(w.dense, x, rows, y, c.ue8m0());
         timer.lap(Component::kDenseMlp);
       }
-      for (size_t i = 0; i < h.size(); ++i) h[i] += y[i];
+      for (int64_t i = 0; i < rows * dim; ++i) h[i] += y[i];
       if (return_hidden) {
         for (int64_t i = 0; i < out_rows; ++i) {
           const int64_t r = all_rows ? i : batch.row_begin[size_t(i) + 1] - 1;
-          std::copy_n(h.data() + r * dim, dim, out.hidden.data() + (l * out_rows + i) * dim);
+          std::copy_n(h + r * dim, dim, out.hidden.data() + (l * out_rows + i) * dim);
           int32_t* sel = out.topk.data() + (l * out_rows + i) * K;
           std::copy_n(positions.data() + r * K, K, sel);
           std::sort(sel, sel + K, [](int32_t a, int32_t b) { return uint32_t(a) < uint32_t(b); });  // -1 last
@@ -106,7 +111,7 @@ struct Model::Impl {
     std::vector<float> last(size_t(out.rows * dim));
     for (int64_t i = 0; i < out.rows; ++i) {
       const int64_t r = all_rows ? i : batch.row_begin[size_t(i) + 1] - 1;
-      std::copy_n(h.data() + r * dim, dim, last.data() + i * dim);
+      std::copy_n(h + r * dim, dim, last.data() + i * dim);
     }
     rms_norm(last.data(), state.weights.final_norm.data(), out.rows, dim, last.data());
     out.logits.resize(size_t(out.rows * c.vocab_size));

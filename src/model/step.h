@@ -13,6 +13,21 @@
 
 namespace tessera::model {
 
+// The larger buffers of a step's attention, kept from step to step and layer to layer: fresh vectors of
+// a few hundred KB cost a zeroing pass and page faults each step (glibc returns them to the kernel in
+// between). Each grows to the largest step seen; contents are stale on entry.
+struct StepScratch {
+  std::vector<float> qr, q, kv, o, index_q, index_k;
+  std::vector<uint16_t> q_nope, q_mla, latent_rows, o_lat, kv_rows;
+  std::vector<uint8_t> index_q_codes;
+};
+// v's storage for n elements (grown when smaller; never shrunk).
+template <class T>
+T* grown(std::vector<T>& v, int64_t n) {
+  if (v.size() < size_t(n)) v.resize(size_t(n));
+  return v.data();
+}
+
 struct ModelState {
   Config config;
   Weights weights;
@@ -20,6 +35,7 @@ struct ModelState {
   RopeTable rope;
   double softmax_scale = 0;                  // MLA's, YaRN's mscale included
   std::shared_ptr<ExpertExchange> exchange;  // expert parallelism; null: this rank runs every expert
+  StepScratch scratch;
 };
 
 // The tokens of one step, flattened: sequence i (cache slot slots[i]) owns rows
