@@ -50,7 +50,12 @@ void rms_norm_rows(const float* x, int64_t ld, const float* w, int64_t n, float*
     for (int r = 0; r < R; ++r) ss[r] += double(x[r * ld + i]) * x[r * ld + i];
   for (int r = 0; r < R; ++r) {
     const float inv = float(1.0 / std::sqrt(ss[r] / double(n) + kNormEps));
-    for (int64_t i = 0; i < n; ++i) y[r * ld + i] = x[r * ld + i] * inv * w[i];
+    const float* xr = x + r * ld;
+    float* yr = y + r * ld;
+    const F4 inv4 = F4{} + inv;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) store4(yr + i, load4(xr + i) * inv4 * load4(w + i));
+    for (; i < n; ++i) yr[i] = xr[i] * inv * w[i];
   }
 }
 
