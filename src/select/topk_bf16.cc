@@ -163,7 +163,7 @@ KeyWindow sample_window(const SelectKernels& kernels, const RowRef& row, int64_t
 }
 
 bool select_bf16_in_window(const SelectKernels& kernels, const RowRef& row, int64_t begin, int64_t end, int k,
-                           const KeyWindow& window, const Workspace& ws, Bf16Selection* sel) {
+                           const KeyWindow& window, const Workspace& ws, Bf16Selection* sel, const NextRange& next) {
   sel->packed = ws.scratch;
   sel->begin = begin;
   sel->end = end;
@@ -178,6 +178,11 @@ bool select_bf16_in_window(const SelectKernels& kernels, const RowRef& row, int6
                            INT_MAX,
                            INT_MIN,
                            window.expected_hits_per_1024};
+  // Ranges of one segment prefetch the next range whole during their collect pass.
+  if (end - begin <= kSegment && next.data) {
+    a.next = static_cast<const char*>(next.data) + 2 * next.begin;
+    a.next_bytes = 2 * (next.end - next.begin);
+  }
   for (int s = 0; a.pos < end; ++s) {
     a.base = a.pos;
     a.end = std::min(end, a.pos + kSegment);
@@ -205,8 +210,13 @@ bool select_bf16_in_window(const SelectKernels& kernels, const RowRef& row, int6
 }
 
 bool select_bf16(const SelectKernels& kernels, const RowRef& row, int64_t begin, int64_t end, int k,
-                 const Workspace& ws, Bf16Selection* sel) {
-  return select_bf16_in_window(kernels, row, begin, end, k, sample_window(kernels, row, begin, end, k, ws), ws, sel);
+                 const Workspace& ws, Bf16Selection* sel, const NextRange& next) {
+  return select_bf16_in_window(kernels, row, begin, end, k, sample_window(kernels, row, begin, end, k, ws), ws, sel,
+                               next);
+}
+
+bool prefetched_whole_by_collect(int64_t len) {
+  return len <= kSegment;
 }
 
 void emit_bf16(const SelectKernels& kernels, const Bf16Selection& sel, int k, int64_t offset, int32_t* index32,

@@ -53,14 +53,25 @@ void prefetch_bf16_sample(const RowRef& row, int64_t begin, int64_t end, int64_t
 KeyWindow sample_window(const SelectKernels& kernels, const RowRef& row, int64_t begin, int64_t end, int k,
                         const Workspace& ws);
 
+// The range a thread takes up after this one (data == nullptr: none), to be fetched while this one runs.
+struct NextRange {
+  const void* data = nullptr;
+  int64_t begin = 0, end = 0;
+};
+
 // Steps 2-3 for [begin, end) with a given window (any window gives the exact selection or false).
 // Uses ws.scratch and ws.sort_index. False when the range needs the general path.
 bool select_bf16_in_window(const SelectKernels& kernels, const RowRef& row, int64_t begin, int64_t end, int k,
-                           const KeyWindow& window, const Workspace& ws, Bf16Selection* sel);
+                           const KeyWindow& window, const Workspace& ws, Bf16Selection* sel,
+                           const NextRange& next = {});
 
 // Steps 1-3.
 bool select_bf16(const SelectKernels& kernels, const RowRef& row, int64_t begin, int64_t end, int k,
-                 const Workspace& ws, Bf16Selection* sel);
+                 const Workspace& ws, Bf16Selection* sel, const NextRange& next = {});
+
+// Whether select_bf16 over a range of len elements prefetches the whole NextRange during its collect
+// pass (else the caller prefetches the next range's sample itself: prefetch_bf16_sample).
+bool prefetched_whole_by_collect(int64_t len);
 
 // Step 4: writes the k selected entries of a (non-NaN) selection. index32 / index64: exactly one, plus
 // offset; values and keys optional (see cpu::SelectEmitArgs).

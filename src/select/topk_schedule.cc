@@ -64,13 +64,15 @@ bool run_bf16_row(const TopkJob& job, const SelectKernels& kernels, int64_t r, i
   const RowRef row{job.row_data(r), true};
   const int64_t lo = job.row_begin(r), hi = job.row_end(r);
   Bf16Selection sel;
-  const bool ok = select_bf16(kernels, row, lo, hi, job.k, ws, &sel);
-  // The next row's sample is scattered over it: fetch it while this row finishes (after the pass over
-  // this row, whose own prefetches would otherwise hold the memory queues).
-  if (next >= 0) {
-    const int64_t nlo = job.row_begin(next), nhi = job.row_end(next);
-    if (bf16_path_fits(nhi - nlo, job.k)) prefetch_bf16_sample(RowRef{job.row_data(next), true}, nlo, nhi, 8192);
-  }
+  NextRange next_range;
+  if (next >= 0) next_range = {job.row_data(next), job.row_begin(next), job.row_end(next)};
+  const bool fetch_whole = next >= 0 && prefetched_whole_by_collect(hi - lo) &&
+                           prefetched_whole_by_collect(next_range.end - next_range.begin);
+  const bool ok = select_bf16(kernels, row, lo, hi, job.k, ws, &sel, fetch_whole ? next_range : NextRange{});
+  // Longer rows: the next row's sample is scattered over it: fetch it while this row finishes (after the
+  // pass over this row, whose own prefetches would otherwise hold the memory queues).
+  if (next >= 0 && !fetch_whole && bf16_path_fits(next_range.end - next_range.begin, job.k))
+    prefetch_bf16_sample(RowRef{next_range.data, true}, next_range.begin, next_range.end, 8192);
   if (!ok) return false;
   if (sel.nan || job.options.sorted) {
     if (!sel.nan) emit_bf16(kernels, sel, job.k, 0, ws.index, nullptr, nullptr, ws.keys);

@@ -66,6 +66,10 @@ struct SelectCollectArgs {
   int32_t min_key, max_key;
   // Expected fraction of elements that pass, in 1/1024 units (a hint, as in SelectFilterArgs).
   int expected_hits_per_1024;
+  // Optional: bytes [0, next_bytes) at `next` (the caller's next row) are prefetched in step with the
+  // pass, so their fetch from memory overlaps this row's work instead of stalling ahead of it.
+  const char* next = nullptr;
+  int64_t next_bytes = 0;
 };
 using SelectCollectFn = void (*)(SelectCollectArgs* args);
 

@@ -130,15 +130,18 @@ void collect_impl(SelectCollectArgs* a) {
   }
   int64_t pos = a->pos, count = a->count;
 
+  NextRowPrefetch next_row(a->next, a->next_bytes, (end - pos) / kCollectBlock);
   while (pos + kCollectBlock <= end && count + kCollectBlock <= cap) {
     if (pos + kPrefetchAhead < end) {
 #pragma GCC unroll 4
       for (int j = 0; j < kUnroll; ++j)
         _mm_prefetch(reinterpret_cast<const char*>(row + pos + kPrefetchAhead + 32 * j), _MM_HINT_T0);
     }
+    next_row.step();
     count = collect_block<kSparse, kSkip>(row, pos, base, lo1, enable, order, &mn, &mx, packed, count);
     pos += kCollectBlock;
   }
+  next_row.rest();
   while (pos < end && count + 32 <= cap) {
     const __mmask32 live = live_mask32(end - pos);
     const __m512i k = key16(_mm512_maskz_loadu_epi16(live, row + pos));

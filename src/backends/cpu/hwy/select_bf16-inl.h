@@ -168,18 +168,22 @@ HWY_INLINE bool collect_blocks_in_streams(const int16_t* row, int64_t end, int64
 // The whole blocks of a collect pass, then its whole steps, up to the capacity.
 template <bool kDense>
 HWY_INLINE void collect_blocks(const int16_t* row, int64_t end, int64_t base, int64_t cap, V16 lo, bool enable,
-                               int64_t dense, int expected_hits_per_1024, CollectScan* scan, int32_t* packed) {
+                               int64_t dense, int expected_hits_per_1024, const char* next, int64_t next_bytes,
+                               CollectScan* scan, int32_t* packed) {
   collect_blocks_in_streams<kDense>(row, end, base, cap, lo, enable, dense, expected_hits_per_1024, scan, packed);
   const PackedLayout layout = packed_layout();
   int64_t pos = scan->pos, count = scan->count;
   V16 mn = scan->mn, mx = scan->mx;
+  NextRowPrefetch next_row(next, next_bytes, (end - pos) / kCollectBlock);
   while (pos + kCollectBlock <= end && count + kCollectBlock <= cap) {
     if (pos + kPrefetchBytes / 2 < end)
       for (int64_t b = 0; b < kCollectBlock * 2; b += 64)
         __builtin_prefetch(reinterpret_cast<const char*>(row + pos) + kPrefetchBytes + b);
+    next_row.step();
     count = collect_block<kDense>(row, pos, base, lo, enable, dense, layout, &mn, &mx, packed, count);
     pos += kCollectBlock;
   }
+  next_row.rest();
   while (pos + kStepBf16 <= end && count + kStepBf16 <= cap) {
     if (bf16_block_passes<kStepBf16>(row + pos, lo, &mn, &mx) && enable)
       count = collect_block_hits<kStepBf16>(row, pos, base, lo, 1, layout, packed, count);
@@ -200,9 +204,11 @@ void bf16_collect(SelectCollectArgs* a) {
   CollectScan scan = {start, a->count, hn::Set(d, int16_t(32767)), hn::Set(d, int16_t(-32768))};
   const int64_t dense = dense_hits(a->expected_hits_per_1024, 4 * kStepBf16);
   if (enable && a->expected_hits_per_1024 >= kDenseCollectPer1024) {
-    collect_blocks<true>(row, end, base, cap, lo, enable, dense, a->expected_hits_per_1024, &scan, packed);
+    collect_blocks<true>(row, end, base, cap, lo, enable, dense, a->expected_hits_per_1024, a->next, a->next_bytes,
+                         &scan, packed);
   } else {
-    collect_blocks<false>(row, end, base, cap, lo, enable, dense, a->expected_hits_per_1024, &scan, packed);
+    collect_blocks<false>(row, end, base, cap, lo, enable, dense, a->expected_hits_per_1024, a->next, a->next_bytes,
+                          &scan, packed);
   }
   int64_t pos = scan.pos, count = scan.count;
   int32_t tail_min = INT32_MAX, tail_max = INT32_MIN;
