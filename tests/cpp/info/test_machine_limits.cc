@@ -193,16 +193,13 @@ TEST(MachineLimitsCache, UsesAConsistentFileAndRemeasuresADisturbedOne) {
   EXPECT_NE(machine_limits_to_json(remeasured), machine_limits_to_json(disturbed));
 }
 
-TEST(MachineLimitsMeasure, FiguresArePositiveAndConsistent) {
-  // Whole measurements of this machine's rates: under an emulator they take minutes and their rules (a
-  // time budget, L2 faster than DRAM, threads adding up) hold for the emulator, not a CPU.
-  if (emulated()) GTEST_SKIP() << "emulated run: rate measurements are not the CPU's";
-  const MachineLimits m = measure_machine_limits();
-  std::printf("%s\n", machine_limits_to_json(m).c_str());
-  EXPECT_GT(m.threads, 0);
-  EXPECT_GT(m.l2_bytes, 0);
-  EXPECT_GT(m.l3_bytes, 0);
-  EXPECT_LT(m.measure_seconds, 10.0);
+// The rules between figures of one measurement, as text ("" when all hold). The ratio rules compare
+// rates measured seconds apart, so another process taking a CPU in between can break one.
+std::string consistency_problems(const MachineLimits& m) {
+  std::string out;
+  auto check = [&](bool ok, const std::string& what) {
+    if (!ok) out += what + "; ";
+  };
   // All-thread figures never fall far below the 1-thread ones. 0.3: other processes may take the CPUs
   // between the two measurements on a shared machine (under load the AMX all-thread rate measured 0.54x
   // the 1-thread one); a gross failure of the all-thread loops still shows.
@@ -215,24 +212,51 @@ TEST(MachineLimitsMeasure, FiguresArePositiveAndConsistent) {
                  {"dram_copy_gbps", m.dram_copy_gbps_1t, m.dram_copy_gbps},
                  {"l2_copy_gbps", m.l2_copy_gbps_1t, m.l2_copy_gbps}};
   for (const auto& f : figures) {
-    EXPECT_GT(f.one, 0.0) << f.name;
-    EXPECT_GE(f.all, 0.3 * f.one) << f.name << ": all threads " << f.all << " vs 1 thread " << f.one;
+    check(f.one > 0.0, std::string(f.name) + " 1 thread " + std::to_string(f.one) + " <= 0");
+    check(f.all >= 0.3 * f.one, std::string(f.name) + ": all threads " + std::to_string(f.all) + " < 0.3 x 1 thread " +
+                                    std::to_string(f.one));
   }
   // Without AVX512_BF16 the bf16 figures repeat the fp32 rate. With it the vector rate is the CPU's
   // own: Zen 4 runs vdpbf16ps at twice the fp32 FMA's flops, an AMX Xeon at half (2026-11-30: 113 vs
   // 231 GFLOP/s, 1 thread), so only a floor is a rule here. AMX tiles beat any vector loop.
   if (m.bf16_native) {
-    EXPECT_GT(m.bf16_vector_peak_gflops_1t, 0.25 * m.fp32_peak_gflops_1t);
+    check(m.bf16_vector_peak_gflops_1t > 0.25 * m.fp32_peak_gflops_1t,
+          "bf16_vector_peak_gflops_1t " + std::to_string(m.bf16_vector_peak_gflops_1t) + " <= 0.25 x fp32 " +
+              std::to_string(m.fp32_peak_gflops_1t));
   } else {
-    EXPECT_EQ(m.bf16_peak_gflops_1t, m.fp32_peak_gflops_1t);
+    check(m.bf16_peak_gflops_1t == m.fp32_peak_gflops_1t, "bf16_peak_gflops_1t != fp32_peak_gflops_1t");
   }
   if (active_isa() == Isa::kAmx) {  // the limits are those of the active (capped) level
-    EXPECT_GT(m.bf16_peak_gflops_1t, 4.0 * m.bf16_vector_peak_gflops_1t);
+    check(m.bf16_peak_gflops_1t > 4.0 * m.bf16_vector_peak_gflops_1t,
+          "AMX bf16_peak_gflops_1t " + std::to_string(m.bf16_peak_gflops_1t) + " <= 4 x vector " +
+              std::to_string(m.bf16_vector_peak_gflops_1t));
   } else {
-    EXPECT_EQ(m.bf16_peak_gflops_1t, m.bf16_vector_peak_gflops_1t);
+    check(m.bf16_peak_gflops_1t == m.bf16_vector_peak_gflops_1t, "bf16_peak_gflops_1t != its vector figure");
   }
   // An L2-resident copy is faster than a DRAM copy.
-  EXPECT_GT(m.l2_copy_gbps_1t, m.dram_copy_gbps_1t);
+  check(m.l2_copy_gbps_1t > m.dram_copy_gbps_1t, "l2_copy_gbps_1t " + std::to_string(m.l2_copy_gbps_1t) +
+                                                     " <= dram_copy_gbps_1t " + std::to_string(m.dram_copy_gbps_1t));
+  return out;
+}
+
+TEST(MachineLimitsMeasure, FiguresArePositiveAndConsistent) {
+  // Whole measurements of this machine's rates: under an emulator they take minutes and their rules (a
+  // time budget, L2 faster than DRAM, threads adding up) hold for the emulator, not a CPU.
+  if (emulated()) GTEST_SKIP() << "emulated run: rate measurements are not the CPU's";
+  // Up to three measurements: a broken loop breaks a rule every time, load beside the test only now and then.
+  std::string problems;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const MachineLimits m = measure_machine_limits();
+    std::printf("%s\n", machine_limits_to_json(m).c_str());
+    EXPECT_GT(m.threads, 0);
+    EXPECT_GT(m.l2_bytes, 0);
+    EXPECT_GT(m.l3_bytes, 0);
+    EXPECT_LT(m.measure_seconds, 10.0);
+    problems = consistency_problems(m);
+    if (problems.empty()) break;
+    std::printf("attempt %d: %s\n", attempt + 1, problems.c_str());
+  }
+  EXPECT_EQ(problems, "");
 }
 
 // The figure benchmarks measure next to each compute-bound row uses the loop behind bf16_peak_gflops:
