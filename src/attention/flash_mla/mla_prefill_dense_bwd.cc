@@ -46,9 +46,9 @@ constexpr size_t kKeptArenaBytes = size_t(64) << 20;
 // The row pass stores P and dS for the key pass when every group's take at most this much (the default of
 // bwd_store_limit)...
 std::atomic<size_t> store_group_bytes{size_t(32) << 20};
-// ...and a batch then holds groups whose stores add up to at most this (at least one group), so that what
-// the row pass writes is still in cache when the key pass reads it.
-constexpr size_t kStoreBatchBytes = size_t(16) << 20;
+// ...and a batch then holds groups whose stores add up to at most this per thread (at least one group), so
+// that what the row pass writes is still in the threads' L2 when the key pass reads it (notes 2026-12-05).
+constexpr size_t kStoreBatchBytesPerThread = size_t(2) << 20;
 
 size_t align64(size_t x) {
   return (x + 63) & ~size_t(63);
@@ -408,15 +408,17 @@ void row_pass(Problem& pb, const PackSizes& ps, const std::vector<TileTask>& tas
       } else {
         probs(kt, false, p, dp);
       }
-      const bool pack_p = pb.store_pds && !pb.pair_panels;
-      pb.ops->row_dscores(p, dp, nr, nk, ld, s.delta.get(), pb.bf16_ops, s.op1.get(), T,
-                          pack_p ? s.op2.get() : nullptr);
-      if (pb.store_pds) {  // P and dS as the key pass's B sides (K = this tile's rows)
-        char* kept = gr.stored(ps, pb, t.start, kt * T);
-        if (pb.pair_panels) {
-          pb.ops->row_pair_panels(p, dp, nr, nk, ld, s.delta.get(), tl.dvt.nr, m.k_pad(nr),
-                                  reinterpret_cast<uint16_t*>(kept), reinterpret_cast<uint16_t*>(kept + ps.pb_p));
-        } else {
+      // dS (the dQ product's A side, op1) and, when stored, P and dS as the key pass's B sides (K = the
+      // tile's rows): written directly as panels by the tile ops on the pair-packing sets, else packed.
+      char* kept = pb.store_pds ? gr.stored(ps, pb, t.start, kt * T) : nullptr;
+      if (kept && pb.pair_panels) {
+        pb.ops->row_pair_panels(p, dp, nr, nk, ld, s.delta.get(), tl.dvt.nr, m.k_pad(nr),
+                                reinterpret_cast<uint16_t*>(kept), reinterpret_cast<uint16_t*>(kept + ps.pb_p),
+                                reinterpret_cast<uint16_t*>(s.op1.get()), T);
+      } else {
+        pb.ops->row_dscores(p, dp, nr, nk, ld, s.delta.get(), pb.bf16_ops, s.op1.get(), T,
+                            kept ? s.op2.get() : nullptr);
+        if (kept) {
           m.pack_b(tl.dvt.nr, src(pb, s.op2.get(), 1, T), nk, nr, kept);
           m.pack_b(tl.dkt.nr, src(pb, s.op1.get(), 1, T), nk, nr, kept + ps.pb_p);
         }
@@ -524,6 +526,7 @@ void run_batches(Problem& pb) {
   const PackSizes ps(pb);
   const int R = pb.R, T = pb.T;
   std::vector<Group> groups;
+  const size_t store_batch = kStoreBatchBytesPerThread * size_t(std::max(1, num_threads()));
   int64_t i = 0, g = 0;
   while (i < pb.l.b) {
     groups.clear();
@@ -534,7 +537,7 @@ void run_batches(Problem& pb) {
         const int64_t rows = pb.rows(i), keys = pb.l.kv_len[size_t(i)];
         const size_t need = group_bytes(pb, ps, rows, keys);
         const size_t store = pb.store_pds ? ps.stored_bytes(pb, rows, keys) : 0;
-        if (!groups.empty() && (bytes + need > kBatchBytes || stored + store > kStoreBatchBytes)) break;
+        if (!groups.empty() && (bytes + need > kBatchBytes || stored + store > store_batch)) break;
         groups.push_back(Group{i, g, rows, keys, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0});
         offsets.push_back(bytes);
         bytes += need;

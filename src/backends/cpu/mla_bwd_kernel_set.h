@@ -30,9 +30,10 @@ struct MlaBwdTileOps {
   // Row pass, bf16 sets with K-pair b-panels (MlaBwdKernelSet::pair_panels): p and ds = p * (dp - delta[r])
   // (the bits row_dscores gives) as b-panels of products whose K is the tile's rows: panel j (keys
   // j * nr_panel...) at out + j * kc * nr_panel, element (r, t) at [(r / 2) * 2 * nr_panel + (t % nr_panel) * 2
-  // + r % 2]; rows nr..kc-1 and keys past nk (to whole panels) are zero.
+  // + r % 2]; rows nr..kc-1 and keys past nk (to whole panels) are zero. ds also as row_dscores writes it
+  // (bf16, ds_rows[r * ld_ds + t] for r < nr, t < nk), the dQ product's A side.
   void (*row_pair_panels)(const float* p, const float* dp, int nr, int nk, int64_t ld, const float* delta, int nr_panel,
-                          int kc, uint16_t* p_out, uint16_t* ds_out);
+                          int kc, uint16_t* p_out, uint16_t* ds_out, uint16_t* ds_rows, int64_t ld_ds);
 };
 
 struct MlaBwdKernelSet {
