@@ -46,12 +46,18 @@ void KvCache::write_latent(int64_t layer, int64_t slot, int64_t pos0, int64_t n,
 }
 
 void KvCache::read_latent(int64_t layer, int64_t slot, int64_t len, uint16_t* out) const {
-  const int64_t pages = (len + kBlock - 1) / kBlock;
-  if (pages == 0) return;
+  // A slot's pages are consecutive: its whole pages in one call, then the used rows of the last one.
   const uint8_t* src = latent_[size_t(layer)].data() + int64_t(flat_slot(slot, 0)) * kLatentBytes;
-  flash_mla::dequantize_k_cache(TensorView(const_cast<uint8_t*>(src), DType::kU8, {pages, kBlock, 1, kLatentBytes}),
-                                flash_mla::KvCacheLayout::kV32,
-                                TensorView(out, DType::kBF16, {pages, kBlock, 1, kLatentDim}));
+  const int64_t pages = len / kBlock, rest = len % kBlock;
+  if (pages > 0)
+    flash_mla::dequantize_k_cache(TensorView(const_cast<uint8_t*>(src), DType::kU8, {pages, kBlock, 1, kLatentBytes}),
+                                  flash_mla::KvCacheLayout::kV32,
+                                  TensorView(out, DType::kBF16, {pages, kBlock, 1, kLatentDim}));
+  if (rest > 0)
+    flash_mla::dequantize_k_cache(
+        TensorView(const_cast<uint8_t*>(src) + pages * kBlock * kLatentBytes, DType::kU8, {1, rest, 1, kLatentBytes}),
+        flash_mla::KvCacheLayout::kV32,
+        TensorView(out + pages * kBlock * kLatentDim, DType::kBF16, {1, rest, 1, kLatentDim}));
 }
 
 void KvCache::write_index_key(int64_t layer, int64_t slot, int64_t pos, const uint8_t* codes, float scale) {

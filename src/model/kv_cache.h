@@ -42,7 +42,7 @@ class KvCache {
 
   // Quantises latent rows [n, 576] bf16 (512 latent, 64 rope) of positions pos0.. into the cache.
   void write_latent(int64_t layer, int64_t slot, int64_t pos0, int64_t n, const uint16_t* rows);
-  // The dequantised latent rows of positions [0, len) (rounded up to whole pages): [pages*64, 576] bf16.
+  // The dequantised latent rows of positions [0, len): [len, 576] bf16.
   void read_latent(int64_t layer, int64_t slot, int64_t len, uint16_t* out) const;
   // One indexer key: 128 e4m3 codes and its scale.
   void write_index_key(int64_t layer, int64_t slot, int64_t pos, const uint8_t* codes, float scale);

@@ -63,7 +63,7 @@ void linear_forward(const Linear& l, const float* x, int64_t rows, float* y, boo
   }
   const int64_t padded = gemm_rows(rows);
   std::vector<uint16_t> xb(size_t(padded * l.k), 0);
-  for (int64_t i = 0; i < rows * l.k; ++i) xb[size_t(i)] = f32_to_bf16(x[i]);
+  f32_to_bf16_row(x, rows * l.k, xb.data());
   std::vector<float> out(padded > rows ? size_t(padded * l.n) : 0);
   gemm::bf16_gemm_nt(TensorView(xb.data(), DType::kBF16, {padded, l.k}),
                      TensorView(const_cast<uint8_t*>(l.weight), DType::kBF16, {l.n, l.k}),

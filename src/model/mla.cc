@@ -43,8 +43,8 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   for (int64_t i = 0; i < rows * H; ++i) {
     float* qh = q + i * dqk;
     rope_interleaved(qh + nope, m.rope, batch.pos[size_t(i / H)]);
-    for (int64_t d = 0; d < nope; ++d) q_nope[i * nope + d] = f32_to_bf16(qh[d]);
-    for (int64_t j = 0; j < rope; ++j) q_mla[i * dc + lat + j] = f32_to_bf16(qh[nope + j]);
+    f32_to_bf16_row(qh, nope, q_nope + i * nope);
+    f32_to_bf16_row(qh + nope, rope, q_mla + i * dc + lat);
   }
   gemm::einsum(
       "bhr,hdr->bhd", TensorView(q_nope, DType::kBF16, {grows, H, nope}),
@@ -61,7 +61,7 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   for (int64_t r = 0; r < rows; ++r) {
     float* kr = kv + r * dc;
     rope_interleaved(kr + lat, m.rope, batch.pos[size_t(r)]);
-    for (int64_t j = 0; j < dc; ++j) latent_rows[r * dc + j] = f32_to_bf16(kr[j]);
+    f32_to_bf16_row(kr, dc, latent_rows + r * dc);
   }
   for (int64_t s = 0; s < batch.seqs(); ++s) {
     const int64_t r0 = batch.row_begin[size_t(s)], r1 = batch.row_begin[size_t(s) + 1];
@@ -94,13 +94,12 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   } else {
     for (int64_t s = 0; s < batch.seqs(); ++s) {
       const int64_t r0 = batch.row_begin[size_t(s)], r1 = batch.row_begin[size_t(s) + 1], n = r1 - r0;
-      const int64_t len = batch.pos[size_t(r1 - 1)] + 1;
-      const int64_t padded = (len + KvCache::kBlock - 1) / KvCache::kBlock * KvCache::kBlock;
-      uint16_t* kv_rows = grown(sc.kv_rows, padded * dc);
+      const int64_t len = batch.pos[size_t(r1 - 1)] + 1;  // every selected position is below len
+      uint16_t* kv_rows = grown(sc.kv_rows, len * dc);
       m.cache.read_latent(layer, batch.slots[size_t(s)], len, kv_rows);
       flash_mla::SparsePrefillInputs in;
       in.q = TensorView(q_mla + r0 * H * dc, DType::kBF16, {n, H, dc});
-      in.kv = TensorView(kv_rows, DType::kBF16, {padded, 1, dc});
+      in.kv = TensorView(kv_rows, DType::kBF16, {len, 1, dc});
       in.indices = TensorView(const_cast<int32_t*>(positions.data()) + r0 * K, DType::kI32, {n, 1, K});
       in.sm_scale = m.softmax_scale;
       in.d_v = lat;

@@ -207,12 +207,29 @@ void matmul_bf16_f32(const float* x, int64_t rows, const uint16_t* w, int64_t n,
   // decode path reads w once at DRAM speed, its larger shapes use the matrix unit where there is one).
   const int64_t padded = gemm_rows(rows);  // batch invariance (linear.h)
   std::vector<uint16_t> xb(size_t(padded * k), 0);
-  for (int64_t i = 0; i < rows * k; ++i) xb[size_t(i)] = f32_to_bf16(x[i]);
+  f32_to_bf16_row(x, rows * k, xb.data());
   std::vector<float> y(padded > rows ? size_t(padded * n) : 0);
   gemm::bf16_gemm_nt(TensorView(xb.data(), DType::kBF16, {padded, k}),
                      TensorView(const_cast<uint16_t*>(w), DType::kBF16, {n, k}),
                      TensorView(padded > rows ? y.data() : out, DType::kF32, {padded, n}));
   if (padded > rows) std::copy_n(y.data(), rows * n, out);
+}
+
+void f32_to_bf16_row(const float* x, int64_t n, uint16_t* y) {
+  // f32_to_bf16 on four lanes: round to nearest even on the bits, NaN -> 0x7FC0 with its sign.
+  using U4 = uint32_t __attribute__((vector_size(16)));
+  using H4 = uint16_t __attribute__((vector_size(8)));
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    U4 u;
+    std::memcpy(&u, x + i, sizeof u);
+    const U4 rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    const U4 nan = U4((u & 0x7FFFFFFFu) > 0x7F800000u);  // all ones where NaN
+    const U4 quiet = ((u >> 16) & 0x8000u) | 0x7FC0u;
+    const H4 h = __builtin_convertvector((rounded & ~nan) | (quiet & nan), H4);
+    std::memcpy(y + i, &h, sizeof h);
+  }
+  for (; i < n; ++i) y[i] = f32_to_bf16(x[i]);
 }
 
 void silu_mul(const float* g, const float* u, int64_t n, float* out) {

@@ -169,6 +169,20 @@ TEST(ModelSmallOps, HadamardBitsAreThoseOfTheButterflyLoop) {
   }
 }
 
+TEST(ModelSmallOps, Bf16RowBitsAreThoseOfTheScalarRounding) {
+  // Ties, carries into the exponent, subnormals, infinities and NaNs with payloads, then random bits.
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu,
+                                0x7F7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7F800001u, 0xFFC12345u,
+                                0x7FFFFFFFu, 0x00008000u, 0x00018000u, 0x807FFFFFu, 0x7F7F8000u};
+  std::mt19937_64 gen(50);
+  while (bits.size() < 1001) bits.push_back(uint32_t(gen()));
+  std::vector<float> x(bits.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = f32_from_bits(bits[i]);
+  std::vector<uint16_t> y(x.size());
+  f32_to_bf16_row(x.data(), int64_t(x.size()), y.data());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], f32_to_bf16(x[i])) << std::hex << bits[i];
+}
+
 TEST(ModelSmallOps, Q8AmaxSkipsNanAndKeepsInfinity) {
   for (const bool ue8m0 : {false, true}) {
     auto x = randn(256, 41, 3.0);
