@@ -360,8 +360,10 @@ void row_pass(Problem& pb, const PackSizes& ps, const std::vector<TileTask>& tas
   const size_t es = pb.bf16_ops ? 2 : 4;
   const BwdGemm& m = pb.gemm;
   const Tiles& tl = pb.tiles;
+  // Claimed last tile first: causal rows of a group's later tiles see more keys, so the longest tasks
+  // start first and the threads finish together.
   run_tasks(pb, int64_t(tasks.size()), [&](int64_t n, Scratch& s) {
-    const TileTask& t = tasks[size_t(n)];
+    const TileTask& t = tasks[tasks.size() - 1 - size_t(n)];
     const Group& gr = *t.gr;
     const int nr = int(std::min<int64_t>(R, gr.rows - t.start));
     const BwdGemm::Prepared qa = m.prepare_a(src(pb, gr.q + size_t(t.start) * dq * es, dq, 1), nr, dq, s.a1.get());
