@@ -25,8 +25,8 @@ void select_topk(const float* logits, int64_t rows, int64_t width, int64_t topk,
 
 }  // namespace
 
-std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBatch& batch, const float* x_norm,
-                                     const float* qr, StepTimer& timer) {
+std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBatch& batch, LinearInput& x_norm,
+                                     LinearInput& qr, StepTimer& timer) {
   const Config& c = m.config;
   const LayerWeights& w = m.weights.layers[size_t(layer)];
   const int64_t rows = batch.rows(), H = c.index_n_heads, D = c.index_head_dim, K = c.index_topk;
@@ -35,7 +35,7 @@ std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBat
   // Queries: rotary (halves) on each head's first 64, Hadamard, q8 with one scale per head.
   StepScratch& sc = m.scratch;
   float* q = grown(sc.index_q, rows * H * D);
-  linear_forward(w.index_wq_b, qr, rows, q, ue8m0);
+  qr.forward(w.index_wq_b, q);
   uint8_t* q_codes = grown(sc.index_q_codes, rows * H * D);
   std::vector<float> q_scales(size_t(rows * H));
   parallel_for(rows * H, [&](int64_t i0, int64_t i1) {
@@ -48,7 +48,7 @@ std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBat
   });
   // Keys: LayerNorm, rotary, Hadamard, q8 with one scale per token, into the cache.
   float* k = grown(sc.index_k, rows * D);
-  linear_forward(w.index_wk, x_norm, rows, k, ue8m0);
+  x_norm.forward(w.index_wk, k);
   layer_norm(k, w.index_k_norm_w.data(), w.index_k_norm_b.data(), rows, D, k);
   for (int64_t s = 0; s < batch.seqs(); ++s)
     for (int64_t r = batch.row_begin[size_t(s)]; r < batch.row_begin[size_t(s) + 1]; ++r) {
@@ -62,7 +62,7 @@ std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBat
     }
   // Head weights with the query scales folded in (relu commutes with a positive scale).
   std::vector<float> weights(size_t(rows * H));
-  matmul_bf16_f32(x_norm, rows, w.index_weights_proj, H, c.dim, weights.data());
+  matmul_bf16_f32(x_norm.data(), rows, w.index_weights_proj, H, c.dim, weights.data());
   const float head_scale = float(1.0 / std::sqrt(double(H)) / std::sqrt(double(D)));
   for (size_t i = 0; i < weights.size(); ++i) weights[i] = weights[i] * head_scale * q_scales[i];
 

@@ -5,6 +5,7 @@
 
 #include "small_ops.h"
 #include "tessera/core/dtype.h"
+#include "tessera/core/error.h"
 #include "tessera/core/thread_pool.h"
 #include "tessera/gemm.h"
 
@@ -52,6 +53,19 @@ void linear_forward_quantized(const Linear& l, const uint8_t* codes, const float
   gemm::Recipe recipe;
   recipe.recipe = std::array<int, 3>{1, 128, 128};
   gemm::fp8_fp4_gemm_nt(a, b, TensorView(y, DType::kF32, {rows, l.n}), nullptr, recipe);
+}
+
+void LinearInput::forward(const Linear& l, float* y) {
+  TESSERA_CHECK(l.k == k_, "Model: a linear of K = ", l.k, " reads activations of K = ", k_);
+  if (!l.fp8 || rows_ == 0) {
+    linear_forward(l, x_, rows_, y, ue8m0_);
+    return;
+  }
+  if (!quantized_) {
+    q_ = quantize_activations(x_, rows_, k_, ue8m0_);
+    quantized_ = true;
+  }
+  linear_forward_quantized(l, q_.codes.data(), q_.scales.data(), rows_, y);
 }
 
 void linear_forward(const Linear& l, const float* x, int64_t rows, float* y, bool ue8m0) {

@@ -39,6 +39,22 @@ int64_t gemm_rows(int64_t rows);
 
 // y [rows, l.n] = x [rows, l.k] W^T.
 void linear_forward(const Linear& l, const float* x, int64_t rows, float* y, bool ue8m0);
+
+// Activations [rows, k] read by several linears: FP8 ones share one quantisation, made on first use.
+class LinearInput {
+ public:
+  LinearInput(const float* x, int64_t rows, int64_t k, bool ue8m0) : x_(x), rows_(rows), k_(k), ue8m0_(ue8m0) {}
+  const float* data() const { return x_; }
+  int64_t rows() const { return rows_; }
+  // y [rows, l.n] = x W^T, as linear_forward computes it.
+  void forward(const Linear& l, float* y);
+
+ private:
+  const float* x_;
+  int64_t rows_, k_;
+  bool ue8m0_, quantized_ = false;
+  QuantRows q_;
+};
 // The same from pre-quantised rows (FP8 weights only): lets callers quantise once and gather rows.
 void linear_forward_quantized(const Linear& l, const uint8_t* codes, const float* scales, int64_t rows, float* y);
 

@@ -21,15 +21,18 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   const int64_t dqk = c.qk_head_dim(), vdim = c.v_head_dim, lat = c.kv_lora_rank, dc = KvCache::kLatentDim;
   const bool ue8m0 = c.ue8m0();
 
-  // q = q_b(RMSNorm(q_a(x))); kv = kv_a(x).
+  // q = q_b(RMSNorm(q_a(x))); kv = kv_a(x). x_norm and qr are quantised once for all their linears
+  // (the indexer's included).
   StepScratch& sc = m.scratch;
   float* qr = grown(sc.qr, rows * c.q_lora_rank);
   float* q = grown(sc.q, rows * H * dqk);
   float* kv = grown(sc.kv, rows * dc);
-  linear_forward(w.q_a, x_norm, rows, qr, ue8m0);
+  LinearInput x_in(x_norm, rows, c.dim, ue8m0);
+  x_in.forward(w.q_a, qr);
   rms_norm(qr, w.q_a_norm.data(), rows, c.q_lora_rank, qr);
-  linear_forward(w.q_b, qr, rows, q, ue8m0);
-  linear_forward(w.kv_a, x_norm, rows, kv, ue8m0);
+  LinearInput qr_in(qr, rows, c.q_lora_rank, ue8m0);
+  qr_in.forward(w.q_b, q);
+  x_in.forward(w.kv_a, kv);
   // Absorbed queries in bf16: [q_nope W_uk (512), rotated q_pe (64)] per head, q_nope W_uk on the bf16
   // einsum with W_uk in bf16 (DeepSeek's weight_dequant; stored transposed, weights.h), written straight
   // into the query rows.
@@ -53,7 +56,7 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   timer.lap(Component::kAttnProjections);
 
   // The indexer reads qr and x_norm and writes its own key cache.
-  const std::vector<int32_t> positions = indexer_forward(m, layer, batch, x_norm, qr, timer);
+  const std::vector<int32_t> positions = indexer_forward(m, layer, batch, x_in, qr_in, timer);
 
   // Latent rows: RMSNorm(kv[:512]) and rotated k_pe, rounded to bf16, quantised into the cache.
   uint16_t* latent_rows = grown(sc.latent_rows, rows * dc);

@@ -65,10 +65,13 @@ class StepTimer {
   std::chrono::steady_clock::time_point last_;
 };
 
+class LinearInput;
+
 // The indexer (indexer.cc): writes the batch's keys into the layer's index cache and returns the
-// selected positions, [rows, index_topk] int32, -1 past the first min(index_topk, pos + 1).
-std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBatch& batch, const float* x_norm,
-                                     const float* qr, StepTimer& timer);
+// selected positions, [rows, index_topk] int32, -1 past the first min(index_topk, pos + 1). Reads the
+// normalised input x_norm and MLA's query latent qr (RMSNorm(q_a(x))).
+std::vector<int32_t> indexer_forward(ModelState& m, int64_t layer, const StepBatch& batch, LinearInput& x_norm,
+                                     LinearInput& qr, StepTimer& timer);
 
 // MLA with sparse attention (mla.cc): out [rows, dim] from the normalised input x_norm [rows, dim].
 // positions_out (optional) receives the indexer's selection, [rows, index_topk].
