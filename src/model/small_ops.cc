@@ -9,6 +9,7 @@
 
 #include "backends/cpu/ep_kernels.h"
 #include "backends/cpu/registry.h"
+#include "core/abs_max.h"
 #include "linear.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/error.h"
@@ -175,14 +176,7 @@ void q8_row(const float* x, int64_t k, bool ue8m0, uint8_t* codes, float* scales
   const auto& kernels = *static_cast<const cpu::EpKernels*>(cpu::cached_kernel(cpu::Slot::kEp, "model quantiser"));
   for (int64_t b = 0; b < k / 128; ++b) {
     const float* xb = x + b * 128;
-    // amax in 16 independent lanes (vector registers, no serial max chain): max is exact in any order,
-    // and a NaN never wins, as with std::max(amax, |x|).
-    float lane[16] = {};
-    for (int i = 0; i < 128; i += 16)
-      for (int j = 0; j < 16; ++j) lane[j] = std::max(lane[j], std::fabs(xb[i + j]));
-    float amax = 0;
-    for (int j = 0; j < 16; ++j) amax = std::max(amax, lane[j]);
-    const float s = q8_scale(amax, ue8m0);
+    const float s = q8_scale(abs_max16(xb, 128), ue8m0);
     scales[b] = s;
     // x / s is x * (1 / s) exactly when s is a normal power of two (every UE8M0 scale, and 1 for a zero
     // block): the level's vector rounding then gives the division's bits.

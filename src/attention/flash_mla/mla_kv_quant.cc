@@ -6,6 +6,7 @@
 #include "attention/flash_mla/mla_rows.h"
 #include "backends/cpu/ep_kernels.h"
 #include "backends/cpu/registry.h"
+#include "core/abs_max.h"
 #include "tessera/core/thread_pool.h"
 
 namespace tessera::flash_mla {
@@ -34,13 +35,7 @@ void quantize_token(const uint16_t* x, int64_t stride, const LayoutInfo& li, uin
   for (int64_t t = 0; t < li.tiles; ++t) {
     const int64_t n = li.tile;
     for (int64_t i = 0; i < n; ++i) xf[i] = bf16_to_f32(x[(t * n + i) * stride]);
-    // amax in 16 independent lanes: max is exact in any order and, as with fmax, a NaN never wins.
-    float lane[16] = {};
-    for (int64_t i = 0; i < n; i += 16)
-      for (int j = 0; j < 16; ++j) lane[j] = std::max(lane[j], std::fabs(xf[i + j]));
-    float amax = 0;
-    for (int j = 0; j < 16; ++j) amax = std::max(amax, lane[j]);
-    const float s = tile_scale(amax);
+    const float s = tile_scale(abs_max16(xf, n));  // as the fmax loop: a NaN never wins
     scales[t] = s;
     // s is a power of two: x / s is x * (1 / s) exactly while 1 / s is normal (every finite amax).
     const uint32_t bits = f32_bits(s);
