@@ -3,15 +3,18 @@
 // forward. P = exp(scale * q.k - lse) is recomputed from the forward's lse. The five products per tile
 // pair run on the level's GEMM kernel set (Slot::kMlaBwd: AMX tiles, vdpbf16ps or fp32 FMA; bf16 inputs
 // give bf16 operands, so P and dS are rounded to bf16 as on GPUs; fp32 sums), the element-wise steps in
-// fp32. Groups are handled in batches whose operands fit a memory budget, in three phases over tasks
-// claimed by the pool's threads:
+// fp32. Groups are handled in batches whose operands (and stored P, dS) fit a memory budget, in three
+// phases over tasks claimed by the pool's threads:
 //  1. gather each row tile's q, dO and key tile's k, v into contiguous operands and pack every B side
-//     once (K, V, K^T per key tile; Q, dO, Q^T, dO^T per row tile);
+//     once (K, V, K^T per key tile); per row tile Q^T, dO^T as A sides (or, recomputing, Q, dO, Q^T, dO^T
+//     packed as B sides);
 //  2. per (i, g, row tile), over key tiles: S = Q K^T, dP = dO V^T, delta = sum_t P dP - dlse (fp32 from
 //     fp32 P and dP: rowsum(dO * O) over the bf16 `out` would cancel badly when a row sees few keys); then
-//     dS = P (dP - delta) and dQ = scale * sum dS K (P and dP kept from the first sweep when they fit);
-//  3. per (i, g, key tile), over row tiles: S^T = K Q^T, dP^T = V dO^T, dV = sum P^T dO,
-//     dK = scale * sum dS^T Q.
+//     dS = P (dP - delta) and dQ = scale * sum dS K (P and dP kept from the first sweep when they fit),
+//     and P, dS stored as B sides for step 3;
+//  3. per (i, g, key tile), over row tiles: dV^T = sum dO^T P, dK^T = scale * sum Q^T dS on the stored
+//     P and dS; groups whose store would exceed bwd_store_limit() recompute S^T = K Q^T, dP^T = V dO^T, P
+//     and dS here instead, then dV = sum P^T dO, dK = scale * sum dS^T Q.
 // Every output element is summed by one task in a fixed tile order, so the bits do not depend on the
 // thread count.
 #include <algorithm>
@@ -47,7 +50,8 @@ constexpr size_t kKeptArenaBytes = size_t(64) << 20;
 // bwd_store_limit)...
 std::atomic<size_t> store_group_bytes{size_t(32) << 20};
 // ...and a batch then holds groups whose stores add up to at most this per thread (at least one group), so
-// that what the row pass writes is still in the threads' L2 when the key pass reads it (notes 2026-12-05).
+// that what the row pass writes is still in the threads' L2 when the key pass reads it (measured:
+// docs/notes/2026-12-05-fmha-backward-amx.md).
 constexpr size_t kStoreBatchBytesPerThread = size_t(2) << 20;
 
 size_t align64(size_t x) {
