@@ -2,6 +2,7 @@
 // accessors; here each says "not built" (nullptr), which the registry treats like any level that is
 // absent (isa_includes() already keeps it from asking for an ARM level on such a CPU).
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/mla_bwd_kernel_set.h"
 
 namespace tessera::cpu {
 
@@ -14,6 +15,10 @@ const GemmKernelSet* gemm_kernels_neon_bf16() {
 }
 
 GemvFn gemv_kernel_neon_bf16() {
+  return nullptr;
+}
+
+const MlaBwdTileOps* mla_bwd_ops_neon() {
   return nullptr;
 }
 

@@ -1,7 +1,7 @@
 // The dense MHA prefill backward (flash_attn_varlen_bwd) per ISA level: the GEMM kernel sets that run its
 // five products per tile pair (S = Q K^T, dP = dO V^T, dV += P^T dO, dK += dS^T Q, dQ += dS K) and the
 // element-wise steps between them (P from the forward's lse, delta, dS), compiled per level from one body
-// (mla_bwd_tiles.inc: scalar/, avx2/, avx512/). Registered in the kernel registry (Slot::kMlaBwd). Every
+// (mla_bwd_tiles.inc: scalar/, avx2/, avx512/, neon/). Registered in the kernel registry (Slot::kMlaBwd). Every
 // sum runs in a fixed order, so the bits never depend on threads. A plain interface header (ISA-file
 // rule 1: no inline functions).
 #pragma once
@@ -54,5 +54,6 @@ struct MlaBwdKernelSet {
 const MlaBwdTileOps* mla_bwd_ops_scalar();
 const MlaBwdTileOps* mla_bwd_ops_avx2();    // only when the active level is avx2 or higher
 const MlaBwdTileOps* mla_bwd_ops_avx512();  // only when the active level is avx512 or higher
+const MlaBwdTileOps* mla_bwd_ops_neon();    // ARM builds only (nullptr elsewhere)
 
 }  // namespace tessera::cpu

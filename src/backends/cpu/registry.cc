@@ -100,6 +100,14 @@ const MlaBwdKernelSet* mla_bwd_set(const char* name) {
 }
 
 const KernelImpl kMlaBwd[] = {
+    {"mla_bwd_neon_bf16", Isa::kNeonBf16,
+     [](Isa) -> const void* {
+       return mla_bwd_set<gemm_kernels_neon_bf16, gemm_kernels_neon, mla_bwd_ops_neon>("mla_bwd_neon_bf16");
+     }},
+    {"mla_bwd_neon", Isa::kNeon,
+     [](Isa) -> const void* {
+       return mla_bwd_set<gemm_kernels_neon, gemm_kernels_neon, mla_bwd_ops_neon>("mla_bwd_neon");
+     }},
     {"mla_bwd_amx", Isa::kAmx,
      [](Isa) -> const void* {
        return mla_bwd_set<gemm_kernels_amx, gemm_kernels_avx512, mla_bwd_ops_avx512, 128, 128, true>("mla_bwd_amx");

@@ -290,11 +290,10 @@ INSTANTIATE_TEST_SUITE_P(Isas, VarlenBackward, ::testing::ValuesIn(all_isas()),
                          [](const ::testing::TestParamInfo<Isa>& p) { return std::string(isa_name(p.param)); });
 
 TEST(VarlenBackwardRegistry, EveryLevelHasItsSet) {
-  const std::pair<Isa, const char*> expect[] = {{Isa::kAmx, "mla_bwd_amx"},
-                                                {Isa::kAvx512Bf16, "mla_bwd_avx512bf16"},
-                                                {Isa::kAvx512, "mla_bwd_avx512"},
-                                                {Isa::kAvx2, "mla_bwd_avx2"},
-                                                {Isa::kScalar, "mla_bwd_scalar"}};
+  const std::pair<Isa, const char*> expect[] = {
+      {Isa::kAmx, "mla_bwd_amx"},   {Isa::kAvx512Bf16, "mla_bwd_avx512bf16"}, {Isa::kAvx512, "mla_bwd_avx512"},
+      {Isa::kAvx2, "mla_bwd_avx2"}, {Isa::kSve, "mla_bwd_neon_bf16"},         {Isa::kNeonBf16, "mla_bwd_neon_bf16"},
+      {Isa::kNeon, "mla_bwd_neon"}, {Isa::kScalar, "mla_bwd_scalar"}};
   for (const auto& [level, name] : expect) {
     if (!isa_supported(level)) continue;
     const cpu::KernelChoice c = cpu::choose_kernel_at(cpu::Slot::kMlaBwd, level, "backward test");

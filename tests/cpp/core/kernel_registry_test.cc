@@ -69,24 +69,15 @@ namespace tessera {
 namespace {
 
 // The point of the registry: no SIMD level is left with a scalar-speed implementation of any slot. Checked
-// on the plan (names only), so it holds for levels this CPU lacks too. On ARM one slot has no NEON
-// code yet (issue 37's remaining work, docs/cpu.md section ARM64): it must stay exactly this one.
+// on the plan (names only), so it holds for levels this CPU lacks too, on x86 and ARM alike.
 TEST(KernelRegistry, NoSimdLevelRunsPortableCode) {
-  const bool arm = host_isa_family() == IsaFamily::kArm;
-  const std::string known_arm_gaps = " mla_bwd ";
   for (Isa level : test::all_isas()) {
     if (level == Isa::kScalar) continue;
     for (int s = 0; s < int(cpu::Slot::kCount); ++s) {
       const cpu::SlotInfo& info = cpu::slot_info(cpu::Slot(s));
       const cpu::KernelImpl& portable = info.impls[info.count - 1];
-      const bool gap = arm && known_arm_gaps.find(" " + std::string(info.name) + " ") != std::string::npos;
-      if (gap) {
-        EXPECT_STREQ(cpu::planned_kernel(cpu::Slot(s), level), portable.name)
-            << info.name << " has SIMD code at " << isa_name(level) << " now: take it off the known gaps";
-      } else {
-        EXPECT_STRNE(cpu::planned_kernel(cpu::Slot(s), level), portable.name)
-            << info.name << " runs its portable implementation at " << isa_name(level);
-      }
+      EXPECT_STRNE(cpu::planned_kernel(cpu::Slot(s), level), portable.name)
+          << info.name << " runs its portable implementation at " << isa_name(level);
     }
   }
 }
