@@ -43,12 +43,14 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   uint16_t* q_mla = grown(sc.q_mla, grows * H * dc);
   std::fill(q_nope + rows * H * nope, q_nope + grows * H * nope, uint16_t(0));
   std::fill(q_mla + rows * H * dc, q_mla + grows * H * dc, uint16_t(0));
-  for (int64_t i = 0; i < rows * H; ++i) {
-    float* qh = q + i * dqk;
-    rope_interleaved(qh + nope, m.rope, batch.pos[size_t(i / H)]);
-    f32_to_bf16_row(qh, nope, q_nope + i * nope);
-    f32_to_bf16_row(qh + nope, rope, q_mla + i * dc + lat);
-  }
+  for_rows(rows * H, dqk, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* qh = q + i * dqk;
+      rope_interleaved(qh + nope, m.rope, batch.pos[size_t(i / H)]);
+      f32_to_bf16_row(qh, nope, q_nope + i * nope);
+      f32_to_bf16_row(qh + nope, rope, q_mla + i * dc + lat);
+    }
+  });
   gemm::einsum(
       "bhr,hdr->bhd", TensorView(q_nope, DType::kBF16, {grows, H, nope}),
       TensorView(const_cast<uint16_t*>(w.kv_b_absorbed.data()), DType::kBF16, {H, lat, nope}, {kvb_head, nope, 1}),
@@ -61,11 +63,13 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   // Latent rows: RMSNorm(kv[:512]) and rotated k_pe, rounded to bf16, quantised into the cache.
   uint16_t* latent_rows = grown(sc.latent_rows, rows * dc);
   rms_norm_strided(kv, dc, w.kv_a_norm.data(), rows, lat, kv);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* kr = kv + r * dc;
-    rope_interleaved(kr + lat, m.rope, batch.pos[size_t(r)]);
-    f32_to_bf16_row(kr, dc, latent_rows + r * dc);
-  }
+  for_rows(rows, dc, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* kr = kv + r * dc;
+      rope_interleaved(kr + lat, m.rope, batch.pos[size_t(r)]);
+      f32_to_bf16_row(kr, dc, latent_rows + r * dc);
+    }
+  });
   for (int64_t s = 0; s < batch.seqs(); ++s) {
     const int64_t r0 = batch.row_begin[size_t(s)], r1 = batch.row_begin[size_t(s) + 1];
     m.cache.write_latent(layer, batch.slots[size_t(s)], batch.first_pos[size_t(s)], r1 - r0, latent_rows + r0 * dc);

@@ -33,15 +33,6 @@ void store4(float* p, F4 v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-// Rows per parallel chunk so tiny problems stay on one thread.
-void for_rows(int64_t rows, int64_t work_per_row, const std::function<void(int64_t, int64_t)>& fn) {
-  if (rows * work_per_row < 16384 || rows == 1) {
-    fn(0, rows);
-    return;
-  }
-  parallel_for(rows, fn);
-}
-
 // RMSNorm of R rows at once: each row's double sum of squares keeps its order (the same bits), the R
 // chains sit in registers side by side instead of one add latency per element.
 template <int R>
@@ -61,6 +52,14 @@ void rms_norm_rows(const float* x, int64_t ld, const float* w, int64_t n, float*
 }
 
 }  // namespace
+
+void for_rows(int64_t rows, int64_t work_per_row, const std::function<void(int64_t, int64_t)>& fn) {
+  if (rows * work_per_row < 16384 || rows == 1) {
+    fn(0, rows);
+    return;
+  }
+  parallel_for(rows, fn);
+}
 
 void rms_norm_strided(const float* x, int64_t ld, const float* w, int64_t rows, int64_t n, float* y) {
   for_rows(rows, n, [&](int64_t r0, int64_t r1) {
@@ -227,7 +226,10 @@ void f32_to_bf16_row(const float* x, int64_t n, uint16_t* y) {
 }
 
 void silu_mul(const float* g, const float* u, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  constexpr int64_t kPiece = 1024;  // values per parallel row (an exp each)
+  for_rows((n + kPiece - 1) / kPiece, kPiece, [&](int64_t p0, int64_t p1) {
+    for (int64_t i = p0 * kPiece; i < std::min(n, p1 * kPiece); ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  });
 }
 
 void embed_tokens(const uint16_t* table, int64_t vocab, int64_t dim, const int32_t* tokens, int64_t n, float* out) {

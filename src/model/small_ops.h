@@ -4,11 +4,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "tessera/model.h"
 
 namespace tessera::model {
+
+// fn(r0, r1) over rows [0, rows) split over the pool, or on this thread alone when rows * work_per_row
+// (values touched) is below 16384: tiny problems cost more to hand out than to run.
+void for_rows(int64_t rows, int64_t work_per_row, const std::function<void(int64_t, int64_t)>& fn);
 
 // y = x * rsqrt(mean(x^2) + 1e-6) * w, rows of n (y may be x).
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float* y);
