@@ -45,7 +45,6 @@ class LinearInput {
  public:
   LinearInput(const float* x, int64_t rows, int64_t k, bool ue8m0) : x_(x), rows_(rows), k_(k), ue8m0_(ue8m0) {}
   const float* data() const { return x_; }
-  int64_t rows() const { return rows_; }
   // y [rows, l.n] = x W^T, as linear_forward computes it.
   void forward(const Linear& l, float* y);
 
