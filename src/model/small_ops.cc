@@ -209,20 +209,8 @@ void matmul_bf16_f32(const float* x, int64_t rows, const uint16_t* w, int64_t n,
 }
 
 void f32_to_bf16_row(const float* x, int64_t n, uint16_t* y) {
-  // f32_to_bf16 on four lanes: round to nearest even on the bits, NaN -> 0x7FC0 with its sign.
-  using U4 = uint32_t __attribute__((vector_size(16)));
-  using H4 = uint16_t __attribute__((vector_size(8)));
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    U4 u;
-    std::memcpy(&u, x + i, sizeof u);
-    const U4 rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    const U4 nan = U4((u & 0x7FFFFFFFu) > 0x7F800000u);  // all ones where NaN
-    const U4 quiet = ((u >> 16) & 0x8000u) | 0x7FC0u;
-    const H4 h = __builtin_convertvector((rounded & ~nan) | (quiet & nan), H4);
-    std::memcpy(y + i, &h, sizeof h);
-  }
-  for (; i < n; ++i) y[i] = f32_to_bf16(x[i]);
+  const auto& kernels = *static_cast<const cpu::EpKernels*>(cpu::cached_kernel(cpu::Slot::kEp, "model bf16 rows"));
+  kernels.round_bf16(y, x, n);
 }
 
 void silu_mul(const float* g, const float* u, int64_t n, float* out) {

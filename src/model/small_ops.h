@@ -45,7 +45,7 @@ float q8_scale(float amax, bool ue8m0);
 // head, the MoE gate, the indexer's weights_proj).
 void matmul_bf16_f32(const float* x, int64_t rows, const uint16_t* w, int64_t n, int64_t k, float* out);
 
-// y[i] = f32_to_bf16(x[i]), n values (4 at a time, the same bits).
+// y[i] = f32_to_bf16(x[i]), n values (the ep slot's round_bf16: the same bits at every ISA level).
 void f32_to_bf16_row(const float* x, int64_t n, uint16_t* y);
 
 // out[i] = silu(g[i]) * u[i].

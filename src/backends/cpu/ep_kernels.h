@@ -41,6 +41,9 @@ struct EpKernels {
   // 0x7F with the sign). Also the activation quantisers of the model and Mega MoE, which scale by powers
   // of two.
   void (*e4m3_sat_mul)(uint8_t* out, const float* x, int64_t n, float mul);
+  // out[i] = f32_to_bf16(x[i]) (tessera/core/dtype.h: nearest even, NaN -> 0x7FC0 with its sign, unlike
+  // the reductions above). The model's activation rows.
+  void (*round_bf16)(uint16_t* out, const float* x, int64_t n);
 };
 
 const EpKernels* ep_kernels_scalar();

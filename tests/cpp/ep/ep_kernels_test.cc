@@ -107,6 +107,25 @@ TEST(EpKernels, E4m3RoundingOfFp32MatchesTheDtypeRule) {
   }
 }
 
+TEST(EpKernels, Bf16RoundingOfFp32MatchesTheDtypeRule) {
+  std::mt19937 gen(8);
+  std::vector<float> x = e4m3_probe_values(gen);  // ties and carries at many exponents, specials, random bits
+  for (uint32_t u : {0x3F808000u, 0x3F818000u, 0x7F7F8000u, 0x7F800001u, 0xFFC12345u, 0x00008000u, 0x807FFFFFu})
+    x.push_back(f32_from_bits(u));
+  std::vector<KernelSet> sets = vector_sets();
+  sets.push_back({"scalar", cpu::ep_kernels_scalar()});
+  for (const KernelSet& set : sets) {
+    SCOPED_TRACE(set.label);
+    for (int64_t n : {int64_t(x.size()), int64_t(1), int64_t(15), int64_t(17)}) {
+      std::vector<uint16_t> got(size_t(n) + 1, 0xA5A5);
+      set.kernels->round_bf16(got.data(), x.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[size_t(i)], f32_to_bf16(x[size_t(i)])) << "x bits " << std::hex << f32_bits(x[size_t(i)]);
+      EXPECT_EQ(got[size_t(n)], 0xA5A5) << "wrote past n = " << n;
+    }
+  }
+}
+
 TEST(EpKernels, CastMatchesScalarForEveryBf16Code) {
   const cpu::EpKernels& ref = *cpu::ep_kernels_scalar();
   std::vector<uint16_t> x(65536 + 77);  // a tail block of 77 values too

@@ -283,6 +283,34 @@ void e4m3_sat_mul(uint8_t* out, const float* x, int64_t n, float mul) {
   }
 }
 
+// dtype.h's f32_to_bf16 per lane: nearest even on the bits, NaN -> 0x7FC0 with its sign; a short tail
+// through a padded copy.
+void round_bf16(uint16_t* out, const float* x, int64_t n) {
+  const DF df;
+  const DU32 du32;
+  const DI32 di32;
+  const hn::Rebind<uint16_t, DI32> dhalf;  // one bf16 code per 32-bit lane
+  const int64_t step = int64_t(hn::Lanes(df));
+  auto round = [&](VF v) {
+    const VU32 u = hn::BitCast(du32, v);
+    const VU32 rounded = hn::ShiftRight<16>(
+        hn::Add(hn::Add(u, hn::Set(du32, 0x7FFFu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u))));
+    const VI32 magnitude = hn::BitCast(di32, hn::And(u, hn::Set(du32, 0x7FFFFFFFu)));
+    const auto nan = hn::RebindMask(du32, hn::Gt(magnitude, hn::Set(di32, 0x7F800000)));
+    const VU32 quiet = hn::Or(hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 0x8000u)), hn::Set(du32, 0x7FC0u));
+    return hn::DemoteTo(dhalf, hn::BitCast(di32, hn::IfThenElse(nan, quiet, rounded)));  // codes <= 0xFFFF
+  };
+  int64_t i = 0;
+  for (; i + step <= n; i += step) hn::StoreU(round(hn::LoadU(df, x + i)), dhalf, out + i);
+  if (i < n) {
+    alignas(64) float in[64] = {};
+    alignas(64) uint16_t codes[64];
+    memcpy(in, x + i, size_t(n - i) * 4);
+    hn::Store(round(hn::Load(df, in)), dhalf, codes);
+    memcpy(out + i, codes, size_t(n - i) * 2);
+  }
+}
+
 float float_of(uint32_t u) {
   float x;
   memcpy(&x, &u, 4);
@@ -358,7 +386,8 @@ const EpKernels* ep_kernel_table() {
                                       reduce_bf16,
                                       weighted_reduce_bf16,
                                       cast_e4m3,
-                                      e4m3_sat_mul};
+                                      e4m3_sat_mul,
+                                      round_bf16};
   return &kKernels;
 }
 

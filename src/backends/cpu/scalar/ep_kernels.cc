@@ -109,7 +109,20 @@ void e4m3_sat_mul(uint8_t* out, const float* x, int64_t n, float mul) {
   for (int64_t i = 0; i < n; ++i) out[i] = to_e4m3_sat(x[i] * mul);
 }
 
-constexpr EpKernels kKernels{"scalar", copy, store_fence, reduce_bf16, weighted_reduce_bf16, cast_e4m3, e4m3_sat_mul};
+void round_bf16(uint16_t* out, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u = bits_of(x[i]);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
+      out[i] = uint16_t(((u >> 16) & 0x8000u) | 0x7FC0u);  // the sign kept (see ep_kernels.h)
+      continue;
+    }
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    out[i] = uint16_t(u >> 16);
+  }
+}
+
+constexpr EpKernels kKernels{"scalar",  copy,         store_fence, reduce_bf16, weighted_reduce_bf16,
+                             cast_e4m3, e4m3_sat_mul, round_bf16};
 
 }  // namespace
 
