@@ -18,6 +18,10 @@ GemvFn gemv_kernel_neon_bf16() {
   return nullptr;
 }
 
+GemvFp4Fn gemv_fp4_kernel_neon_bf16() {
+  return nullptr;
+}
+
 const MlaBwdTileOps* mla_bwd_ops_neon() {
   return nullptr;
 }

@@ -262,6 +262,9 @@ GemvFp4Fn gemv_fp4_kernel_avx512bf16();
 // AMX tiles (amx/gemv_amx_fp4.cc): the weight scales go into the converted bf16 values, which takes
 // 64 <= e <= 190 (false otherwise, as above).
 GemvFp4Fn gemv_fp4_kernel_amx();
+// BFDOT (neon_bf16/gemv_fp4_bfdot.cc) for the neon_bf16 level and up, exponents 1..254 as above (ARM
+// builds; nullptr elsewhere).
+GemvFp4Fn gemv_fp4_kernel_neon_bf16();
 // fp32 FMAs (hwy/gemv_fp4.cc) for the avx2 level and up, exponents 1..254 as above; nullptr when no
 // Highway target of `level` was built.
 GemvFp4Fn gemv_fp4_kernel_hwy(Isa level);

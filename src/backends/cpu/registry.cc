@@ -74,6 +74,7 @@ const KernelImpl kGemvFp8[] = {
     {"packed_gemm", Isa::kScalar, nullptr},
 };
 const KernelImpl kGemvFp4[] = {
+    {"gemv_fp4_neon_bf16", Isa::kNeonBf16, [](Isa) { return fn_table(gemv_fp4_kernel_neon_bf16()); }},
     {"gemv_fp4_hwy", Isa::kNeon, [](Isa l) { return fn_table(gemv_fp4_kernel_hwy(l)); }},
     {"gemv_fp4_amx", Isa::kAmx, [](Isa) { return fn_table(gemv_fp4_kernel_amx()); }},
     {"gemv_fp4_avx512bf16", Isa::kAvx512Bf16, [](Isa) { return fn_table(gemv_fp4_kernel_avx512bf16()); }},

@@ -107,17 +107,17 @@ namespace tessera {
 namespace {
 
 // A level with bf16 dot/matrix instructions (avx512bf16 and amx; neon_bf16 and sve on ARM) multiplies
-// bf16 and e4m3 operands as bf16 with fp32 sums: its packed GEMM set and its bf16/e4m3 decode GEMVs
-// must be bf16-level code, never fp32-FMA code that widens the operands (a quarter of BFMMLA's rate at
-// most). Names are checked on the plan (levels this CPU lacks too), the GEMM set itself where the CPU
-// has the level.
+// bf16, e4m3 and FP4 operands as bf16 with fp32 sums: its packed GEMM set and its bf16/e4m3/FP4 decode
+// GEMVs must be bf16-level code, never fp32-FMA code that widens the operands (a quarter of BFMMLA's
+// rate at most). Names are checked on the plan (levels this CPU lacks too), the GEMM set itself where
+// the CPU has the level.
 TEST(KernelRegistry, Bf16LevelsPlanBf16GemmAndGemvKernels) {
   const Isa bf16 = host_isa_family() == IsaFamily::kArm ? Isa::kNeonBf16 : Isa::kAvx512Bf16;
   int checked = 0;
   for (Isa level : test::all_isas()) {
     if (!isa_includes(level, bf16)) continue;
     ++checked;
-    for (cpu::Slot slot : {cpu::Slot::kGemmPacked, cpu::Slot::kGemvBf16, cpu::Slot::kGemvFp8}) {
+    for (cpu::Slot slot : {cpu::Slot::kGemmPacked, cpu::Slot::kGemvBf16, cpu::Slot::kGemvFp8, cpu::Slot::kGemvFp4}) {
       const cpu::SlotInfo& info = cpu::slot_info(slot);
       const std::string planned = cpu::planned_kernel(slot, level);
       const cpu::KernelImpl* impl = nullptr;
