@@ -126,6 +126,10 @@ void kth_in_window(cpu::SelectCount2Fn count2, const int16_t* keys, int64_t n, i
 
 }  // namespace
 
+bool prefetched_whole_by_collect(int64_t len) {
+  return len <= kSegment;
+}
+
 bool bf16_path_fits(int64_t len, int k) {
   return len >= kMinLength && len <= kSegment * kMaxSegments && len > int64_t(k);
 }
@@ -179,7 +183,7 @@ bool select_bf16_in_window(const SelectKernels& kernels, const RowRef& row, int6
                            INT_MIN,
                            window.expected_hits_per_1024};
   // Ranges of one segment prefetch the next range whole during their collect pass.
-  if (end - begin <= kSegment && next.data) {
+  if (next.data && prefetched_whole_by_collect(end - begin)) {
     a.next = static_cast<const char*>(next.data) + 2 * next.begin;
     a.next_bytes = 2 * (next.end - next.begin);
   }
@@ -213,10 +217,6 @@ bool select_bf16(const SelectKernels& kernels, const RowRef& row, int64_t begin,
                  const Workspace& ws, Bf16Selection* sel, const NextRange& next) {
   return select_bf16_in_window(kernels, row, begin, end, k, sample_window(kernels, row, begin, end, k, ws), ws, sel,
                                next);
-}
-
-bool prefetched_whole_by_collect(int64_t len) {
-  return len <= kSegment;
 }
 
 void emit_bf16(const SelectKernels& kernels, const Bf16Selection& sel, int k, int64_t offset, int32_t* index32,

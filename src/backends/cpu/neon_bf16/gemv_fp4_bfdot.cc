@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/neon/f32_vec.h"
 #include "backends/cpu/scalar_convert.h"
 
 namespace tessera::cpu {
@@ -162,12 +163,7 @@ bool row_block(const GemvFp4Args& p, const Fp4Tables& t, const uint16_t* a, int6
   }
   for (int m = 0; m < M; ++m)
     for (int j = 0; j < NB; ++j) {
-      const float32x4_t v = tot[m][j];  // lanes summed in order 0..3
-      float sum = vgetq_lane_f32(v, 0);
-      sum += vgetq_lane_f32(v, 1);
-      sum += vgetq_lane_f32(v, 2);
-      sum += vgetq_lane_f32(v, 3);
-      p.out[m * p.ldo + n + j] = sum;
+      p.out[m * p.ldo + n + j] = NeonF32::reduce_add(tot[m][j]);  // lanes summed in order 0..3
     }
   return !bad;
 }
