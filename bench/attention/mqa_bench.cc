@@ -1,6 +1,7 @@
 // `tessera bench attention` MQA rows: tessera::attention::fp8_fp4_mqa_logits (prefill, causal ranges)
 // and fp8_fp4_paged_mqa_logits (decode over a paged FP8 cache) with H = 64, D = 128, against a
-// dequantise + oneDNN bf16 GEMM peer that materialises the [queries x heads, keys] scores.
+// dequantise + oneDNN bf16 GEMM peer that materialises the [queries x heads, keys] scores (paged: per
+// request, over the pages it reads).
 #include "attention/mqa_bench.h"
 
 #include <algorithm>
@@ -256,14 +257,7 @@ class MqaBench {
                                           TensorView(logits.get(), DType::kF32, {nq, ctx}), ctx, false);
     };
     ours(0);
-    // Query row i reads request i / next_n, whose key t is row (i / next_n) * ctx + t of o.k.
-    std::vector<double> errs;
-    double worst = 0;
-    for (int64_t i : {int64_t(0), nq / 2, nq - 1})
-      for (int64_t t : {int64_t(0), ctx / 2, ctx - 1}) {
-        const double ref = reference_logit(o, i, (i / next_n) * ctx + t), got = logits[size_t(i * ctx + t)];
-        worst = std::max(worst, std::fabs(got - ref) / (1e-4 * (std::fabs(ref) + 1)));
-      }
+    const double worst = paged_error(o, logits.get(), nq, next_n, ctx, false);
     row->check_error = worst;
     if (!(worst <= 1.0)) {
       row->status = "wrong result: check error " + std::to_string(worst) + " x tolerance";
@@ -272,6 +266,66 @@ class MqaBench {
     const double ms = time_median(ours).median_ms;
     finish(row, ms, 2.0 * kHeads * kDim * double(nq * ctx),
            double(nq * kHeads * (kDim + 4) + batch * ctx * (kDim + 4) + nq * ctx * 4));
+    if (!OnednnMatmul::available()) return;
+    row->peer = "dequant+" + OnednnMatmul::label();
+    try {  // a peer that fails costs only its own columns
+      // Per request: its pages dequantised into [ctx, D] bf16 (the token scale folded in), then the
+      // prefill peer's GEMM and head sum for its next_n queries.
+      OnednnMatmul mm(next_n * kHeads, ctx, kDim);
+      auto k_bf16 = aligned_array<uint16_t>(size_t(ctx * kDim));
+      auto q_bf16 = aligned_array<uint16_t>(size_t(next_n * kHeads * kDim));
+      auto scores = aligned_array<uint16_t>(size_t(next_n * kHeads * ctx));
+      auto peer = [&](int64_t) {
+        for (int64_t b = 0; b < batch; ++b) {
+          OnednnMatmul::parallel_for(ctx, [&](int64_t a, int64_t e) {
+            for (int64_t t = a; t < e; ++t) {
+              const uint8_t* page = cache.get() + int64_t(table[size_t(b * pages + t / kBlockKv)]) * page_bytes;
+              const uint8_t* v = page + (t % kBlockKv) * kDim;
+              float sf;
+              std::memcpy(&sf, page + kBlockKv * kDim + (t % kBlockKv) * 4, 4);
+              for (int64_t d = 0; d < kDim; ++d) k_bf16[size_t(t * kDim + d)] = f32_to_bf16(e4m3_to_f32(v[d]) * sf);
+            }
+          });
+          peer_scores(o, b * next_n, (b + 1) * next_n, ctx, k_bf16.get(), q_bf16.get(), scores.get(), mm, logits.get(),
+                      ctx, nullptr);
+        }
+      };
+      std::fill_n(logits.get(), nq * ctx, NAN);
+      peer(0);
+      if (!(paged_error(o, logits.get(), nq, next_n, ctx, true) <= 1.0)) {
+        row->peer += " (wrong result)";
+        return;
+      }
+      settle_threads();
+      row->peer_time_ms = time_median(peer).median_ms;
+      row->peer_ratio = row->peer_time_ms / ms;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[bench attention mqa] peer failed on %s: %s\n", c.op, e.what());
+      row->peer += " (failed)";
+    }
+  }
+
+  // Worst error of paged logits at sampled (query, token) pairs: query row i reads request i / next_n,
+  // whose token t is row (i / next_n) * ctx + t of o.k. Ours (fp32 scores): 1e-4 * (|ref| + 1) per
+  // logit; a bf16 peer (rounded K and scores): the prefill rows' scale, 2e-2 * rms of the samples.
+  static double paged_error(const Operands& o, const float* logits, int64_t nq, int64_t next_n, int64_t ctx,
+                            bool bf16_scores) {
+    std::vector<double> ref, got;
+    double sq = 0;
+    for (int64_t i : {int64_t(0), nq / 2, nq - 1})
+      for (int64_t t : {int64_t(0), ctx / 2, ctx - 1}) {
+        ref.push_back(reference_logit(o, i, (i / next_n) * ctx + t));
+        got.push_back(logits[size_t(i * ctx + t)]);
+        sq += ref.back() * ref.back();
+      }
+    const double rms = std::sqrt(sq / double(ref.size())) + 1e-30;
+    double worst = 0;
+    for (size_t n = 0; n < ref.size(); ++n) {
+      if (!std::isfinite(got[n])) return INFINITY;
+      const double tol = bf16_scores ? 2e-2 * rms : 1e-4 * (std::fabs(ref[n]) + 1);
+      worst = std::max(worst, std::fabs(got[n] - ref[n]) / tol);
+    }
+    return worst;
   }
 
   const Options& opt_;
