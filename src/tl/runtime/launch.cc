@@ -62,9 +62,13 @@ void launch(int64_t num_blocks, int64_t arena_bytes, TlBlockFn fn, void* ctx) {
 }
 
 // Outputs larger than half the last-level cache are streamed (TESSERA_TL_STREAM_BYTES overrides; 0 = never).
+// The cache counted is at most 32 MiB per logical CPU: no x86 part has more than about 12 MiB of L3 per
+// core, so a larger share is a host's whole L3 seen from a VM that gets a fraction of it.
 int64_t stream_bytes() {
   if (const int64_t n = env::integer("TESSERA_TL_STREAM_BYTES", -1, 0); n >= 0) return n > 0 ? n : INT64_MAX;
-  return cpu_features().l3_bytes / 2;  // the inputs want the other half
+  const CpuFeatures& f = cpu_features();
+  const int64_t cache = std::min<int64_t>(f.l3_bytes, int64_t(std::max(f.logical_cpus, 1)) << 25);
+  return cache / 2;  // the inputs want the other half
 }
 
 void gemm(const TlGemmArgs* args) {

@@ -31,8 +31,8 @@ class KernelLibrary {
 const TlRuntime* host_runtime();
 
 // Kernels launched from now on write outputs of more than `bytes` bytes with streaming stores;
-// bytes < 0 restores the default (TESSERA_TL_STREAM_BYTES, else half the L3). For tests; not while a
-// kernel runs.
+// bytes < 0 restores the default (TESSERA_TL_STREAM_BYTES, else half the L3 as launch.cc counts it).
+// For tests; not while a kernel runs.
 void set_stream_bytes(int64_t bytes);
 
 }  // namespace tessera::tl
