@@ -56,7 +56,8 @@ std::vector<int64_t> request_pages(const std::vector<int64_t>& len, int64_t batc
 
 // Pages sit at random places (the block table), so the hardware prefetchers cannot see the next one
 // coming: ask for its value rows and scales while the current page is computed. Measured (one thread,
-// 64 requests x 4096 tokens, cache in DRAM): without this the kernel waited on every page.
+// 64 requests x 4096 tokens, cache in DRAM): without this the kernel waited on every page. Kernel sets
+// with rows_prefetch get the page two ahead instead, spread over their tile steps.
 void prefetch_page(const uint8_t* page, int64_t rows, int64_t block_kv, int64_t row_bytes) {
   for (int64_t off = 0; off < rows * row_bytes; off += 64) __builtin_prefetch(page + off);
   for (int64_t off = 0; off < rows * 4; off += 64) __builtin_prefetch(page + block_kv * row_bytes + off);
@@ -245,7 +246,14 @@ void fp8_fp4_paged_mqa_logits(const TensorView& q, const TensorView* q_sf, const
   const cpu::MqaLogitsKernels& kernels = detail::mqa_kernels(kFn);
   const detail::QueryPanels panels = detail::build_query_panels(kernels, qs, batch * next_n);
   const uint8_t* cache = static_cast<const uint8_t*>(kv_cache.data);
-  const int64_t page_stride = kv_cache.stride(0);
+  const int64_t page_stride = kv_cache.stride(0), page_bytes = block_kv * token_bytes;
+  // The page `ahead` pages after page p of request b in the order a thread runs them (its share is a
+  // run of consecutive items: the request's next pages, then the next request's), nullptr past the end.
+  auto page_ahead = [&](int64_t b, int64_t p, int64_t ahead) -> const uint8_t* {
+    p += ahead;
+    while (b < batch && p >= pages[size_t(b)]) p -= pages[size_t(b++)];
+    return b < batch ? cache + table[b * block_table.stride(0) + p * block_table.stride(1)] * page_stride : nullptr;
+  };
   detail::run_items_balanced(cost, [&](int64_t n) {
     const Item& it = items[size_t(n)];
     void* tile = thread_scratch(0, size_t(block_kv * d) * size_t(kernels.key_bytes));
@@ -257,7 +265,8 @@ void fp8_fp4_paged_mqa_logits(const TensorView& q, const TensorView* q_sf, const
       const int64_t page = table[it.b * block_table.stride(0) + p * block_table.stride(1)];
       const uint8_t* base = cache + page * page_stride;
       const int rows = int(std::min(block_kv, need - p * block_kv));
-      if (p + 1 < it.p1)
+      const uint8_t* ahead = kernels.rows_prefetch ? page_ahead(it.b, p, 2) : nullptr;
+      if (!kernels.rows_prefetch && p + 1 < it.p1)
         prefetch_page(cache + table[it.b * block_table.stride(0) + (p + 1) * block_table.stride(1)] * page_stride,
                       std::min(block_kv, need - (p + 1) * block_kv), block_kv, row_bytes);
       detail::convert_key_rows(kernels, kf, base, row_bytes, base + block_kv * row_bytes, 4, rows, tile, scale);
@@ -269,6 +278,10 @@ void fp8_fp4_paged_mqa_logits(const TensorView& q, const TensorView* q_sf, const
         cpu::MqaRowsArgs a{
             panels.panel(i), panels.weight(i),     qs.heads, qs.head_vectors(), int(d), tile, int64_t(d), scale,
             int(r1),         direct ? direct : tmp};
+        if (ahead) {  // the next_n queries share the page's lines
+          a.prefetch = ahead + page_bytes * j / next_n;
+          a.prefetch_bytes = page_bytes * (j + 1) / next_n - page_bytes * j / next_n;
+        }
         kernels.rows(a);
         if (!direct) out.store(i, p * block_kv, tmp, r1);
       }

@@ -32,6 +32,10 @@ struct MqaRowsArgs {
   const float* k_scale;
   int rows;
   float* out;
+  // Optional: bytes the caller reads next (a paged cache's next page) for a set with rows_prefetch to
+  // prefetch, spread over its work; nullptr for none.
+  const void* prefetch = nullptr;
+  int64_t prefetch_bytes = 0;
 };
 using MqaRowsFn = void (*)(const MqaRowsArgs& args);
 
@@ -69,6 +73,9 @@ struct MqaLogitsKernels {
   int tile_rows = 72;
   // Queries the prefill driver runs over each converted tile (the conversion is shared by them).
   int query_block = 4;
+  // Whether `rows` prefetches MqaRowsArgs::prefetch itself; if not, the paged driver prefetches the
+  // next page in one go before converting a page.
+  bool rows_prefetch = false;
 };
 
 // The bf16 sets. The scalar one is the reference; its panel layout ("pair-interleaved by head",
@@ -77,7 +84,7 @@ struct MqaLogitsKernels {
 const MqaLogitsKernels* mqa_kernels_scalar();
 const MqaLogitsKernels* mqa_kernels_avx512bf16();  // nullptr when built without that level
 // The AMX set (amx/mqa_logits_amx.cc): the bf16 panel layout (its own pack_query), the vdpbf16ps
-// set's key conversions, rows by tdpbf16ps.
+// set's MX key conversion, its own FP8 one (same bits), rows by tdpbf16ps (with rows_prefetch).
 const MqaLogitsKernels* mqa_kernels_amx();
 int64_t mqa_panel_bytes_bf16(int heads, int dim);
 void mqa_pack_query_bf16(const uint16_t* q_bf16, int heads, int dim, void* panel);

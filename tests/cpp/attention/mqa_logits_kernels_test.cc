@@ -62,6 +62,27 @@ TEST_P(MqaKernels, E4m3ConversionsAreExactForEveryCode) {
   }
 }
 
+// Sets may convert blocks of only normal finite codes by another path (AMX: arithmetic): every normal
+// code in such blocks, one block with a subnormal and one with NaN in between, and a tail.
+TEST_P(MqaKernels, E4m3KeysAreExactInBlocksOfNormalCodes) {
+  if (!isa_supported(GetParam())) GTEST_SKIP() << "ISA not supported here";
+  const cpu::MqaLogitsKernels& k = set();
+  std::vector<uint8_t> normal;
+  for (int c = 0; c < 256; ++c)
+    if ((c & 0x78) != 0 && (c & 0x7F) != 0x7F) normal.push_back(uint8_t(c));
+  const int64_t n = 64 * 7 + 19;
+  std::vector<uint8_t> src(size_t(n + 1));
+  for (int64_t i = 0; i <= n; ++i) src[size_t(i)] = normal[size_t((i * 37) % int64_t(normal.size()))];
+  src[1 + 64 * 2 + 5] = 0x83;   // a negative subnormal in block 2
+  src[1 + 64 * 4 + 63] = 0x7F;  // NaN in block 4
+  std::vector<char> tile(size_t(n * k.key_bytes + 64), 0x55);
+  k.e4m3_keys(src.data() + 1, n, tile.data());  // unaligned source
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_TRUE(same(element(k, tile, i), e4m3_to_f32(src[size_t(i + 1)])))
+        << k.name << " code " << int(src[size_t(i + 1)]) << " at " << i;
+  ASSERT_EQ(tile[size_t(n * k.key_bytes)], 0x55) << k.name << ": wrote past n";
+}
+
 TEST_P(MqaKernels, MxKeyRowsMatchTheScaledCodes) {
   if (!isa_supported(GetParam())) GTEST_SKIP() << "ISA not supported here";
   const cpu::MqaLogitsKernels& k = set();

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "backends/cpu/amx/tile_config.h"
+#include "backends/cpu/avx512bf16/fp8_convert.h"
 #include "backends/cpu/mqa_logits_kernels.h"
 
 namespace tessera::cpu {
@@ -42,11 +43,23 @@ struct KeyRows {
   int64_t stride_bytes;
 };
 
+// The caller's next bytes (MqaRowsArgs::prefetch), a few lines before each d-step of the tiles: a paged
+// cache's next page sits at a random place, and one burst of ~130 prefetches before a page held the
+// core until the fill buffers drained, so the page was fetched while nothing else ran.
+struct Prefetcher {
+  const char* next;
+  const char* end;
+  int64_t per_step;  // lines
+  void issue() {
+    for (int64_t i = 0; i < per_step && next < end; ++i, next += 64) _mm_prefetch(next, _MM_HINT_T1);
+  }
+};
+
 // C tiles of KT key tiles x NT head tiles (head tiles h0, h0 + 1) over all `steps` d-steps of 32,
 // stored into c (row stride c_stride floats) at key row 16 * i, head 16 * (h0 + j).
 template <int KT, int NT>
 inline void tile_block(const uint16_t* panel, int64_t panel_stride_bytes, int h0, const KeyRows* keys, int steps,
-                       float* c, int64_t c_stride) {
+                       float* c, int64_t c_stride, Prefetcher* pf) {
   _tile_zero(0);
   if (NT == 2) _tile_zero(1);
   if (KT == 2) {
@@ -55,6 +68,7 @@ inline void tile_block(const uint16_t* panel, int64_t panel_stride_bytes, int h0
   }
   const int64_t pair_row = panel_stride_bytes / 2;  // elements of one d-pair row of the panel
   for (int s = 0; s < steps; ++s) {
+    pf->issue();
     const uint16_t* b = panel + int64_t(s) * 16 * pair_row + 32 * h0;
     _tile_loadd(6, b, panel_stride_bytes);
     if (NT == 2) _tile_loadd(7, b + 32, panel_stride_bytes);
@@ -119,7 +133,7 @@ inline void logits_16(const float* c, int64_t c_stride, const float* weights, __
 
 // The C tiles of keys [k0, k0 + n) (n <= 32) against every head, stored into c.
 template <int HV>
-inline void key_block(const MqaRowsArgs& a, int k0, int n, uint16_t* pad, float* c) {
+inline void key_block(const MqaRowsArgs& a, int k0, int n, uint16_t* pad, float* c, Prefetcher* pf) {
   constexpr int kHeadCols = 16 * HV;
   const uint16_t* panel = static_cast<const uint16_t*>(a.q_panel);
   const int kt = n > 16 ? 2 : 1;
@@ -142,16 +156,16 @@ inline void key_block(const MqaRowsArgs& a, int k0, int n, uint16_t* pad, float*
   int h = 0;
   for (; h + 2 <= HV; h += 2) {
     if (kt == 2) {
-      tile_block<2, 2>(panel, 64 * HV, h, keys, steps, c, kHeadCols);
+      tile_block<2, 2>(panel, 64 * HV, h, keys, steps, c, kHeadCols, pf);
     } else {
-      tile_block<1, 2>(panel, 64 * HV, h, keys, steps, c, kHeadCols);
+      tile_block<1, 2>(panel, 64 * HV, h, keys, steps, c, kHeadCols, pf);
     }
   }
   if (h < HV) {
     if (kt == 2) {
-      tile_block<2, 1>(panel, 64 * HV, h, keys, steps, c, kHeadCols);
+      tile_block<2, 1>(panel, 64 * HV, h, keys, steps, c, kHeadCols, pf);
     } else {
-      tile_block<1, 1>(panel, 64 * HV, h, keys, steps, c, kHeadCols);
+      tile_block<1, 1>(panel, 64 * HV, h, keys, steps, c, kHeadCols, pf);
     }
   }
 }
@@ -178,9 +192,14 @@ void rows_amx(const MqaRowsArgs& a) {
   alignas(64) uint16_t pad[16 * 128];  // a tail key tile, zero-padded to 16 rows
   const int last = a.heads - 16 * (HV - 1);
   const __mmask16 last_mask = last >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << last) - 1);
+  const char* pf_end = static_cast<const char*>(a.prefetch) + (a.prefetch ? a.prefetch_bytes : 0);
+  const char* pf_begin = static_cast<const char*>(a.prefetch) - (reinterpret_cast<uintptr_t>(a.prefetch) & 63);
+  const int64_t lines = (pf_end - pf_begin + 63) / 64;
+  const int64_t steps = (a.rows + 31) / 32 * ((HV + 1) / 2) * (a.dim / 32) + 1;  // d-steps of this call, + 1
+  Prefetcher pf{pf_begin, pf_end, (lines + steps - 1) / steps};
   for (int k0 = 0; k0 < a.rows; k0 += 32) {
     const int n = a.rows - k0 < 32 ? a.rows - k0 : 32;
-    key_block<HV>(a, k0, n, pad, c);
+    key_block<HV>(a, k0, n, pad, c, &pf);
     block_logits<HV>(a, k0, n, last_mask, c);
   }
 }
@@ -226,15 +245,49 @@ void pack_query(const uint16_t* q_bf16, int heads, int dim, void* panel) {
   }
 }
 
+// float8_e4m3fn keys -> bf16 by arithmetic where a block of 64 codes has only normal finite values:
+// magnitude m (7 bits, exponent field >= 1) is the bf16 0x3C00 + (m << 4) (the exponent rebiased from
+// 7 to 127), the sign moves from bit 7 to bit 15 with the sign-extended word. Zeros, subnormals and
+// NaN (m < 8 or m == 127) take the table lookups; with per-token scales (amax / 448) such codes are
+// rare. Paged decode converts each page for one or two queries, so conversion counts there.
+void e4m3_keys(const uint8_t* src, int64_t n, void* dst_void) {
+  uint16_t* dst = static_cast<uint16_t*>(dst_void);
+  const avx512bf16::E4m3Tables& t = avx512bf16::e4m3_tables();
+  const __m512i one = _mm512_set1_epi8(1), low7 = _mm512_set1_epi8(0x7F), eight = _mm512_set1_epi8(8);
+  const __m512i mag_bits = _mm512_set1_epi16(0x7F0), bias = _mm512_set1_epi16(0x3C00);
+  const __m512i sign = _mm512_set1_epi16(short(0x8000));
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512i x = _mm512_loadu_si512(src + i);
+    // (m + 1) mod 128 <= 8 exactly for m in 0..7 and m == 127.
+    const __m512i wrapped = _mm512_and_si512(_mm512_add_epi8(x, one), low7);
+    if (_mm512_cmple_epu8_mask(wrapped, eight) != 0) {
+      __m512i lo, hi;
+      avx512bf16::e4m3x64_to_bf16(t, x, &lo, &hi);
+      _mm512_storeu_si512(dst + i, lo);
+      _mm512_storeu_si512(dst + i + 32, hi);
+      continue;
+    }
+    for (int half = 0; half < 2; ++half) {
+      const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32 * half)));
+      const __m512i v = _mm512_add_epi16(_mm512_and_si512(_mm512_slli_epi16(w, 4), mag_bits), bias);
+      _mm512_storeu_si512(dst + i + 32 * half, _mm512_ternarylogic_epi32(v, w, sign, 0xF8));  // v | (w & sign)
+    }
+  }
+  if (i < n) mqa_kernels_avx512bf16()->e4m3_keys(src + i, n - i, dst + i);
+}
+
 }  // namespace
 
-// Panel size, key conversions and MX keys are the vdpbf16ps set's: same bf16 layouts.
+// Panel size and MX keys are the vdpbf16ps set's: same bf16 layouts; FP8 keys convert alike, faster.
 const MqaLogitsKernels* mqa_kernels_amx() {
   static const MqaLogitsKernels set = [] {
     MqaLogitsKernels s = *mqa_kernels_avx512bf16();
     s.name = "mqa_amx";
     s.pack_query = pack_query;
     s.rows = rows;
+    s.e4m3_keys = e4m3_keys;
+    s.rows_prefetch = true;
     // Whole blocks of 32 keys (a tail block is copied and padded), and the FP8 key conversion shared
     // by more queries: it took 15% of a prefill call at 4; 8 queries x 128 rows was among the fastest
     // shapes tried.
