@@ -76,6 +76,8 @@ class SparseDecode final : public MlaTask {
     }
   }
 
+  bool fetch_converts() const override { return true; }
+
   void prefetch(const TokenList& list, int64_t p, int nt) const override {
     for (int i = 0; i < nt; ++i) {
       const Fp8Cache& c = cache_of(list, p + i);
