@@ -43,6 +43,9 @@ about 0.3 s); medians reported.
             does), else GB/s / dram_read_gbps; the limit is measured right after the row
   peer    = dequantise the attended tokens (plain loops), oneDNN bf16 S = Q.K^T, fp32 softmax, oneDNN
             O = P.V, per query group; xpeer = peer time / our time
+  ceiling = (compute-bound rows) tessera's own bf16 GEMM (nt, its fastest layout) on one query group's
+            S = Q.K^T and O = P.V, timed after the row: the products alone, without the dequantisation,
+            softmax and gathers the row also does; the summary prints each op's share of it
 
 MQA logits (tessera::attention, DeepGEMM's lightning indexer; H = 64, D = 128, FP8 q and kv):
   mqa_prefill  fp8_fp4_mqa_logits, causal ranges (query i sees keys [0, S_kv - S + i + 1)), clean logits

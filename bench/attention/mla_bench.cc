@@ -7,6 +7,7 @@
 #include <exception>
 #include <string>
 
+#include "attention/mla_ceiling.h"
 #include "attention/mla_peer.h"
 #include "attention/mla_problem.h"
 #include "limit_pct.h"
@@ -52,6 +53,8 @@ void run_case(const MlaCase& c, const MachineLimits& lim, Row* row) {
   const double balance = lim.bf16_peak_gflops / lim.dram_read_gbps;
   if (p.flops() / p.bytes_read() >= balance) {
     set_bf16_peak_pct(row, lim);
+    const double ceiling = mla_gemm_ceiling_gflops(p.rows(), int(p.tokens()), p.d_qk());
+    if (row->limit_value > 0) row->pct_ceiling = 100.0 * ceiling / row->limit_value;
   } else {
     set_dram_read_pct(row, row->gbps, lim);
   }

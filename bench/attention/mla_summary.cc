@@ -32,6 +32,30 @@ int rows_meeting_target(const std::vector<const Row*>& rows, const AttentionTarg
   return met;
 }
 
+// Compute-bound rows against their GEMM ceiling (mla_ceiling.h), geometric means per op.
+void print_mla_ceilings(std::FILE* out, const std::vector<Row>& rows) {
+  bool any = false;
+  for (const char* op : {"mla_sparse_v32", "mla_sparse_model1", "mla_dense", "mla_prefill"}) {
+    double log_of_ceiling = 0, log_ceiling = 0;
+    int n = 0;
+    for (const Row* r : select_op(rows, op)) {
+      if (!r->ok() || !(r->pct_ceiling > 0) || !(r->pct_of_limit > 0)) continue;
+      log_of_ceiling += std::log(r->pct_of_limit / r->pct_ceiling);
+      log_ceiling += std::log(r->pct_ceiling / 100.0);
+      ++n;
+    }
+    if (n == 0) continue;
+    if (!any)
+      std::fprintf(out,
+                   "\nFlashMLA compute-bound rows against the GEMM ceiling (tessera's bf16 GEMM on one group's two "
+                   "products):\n");
+    any = true;
+    std::fprintf(out, "  %-18s %2d rows: %7s of the ceiling, which is %s of the limit\n", op, n,
+                 format_pct(100.0 * std::exp(log_of_ceiling / n)).c_str(),
+                 format_pct(100.0 * std::exp(log_ceiling / n)).c_str());
+  }
+}
+
 }  // namespace
 
 void print_mla_summary(std::FILE* out, const std::vector<Row>& rows) {
@@ -47,6 +71,7 @@ void print_mla_summary(std::FILE* out, const std::vector<Row>& rows) {
                  format_pct(g.pct_of_limit).c_str(), format_ratio(g.peer_ratio).c_str(), OnednnMatmul::label().c_str());
   }
   if (!any) return;
+  print_mla_ceilings(out, rows);
   const AttentionTargets t = attention_targets();
   if (t.compute_pct <= 0) return;
   std::fprintf(out,
