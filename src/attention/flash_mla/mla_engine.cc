@@ -155,18 +155,21 @@ void attend(const MlaTask& t, const TokenList& list, const Unit& u, int64_t p0, 
 // Normalises row r in place; returns its lse (natural log; -inf when it saw nothing). A NaN score (a
 // NaN in q or in a visible key) has made the row's sum NaN: the row becomes NaN, as on the GPU, rather
 // than the "no valid token" answer.
-float finish_row(float* o, int d_v, float row_max, float row_sum) {
+float finish_row(const float* o, int d_v, float row_max, float row_sum, float* dst) {
   if (std::isnan(row_sum)) {
-    std::fill(o, o + d_v, std::numeric_limits<float>::quiet_NaN());
+    std::fill(dst, dst + d_v, std::numeric_limits<float>::quiet_NaN());
     return std::numeric_limits<float>::quiet_NaN();
   }
   if (!(row_sum > 0)) {
-    std::fill(o, o + d_v, 0.0f);
+    std::fill(dst, dst + d_v, 0.0f);
     return -kInf;
   }
   const float inv = 1.0f / row_sum;
-  for (int c = 0; c < d_v; ++c) o[c] *= inv;
+  for (int c = 0; c < d_v; ++c) dst[c] = o[c] * inv;
   return float(double(row_max) + std::log(double(row_sum)));
+}
+float finish_row(float* o, int d_v, float row_max, float row_sum) {
+  return finish_row(o, d_v, row_max, row_sum, o);
 }
 
 // One split's row r: its normalised out (d_v floats), lse and max.
@@ -227,26 +230,27 @@ void run_unit(const MlaTask& t, const Unit& u, TokenList* list, const Partials& 
     }
     return;
   }
-  // Rows normalised in place; row r's lse and max go to own[2r], own[2r + 1].
-  float* own = static_cast<float*>(thread_scratch(6, size_t(u.nrows) * 2 * 4));
-  for (int r = 0; r < u.nrows; ++r) {
-    float* o = b.o + size_t(r) * t.d_v;
-    const float lse = finish_row(o, t.d_v, b.row_max[r], b.row_sum[r]);
-    own[2 * r] = lse;
-    own[2 * r + 1] = std::isnan(lse) ? lse : b.row_max[r];
-  }
   // Publish unless this is the last part to finish; the last one merges (acq_rel: it sees every other
-  // part's rows, and the others' writes come before their increments).
+  // part's rows, and the others' writes come before their increments). Published rows are normalised
+  // straight into the partial slot; the last part's in place, with row r's lse and max in own[2r],
+  // own[2r + 1].
   const bool last = finished[u.head].load(std::memory_order_acquire) == u.num_splits - 1;
+  float* own = static_cast<float*>(thread_scratch(6, size_t(u.nrows) * 2 * 4));
   if (!last) {
     for (int r = 0; r < u.nrows; ++r) {
       float* dst = parts.row(u.partial + u.split, r);
-      std::memcpy(dst, b.o + size_t(r) * t.d_v, size_t(t.d_v) * 4);
-      dst[t.d_v] = own[2 * r];
-      dst[t.d_v + 1] = own[2 * r + 1];
+      const float lse = finish_row(b.o + size_t(r) * t.d_v, t.d_v, b.row_max[r], b.row_sum[r], dst);
+      dst[t.d_v] = lse;
+      dst[t.d_v + 1] = std::isnan(lse) ? lse : b.row_max[r];
     }
     if (finished[u.head].fetch_add(1, std::memory_order_acq_rel) != u.num_splits - 1) return;
     // Another part finished in between and left the merge to this one: its rows are in place now.
+  } else {
+    for (int r = 0; r < u.nrows; ++r) {
+      const float lse = finish_row(b.o + size_t(r) * t.d_v, t.d_v, b.row_max[r], b.row_sum[r]);
+      own[2 * r] = lse;
+      own[2 * r + 1] = std::isnan(lse) ? lse : b.row_max[r];
+    }
   }
   float* merged = static_cast<float*>(thread_scratch(7, size_t(t.d_v) * 4));
   for (int r = 0; r < u.nrows; ++r)
