@@ -76,7 +76,7 @@ class SparseDecode final : public MlaTask {
     }
   }
 
-  bool fetch_converts() const override { return true; }
+  bool rows_scattered() const override { return true; }
 
   void prefetch(const TokenList& list, int64_t p, int nt) const override {
     for (int i = 0; i < nt; ++i) {

@@ -117,9 +117,9 @@ void attend(const MlaTask& t, const TokenList& list, const Unit& u, int64_t p0, 
   const int64_t end = std::min(p1, max_limit);  // no row sees past its limit
   // A set with fresh_o writes o on the first tile; with no tile at all, o is zero.
   if (!ks.fresh_o || p0 >= end) std::fill(b.o, b.o + size_t(u.nrows) * t.d_v, 0.0f);
-  // The first tile's rows are cold: one burst of prefetches lets their misses overlap (converting cold
-  // rows one by one waits on each row's lines in turn, ~2.5x slower).
-  if (t.fetch_converts() && p0 < end) t.prefetch(list, p0, int(std::min<int64_t>(tile, end - p0)));
+  // The first tile's rows are cold: one burst of prefetches lets their misses overlap (reading cold
+  // scattered rows one by one waits on each row's lines in turn, ~2.5x slower).
+  if (t.rows_scattered() && p0 < end) t.prefetch(list, p0, int(std::min<int64_t>(tile, end - p0)));
   for (int64_t p = p0; p < end; p += tile) {
     const int nt = int(std::min<int64_t>(tile, end - p));
     const int* visible = nullptr;

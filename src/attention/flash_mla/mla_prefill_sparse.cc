@@ -64,6 +64,8 @@ class SparsePrefill final : public MlaTask {
     }
   }
 
+  bool rows_scattered() const override { return true; }
+
   void prefetch(const TokenList& list, int64_t p, int nt) const override {
     const int64_t kvh = list.group % h_kv;
     for (int i = 0; i < nt; ++i) {

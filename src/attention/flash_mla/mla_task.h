@@ -50,9 +50,9 @@ class MlaTask {
   virtual void fetch_v(const TokenList& list, int64_t p, int nt, void* buf, const void** rows) const {}
   // Hints the memory system about positions [p, p + nt) before they are fetched.
   virtual void prefetch(const TokenList& list, int64_t p, int nt) const {}
-  // Whether fetch converts rows into buf (FP8 caches) rather than pointing at rows in place: the engine
-  // then prefetches a unit's first tile in one burst before fetching it.
-  virtual bool fetch_converts() const { return false; }
+  // Whether the rows of a list are scattered (a gather through indices): the engine then prefetches a
+  // unit's first tile in one burst before fetching it, so their misses overlap.
+  virtual bool rows_scattered() const { return false; }
   // Final row r of group g: o normalised (d_v values; zeros when the row saw no token), lse (+inf then)
   // and the max scaled score (-inf then).
   virtual void store(int64_t g, int r, const float* o, float lse, float max_logit) const = 0;
