@@ -93,8 +93,9 @@ TEST(TlRunSchedule, BandsAndBlocksGiveTheSameBits) {
   }
 }
 
-// Every output streams (threshold 0): same bits as the reference, for aligned outputs and outputs one
-// element off alignment (those fall back to plain stores), converted and raw (same-dtype) copies.
+// Every output streams (threshold 0): same bits as the reference, for aligned outputs, outputs 16 or 32
+// bytes off alignment (streamed in 16-byte pieces) and outputs one element off alignment (those fall
+// back to plain stores), converted and raw (same-dtype) copies.
 TEST(TlRunSchedule, StreamingStoresWriteTheSameBits) {
   if (active_isa() == Isa::kScalar) GTEST_SKIP() << "the scalar level has no streaming stores";
   KernelBuilder kb("stream_copy");
@@ -114,11 +115,11 @@ TEST(TlRunSchedule, StreamingStoresWriteTheSameBits) {
   Rng rng = Rng::for_current_test();
   for (int64_t n : {16, 1000, 4099}) {
     const std::vector<float> in = random_floats(rng, size_t(n));
-    for (int64_t offset : {0, 1}) {
-      AlignedPtr<float> out32 = aligned_array<float>(size_t(n + 1));
-      AlignedPtr<uint16_t> out16 = aligned_array<uint16_t>(size_t(n + 1));
-      std::fill_n(out32.get(), n + 1, -1.0f);
-      std::fill_n(out16.get(), n + 1, uint16_t(0xABCD));
+    for (int64_t offset : {0, 1, 4, 8}) {
+      AlignedPtr<float> out32 = aligned_array<float>(size_t(n + 8));
+      AlignedPtr<uint16_t> out16 = aligned_array<uint16_t>(size_t(n + 8));
+      std::fill_n(out32.get(), n + 8, -1.0f);
+      std::fill_n(out16.get(), n + 8, uint16_t(0xABCD));
       k({TensorView(const_cast<float*>(in.data()), DType::kF32, {n}),
          TensorView(out32.get() + offset, DType::kF32, {n}), TensorView(out16.get() + offset, DType::kBF16, {n})});
       for (int64_t i = 0; i < n; ++i) {

@@ -167,7 +167,8 @@ inline void raw_store_m(void* p, R v, vm m) {
   for (int l = 0; l < VW; ++l)
     if (m[l]) d[l] = v[l];
 }
-// A store that bypasses the cache when `stream` is set and the address is aligned for it.
+// A store that bypasses the cache when `stream` is set and the address is aligned for it (16 bytes
+// at least).
 template <class R>
 inline void raw_store_nt(void* p, R v, bool stream) {
 #if defined(__AVX__)
@@ -178,6 +179,18 @@ inline void raw_store_nt(void* p, R v, bool stream) {
 #endif
     if constexpr (sizeof(R) == 32) return _mm256_stream_si256(static_cast<__m256i*>(p), (__m256i)v);
     if constexpr (sizeof(R) == 16) return _mm_stream_si128(static_cast<__m128i*>(p), (__m128i)v);
+  }
+  // numpy and glibc's malloc align large arrays to 16 bytes only: wider vectors there stream in
+  // 16-byte pieces (consecutive stores still fill whole lines in the write-combining buffers).
+  if constexpr (sizeof(R) > 16 && sizeof(R) % 16 == 0) {
+    if (stream && a % 16 == 0) {
+      for (size_t k = 0; k < sizeof(R); k += 16) {
+        __m128i piece;
+        std::memcpy(&piece, reinterpret_cast<const char*>(&v) + k, 16);
+        _mm_stream_si128(reinterpret_cast<__m128i*>(static_cast<char*>(p) + k), piece);
+      }
+      return;
+    }
   }
 #endif
   (void)stream;
