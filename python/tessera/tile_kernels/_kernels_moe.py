@@ -13,6 +13,13 @@ from ..tl import compile as tl_compile
 _ROWS = 16  # tokens per block of the row-wise kernels
 
 
+def _even_cols(hidden: int, most: int) -> int:
+    """Columns per block: ``hidden`` split into equal blocks of at most ``most`` (rounded up to whole
+    16-lane vectors), so no block is a mostly masked tail (7168 -> 4 x 1792, not 3.5 x 2048)."""
+    per_block = -(-hidden // -(-hidden // most))
+    return min(hidden, -(-per_block // 16) * 16)
+
+
 @functools.lru_cache(maxsize=None)
 def topk_select(num_experts: int, num_topk: int, idx_dtype: str = "int64"):
     """Indices of the num_topk largest scores of each row, descending, smaller index first on ties."""
@@ -303,7 +310,7 @@ def reduce_rows(hidden: int, num_topk: int, dtype: str, out_dtype: str, map_dtyp
     accumulated in float32 from 0 in k order, skipping pos_k < 0."""
     tokens = T.dynamic("num_tokens")
     slots = T.dynamic("num_expanded_tokens")
-    cols = min(hidden, 2048)
+    cols = _even_cols(hidden, 2048)
 
     @T.prim_func
     def main(x: T.Tensor((slots, hidden), dtype), x_sf: T.Tensor((slots,), "float32"),
