@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/fmha_bwd_ceiling.h"
+#include "attention/gemm_ceilings.h"
 #include "limit_pct.h"
 #include "peers/onednn_matmul.h"
 #include "quick_scale.h"

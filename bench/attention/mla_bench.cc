@@ -7,7 +7,7 @@
 #include <exception>
 #include <string>
 
-#include "attention/mla_ceiling.h"
+#include "attention/gemm_ceilings.h"
 #include "attention/mla_peer.h"
 #include "attention/mla_problem.h"
 #include "limit_pct.h"

@@ -32,7 +32,7 @@ int rows_meeting_target(const std::vector<const Row*>& rows, const AttentionTarg
   return met;
 }
 
-// Compute-bound rows against their GEMM ceiling (mla_ceiling.h), geometric means per op.
+// Compute-bound rows against their GEMM ceiling (gemm_ceilings.h), geometric means per op.
 void print_mla_ceilings(std::FILE* out, const std::vector<Row>& rows) {
   bool any = false;
   for (const char* op : {"mla_sparse_v32", "mla_sparse_model1", "mla_dense", "mla_prefill"}) {

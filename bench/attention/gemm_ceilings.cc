@@ -1,9 +1,10 @@
-// fmha_bwd_ceiling.h: the five products of one head through tessera::gemm's public bf16 entry point.
-#include "attention/fmha_bwd_ceiling.h"
+// gemm_ceilings.h: the attention rows' products through tessera::gemm's public bf16 entry point.
+#include "attention/gemm_ceilings.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "random_fill.h"
@@ -14,6 +15,7 @@
 namespace tessera::bench {
 namespace {
 
+// A bf16 operand of random values (contents do not matter to the rate).
 struct Matrix {
   std::vector<uint16_t> data;
   TensorView view;
@@ -25,27 +27,39 @@ struct Matrix {
   }
 };
 
+// `flops` over the fastest of three short medians of `products` (a neighbour on a shared host can slow
+// any one of them; a ceiling is the best rate), in GFLOP/s.
+double best_rate(double flops, const std::function<void(int64_t)>& products) {
+  double ms = INFINITY;
+  for (int round = 0; round < 3; ++round) ms = std::min(ms, time_median(products, 0.1, 3).median_ms);
+  return flops / (ms * 1e-3) * 1e-9;
+}
+
 }  // namespace
 
 double fmha_bwd_gemm_ceiling_gflops(int seq, int d_qk, int d_v) {
-  // Operands (contents do not matter to the rate), transposed ones stored transposed.
   Matrix q(seq, d_qk, 11), k(seq, d_qk, 12), v(seq, d_v, 13), dout(seq, d_v, 14), qt(d_qk, seq, 15), kt(d_qk, seq, 16),
       dout_t(d_v, seq, 17);
   Matrix s(seq, seq, 18), dp(seq, seq, 19), pt(seq, seq, 20), dst(seq, seq, 21);  // S, dP out; P^T, dS^T in
   Matrix dq(seq, d_qk, 22), dk(seq, d_qk, 23), dv(seq, d_v, 24);
-  auto five = [&](int64_t) {
+  const double counted = 2.5 * 2.0 * seq * double(seq) * (d_qk + d_v);
+  return best_rate(counted, [&](int64_t) {
     gemm::bf16_gemm_nt(q.view, k.view, s.view);
     gemm::bf16_gemm_nt(dout.view, v.view, dp.view);
     gemm::bf16_gemm_nt(pt.view, dout_t.view, dv.view);
     gemm::bf16_gemm_nt(dst.view, qt.view, dk.view);
     gemm::bf16_gemm_nt(s.view, kt.view, dq.view);  // dS as seq x seq, K-major
-  };
-  // A ceiling is the best rate: the fastest of three short medians (a neighbour on a shared host can slow
-  // any one of them).
-  double ms = INFINITY;
-  for (int round = 0; round < 3; ++round) ms = std::min(ms, time_median(five, 0.1, 3).median_ms);
-  const double counted = 2.5 * 2.0 * seq * double(seq) * (d_qk + d_v);
-  return counted / (ms * 1e-3) * 1e-9;
+  });
+}
+
+double mla_gemm_ceiling_gflops(int rows, int tokens, int d_qk) {
+  constexpr int kDv = 512;
+  Matrix q(rows, d_qk, 31), k(tokens, d_qk, 32), v_t(kDv, tokens, 33), s(rows, tokens, 34), p(rows, tokens, 35),
+      o(rows, kDv, 36);
+  return best_rate(2.0 * rows * double(tokens) * (d_qk + kDv), [&](int64_t) {
+    gemm::bf16_gemm_nt(q.view, k.view, s.view);
+    gemm::bf16_gemm_nt(p.view, v_t.view, o.view);
+  });
 }
 
 }  // namespace tessera::bench
