@@ -163,6 +163,21 @@ class MqaBench {
     });
   }
 
+  // The peer once on NaN-poisoned logits (n values), its worst error in units of its tolerance from
+  // `error`, then timed against our `ours_ms` unless the check failed.
+  template <class Peer, class Error>
+  static void check_and_time_peer(Row* row, double ours_ms, float* logits, int64_t n, Peer& peer, Error error) {
+    std::fill_n(logits, n, NAN);
+    peer(0);
+    if (!(error() <= 1.0)) {
+      row->peer += " (wrong result)";
+      return;
+    }
+    settle_threads();
+    row->peer_time_ms = time_median(peer).median_ms;
+    row->peer_ratio = row->peer_time_ms / ours_ms;
+  }
+
   void run_prefill(const MqaCase& c, Row* row) {
     const int64_t s = c.queries, s_kv = c.keys;
     const Operands o = make_operands(s, s_kv, uint64_t(s * 7 + s_kv));
@@ -210,15 +225,8 @@ class MqaBench {
           peer_scores(o, q0, q0 + qb, s_kv, k_bf16.get(), q_bf16.get(), scores.get(), mm, logits.get(), s_kv,
                       ke.data());
       };
-      std::fill_n(logits.get(), s * s_kv, NAN);
-      peer(0);
-      if (!(check_error(o, logits.get(), s_kv, samples) <= 1.0)) {
-        row->peer += " (wrong result)";
-        return;
-      }
-      settle_threads();
-      row->peer_time_ms = time_median(peer).median_ms;
-      row->peer_ratio = row->peer_time_ms / ms;
+      check_and_time_peer(row, ms, logits.get(), s * s_kv, peer,
+                          [&] { return check_error(o, logits.get(), s_kv, samples); });
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[bench attention mqa] peer failed on %s: %s\n", c.op, e.what());
       row->peer += " (failed)";
@@ -290,15 +298,8 @@ class MqaBench {
                       ctx, nullptr);
         }
       };
-      std::fill_n(logits.get(), nq * ctx, NAN);
-      peer(0);
-      if (!(paged_error(o, logits.get(), nq, next_n, ctx, true) <= 1.0)) {
-        row->peer += " (wrong result)";
-        return;
-      }
-      settle_threads();
-      row->peer_time_ms = time_median(peer).median_ms;
-      row->peer_ratio = row->peer_time_ms / ms;
+      check_and_time_peer(row, ms, logits.get(), nq * ctx, peer,
+                          [&] { return paged_error(o, logits.get(), nq, next_n, ctx, true); });
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[bench attention mqa] peer failed on %s: %s\n", c.op, e.what());
       row->peer += " (failed)";
