@@ -53,7 +53,7 @@ Scratch carve(void* base, int m, int d_qk, int d_v) {
   sc.p_pairs = reinterpret_cast<uint16_t*>(take(nt * mp * 2));
   sc.alpha = reinterpret_cast<float*>(take(mp * 4));
   sc.p_tiles = reinterpret_cast<uint16_t*>(take(nt * mp * 2));
-  sc.v_pairs = reinterpret_cast<uint16_t*>(take(nt * size_t(d_v) * 2));
+  sc.v_pairs = reinterpret_cast<uint16_t*>(take(size_t(d_v / 16) * size_t(mla_v_pairs_ct_stride(int(nt))) * 2));
   sc.k_stage = reinterpret_cast<uint16_t*>(take(nt * size_t(d_qk) * 2));
   sc.c_tmp = reinterpret_cast<float*>(take(4 * 256 * 4));
   sc.bytes = off;

@@ -65,20 +65,21 @@ void pack_p_tiles(const uint16_t* p_pairs, int pairs, int mp, int steps, uint16_
     }
 }
 
-// v_pairs[(ct * pairs_pad + tp) * 32 ...]: column tile ct (16 columns, permuted as in the avx512bf16 set),
-// token pair tp; pairs past the tile's tokens are zero. Column pairs outside, so the stores run along
-// one tile column: with token pairs outside, the 32 stores of a pair were 8 KiB apart, all in one L1 set.
-void pack_v_pairs(const void* const* v_rows, int nt, int d_v, int pairs_pad, uint16_t* v_pairs) {
-  for (int c = 0; c < d_v; c += 32) {
-    uint16_t* dst = v_pairs + int64_t(c / 16) * pairs_pad * 32;
-    for (int tp = 0; tp < pairs_pad; ++tp, dst += 32) {
-      const int t = 2 * tp;
-      const __m512i a =
-          t < nt ? _mm512_loadu_si512(static_cast<const uint16_t*>(v_rows[t]) + c) : _mm512_setzero_si512();
-      const __m512i b =
-          t + 1 < nt ? _mm512_loadu_si512(static_cast<const uint16_t*>(v_rows[t + 1]) + c) : _mm512_setzero_si512();
+// v_pairs[ct * ct_stride + tp * 32 ...]: column tile ct (16 columns, permuted as in the avx512bf16 set),
+// token pair tp; pairs past the tile's tokens are zero. A token pair's two rows are read whole, in
+// order, and its 32 stores go one to each column tile; ct_stride is pairs_pad * 32 + 32 values, so
+// those stores are 64 bytes off a multiple of 4 KiB apart and spread over the L1 sets.
+void pack_v_pairs(const void* const* v_rows, int nt, int d_v, int pairs_pad, int64_t ct_stride, uint16_t* v_pairs) {
+  for (int tp = 0; tp < pairs_pad; ++tp) {
+    const int t = 2 * tp;
+    const uint16_t* r0 = t < nt ? static_cast<const uint16_t*>(v_rows[t]) : nullptr;
+    const uint16_t* r1 = t + 1 < nt ? static_cast<const uint16_t*>(v_rows[t + 1]) : nullptr;
+    uint16_t* dst = v_pairs + int64_t(tp) * 32;
+    for (int c = 0; c < d_v; c += 32, dst += 2 * ct_stride) {
+      const __m512i a = r0 ? _mm512_loadu_si512(r0 + c) : _mm512_setzero_si512();
+      const __m512i b = r1 ? _mm512_loadu_si512(r1 + c) : _mm512_setzero_si512();
       _mm512_store_si512(dst, _mm512_unpacklo_epi16(a, b));
-      _mm512_store_si512(dst + int64_t(pairs_pad) * 32, _mm512_unpackhi_epi16(a, b));
+      _mm512_store_si512(dst + ct_stride, _mm512_unpackhi_epi16(a, b));
     }
   }
 }
@@ -103,7 +104,7 @@ void rescale_rows(const float* alpha, int m, int d_v, float* o) {
 // Query tiles [qt, qt + QN) x column tiles (ct, ct + 1) over all token steps, accumulated onto o's tiles
 // (kOnto; written over them when fresh) or, for a partial query tile, into zeroed tiles stored to c_tmp.
 template <int QN, bool kOnto>
-void block(const uint16_t* p_tiles, int qt, const uint16_t* v_pairs, int ct, int steps, int pairs_pad, bool fresh,
+void block(const uint16_t* p_tiles, int qt, const uint16_t* v_pairs, int ct, int steps, int64_t ct_stride, bool fresh,
            float* o, int d_v, float* c_tmp) {
   float* oc = kOnto ? o + int64_t(qt) * 16 * d_v + ct * 256 : c_tmp;
   const int64_t next_q_rows = kOnto ? int64_t(16) * d_v : 0;
@@ -123,8 +124,8 @@ void block(const uint16_t* p_tiles, int qt, const uint16_t* v_pairs, int ct, int
     }
   }
   const uint16_t* a0 = p_tiles + int64_t(qt) * steps * 512;
-  const uint16_t* b0 = v_pairs + int64_t(ct) * pairs_pad * 32;
-  const int64_t next_q = int64_t(steps) * 512, next_c = int64_t(pairs_pad) * 32;
+  const uint16_t* b0 = v_pairs + int64_t(ct) * ct_stride;
+  const int64_t next_q = int64_t(steps) * 512, next_c = ct_stride;
   for (int k = 0; k < steps; ++k) {
     _tile_loadd(6, b0 + k * 512, 64);
     _tile_loadd(7, b0 + next_c + k * 512, 64);
@@ -158,22 +159,27 @@ void add_partial_tile(const float* c_tmp, int r0, int m, int c, int d_v, bool fr
 
 }  // namespace
 
+int64_t mla_v_pairs_ct_stride(int nt) {
+  return int64_t((nt + 31) / 32) * 16 * 32 + 32;
+}
+
 void mla_pv_amx(const void* const* v_rows, int nt, const uint16_t* p_pairs, const float* alpha, int m, int mp, int d_v,
                 bool fresh, float* o, uint16_t* p_tiles, uint16_t* v_pairs, float* c_tmp,
                 void (*progress)(void*, int, int), void* progress_ctx) {
   const int steps = (nt + 31) / 32, pairs_pad = steps * 16;
+  const int64_t ct_stride = mla_v_pairs_ct_stride(nt);
   pack_p_tiles(p_pairs, (nt + 1) / 2, mp, steps, p_tiles);
-  pack_v_pairs(v_rows, nt, d_v, pairs_pad, v_pairs);
+  pack_v_pairs(v_rows, nt, d_v, pairs_pad, ct_stride, v_pairs);
   if (!fresh) rescale_rows(alpha, m, d_v, o);
   // Column pairs outside (their V tiles, 16 KiB at 256 tokens, stay in L1), query tiles inside.
   const int full = m / 16, parts = d_v / 32;
   for (int ct = 0; ct < d_v / 16; ct += 2) {
     if (progress) progress(progress_ctx, ct / 2, parts);
     int qt = 0;
-    for (; qt + 2 <= full; qt += 2) block<2, true>(p_tiles, qt, v_pairs, ct, steps, pairs_pad, fresh, o, d_v, c_tmp);
-    if (qt < full) block<1, true>(p_tiles, qt++, v_pairs, ct, steps, pairs_pad, fresh, o, d_v, c_tmp);
+    for (; qt + 2 <= full; qt += 2) block<2, true>(p_tiles, qt, v_pairs, ct, steps, ct_stride, fresh, o, d_v, c_tmp);
+    if (qt < full) block<1, true>(p_tiles, qt++, v_pairs, ct, steps, ct_stride, fresh, o, d_v, c_tmp);
     if (qt * 16 < m) {
-      block<1, false>(p_tiles, qt, v_pairs, ct, steps, pairs_pad, fresh, o, d_v, c_tmp);
+      block<1, false>(p_tiles, qt, v_pairs, ct, steps, ct_stride, fresh, o, d_v, c_tmp);
       add_partial_tile(c_tmp, qt * 16, m, ct * 16, d_v, fresh, o);
     }
   }
