@@ -18,18 +18,19 @@ def engram_hash(max_ngram: int, layers: int, tables: int):
              vocab: T.Tensor((layers, max_ngram - 1, tables), "int32"), offsets: T.Tensor((layers, cols), "int32"),
              out: T.Tensor((layers, tokens, cols), "int32")):
         with T.Kernel(T.ceildiv(tokens, rows), layers, threads=128) as (bt, layer):
-            h = T.alloc_fragment((rows, max_ngram), "int64")
-            for i, n in T.Parallel(rows, max_ngram):
-                h[i, n] = T.cast(ids[bt * rows + i, n], "int64") * multipliers[layer, n]
+            # h[n, i]: the token loops below run along contiguous rows (h[i, n] took 3-lane and stride-3 vectors)
+            h = T.alloc_fragment((max_ngram, rows), "int64")
+            for n, i in T.Parallel(max_ngram, rows):
+                h[n, i] = T.cast(ids[bt * rows + i, n], "int64") * multipliers[layer, n]
             for n in T.serial(1, max_ngram):
                 for i in T.Parallel(rows):
-                    h[i, n] = h[i, n - 1] ^ h[i, n]
+                    h[n, i] = h[n - 1, i] ^ h[n, i]
             # one loop over the (n, e) columns: with (n, e) nested, 8 tables filled half of each 16-lane
             # vector and the masked half divided too
             for i, c in T.Parallel(rows, cols):
                 # max(., 1): masked-off vector lanes read 0 here and compute the modulo too
                 size = T.cast(T.max(vocab[layer, c // tables, c % tables], 1), "int64")
-                out[layer, bt * rows + i, c] = T.cast(h[i, c // tables + 1] % size, "int32") + offsets[layer, c]
+                out[layer, bt * rows + i, c] = T.cast(h[c // tables + 1, i] % size, "int32") + offsets[layer, c]
 
     return tl_compile(main)
 

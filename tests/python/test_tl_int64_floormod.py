@@ -1,0 +1,51 @@
+"""int64 `%` in a vectorized T.Parallel loop (floor modulo, Python's rule) against numpy: divisors in
+[1, 2^31) take the runtime's float64 quotient steps at AVX-512, vectors with any other divisor the
+scalar loop. Lengths are whole vectors: masked-off tail lanes would divide by the 0 they load."""
+import numpy as np
+
+import test_tl_common  # noqa: F401 - kernel cache
+
+import tessera
+import tessera.language as T
+
+I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+
+
+@tessera.jit(out_idx=[-1])
+def floormod(n):
+    @T.prim_func
+    def main(a: T.Tensor((n,), "int64"), b: T.Tensor((n,), "int64"), r: T.Tensor((n,), "int64")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(n):
+                r[i] = a[i] % b[i]
+    return main
+
+
+def dividends(rng, d):
+    """Edges of the int64 range and multiples of d with their neighbours, then random 64-bit values."""
+    k = rng.integers(-(2 ** 62), 2 ** 62, size=d.size) // np.maximum(d, 1)
+    edges = np.array([0, 1, -1, I64_MAX, I64_MIN, I64_MAX - 1, I64_MIN + 1, 2 ** 62, -(2 ** 62), 2 ** 53 + 1])
+    a = rng.integers(I64_MIN, I64_MAX, size=d.size, dtype=np.int64, endpoint=True)
+    a[: edges.size] = edges
+    third = d.size // 3
+    a[third:2 * third] = k[third:2 * third] * d[third:2 * third] + rng.integers(-1, 2, size=third)
+    return a
+
+
+def test_int64_floormod_by_divisors_below_2_31(rng):
+    n = 16 * 257
+    d = rng.integers(1, 2 ** 31, size=n, dtype=np.int64)
+    d[:64] = np.repeat([1, 2, 3, 2 ** 31 - 1], 16)
+    a = dividends(rng, d)
+    np.testing.assert_array_equal(floormod(n)(a, d), np.mod(a, d))
+
+
+def test_int64_floormod_with_large_or_negative_divisors(rng):
+    n = 16 * 65
+    d = rng.integers(1, 2 ** 31, size=n, dtype=np.int64)
+    d[5] = 2 ** 31                                      # one lane past the range: the vector goes scalar
+    d[16 * 7 + 3] = -7
+    d[16 * 20:16 * 21] = rng.integers(2 ** 31, 2 ** 62, size=16)
+    d[16 * 30:16 * 31] = -rng.integers(1, 2 ** 40, size=16)
+    a = dividends(rng, d)
+    np.testing.assert_array_equal(floormod(n)(a, d), np.mod(a, d))
