@@ -622,24 +622,26 @@ inline V vfloordiv(V a, V b) {
   return r;
 }
 #if defined(__AVX512DQ__) && TESSERA_TL_VW == 16
-// int64 floor modulo when every divisor is in [1, 2^31) (hash tables' sizes): two float64 quotient
-// steps per 8 lanes instead of a scalar idiv per lane; false (nothing written) for other divisors.
-// For d >= 2, q1 = trunc(h / d) in float64 is within 2^10 of h / d, so r1 = h - q1 d (wrapping) is
-// below 2^41 and exact in float64; q2 = trunc(r1 / d) leaves r2 = r1 - q2 d in (-d, d). d = 1 gives 0.
+// int64 floor modulo when every divisor is in [1, 2^31) (hash tables' sizes): float64 quotient steps
+// by one reciprocal per 8 lanes instead of a scalar idiv per lane; false (nothing written) for other
+// divisors. q1 = trunc(h * (1 / d)) is within 2^11 of h / d, so r1 = h - q1 d (wrapping) is below
+// 2^42 and exact in float64; q2 = trunc(r1 * (1 / d)) leaves r2 = r1 - q2 d in [-d, d]; then one
+// correction. d = 1 gives 0 (its q1 may be out of range: the conversion's defined 0x8000...).
 inline bool vfloormod_small_divisors(const vl& a, const vl& b, vl* out) {
   __m512i h[2], d[2], res[2];
   std::memcpy(h, &a, sizeof(h));
   std::memcpy(d, &b, sizeof(d));
-  const __m512i one = _mm512_set1_epi64(1), two = _mm512_set1_epi64(2), limit = _mm512_set1_epi64(int64_t(1) << 31);
+  const __m512i one = _mm512_set1_epi64(1), limit = _mm512_set1_epi64(int64_t(1) << 31);
   for (int k = 0; k < 2; ++k)
     if (_mm512_cmplt_epi64_mask(d[k], one) | _mm512_cmpge_epi64_mask(d[k], limit)) return false;
   for (int k = 0; k < 2; ++k) {
-    const __m512d d2 = _mm512_cvtepi64_pd(_mm512_max_epi64(d[k], two));  // d = 1: any finite q1
-    const __m512i q1 = _mm512_cvttpd_epi64(_mm512_div_pd(_mm512_cvtepi64_pd(h[k]), d2));
+    const __m512d inv = _mm512_div_pd(_mm512_set1_pd(1.0), _mm512_cvtepi64_pd(d[k]));
+    const __m512i q1 = _mm512_cvttpd_epi64(_mm512_mul_pd(_mm512_cvtepi64_pd(h[k]), inv));
     const __m512i r1 = _mm512_sub_epi64(h[k], _mm512_mullo_epi64(q1, d[k]));
-    const __m512i q2 = _mm512_cvttpd_epi64(_mm512_div_pd(_mm512_cvtepi64_pd(r1), _mm512_cvtepi64_pd(d[k])));
+    const __m512i q2 = _mm512_cvttpd_epi64(_mm512_mul_pd(_mm512_cvtepi64_pd(r1), inv));
     __m512i r2 = _mm512_sub_epi64(r1, _mm512_mullo_epi64(q2, d[k]));
     r2 = _mm512_mask_add_epi64(r2, _mm512_cmplt_epi64_mask(r2, _mm512_setzero_si512()), r2, d[k]);
+    r2 = _mm512_mask_sub_epi64(r2, _mm512_cmpge_epi64_mask(r2, d[k]), r2, d[k]);
     res[k] = _mm512_maskz_mov_epi64(_mm512_cmpneq_epi64_mask(d[k], one), r2);
   }
   std::memcpy(out, res, sizeof(res));
