@@ -152,9 +152,9 @@ void attend(const MlaTask& t, const TokenList& list, const Unit& u, int64_t p0, 
   if (ks.o_to_natural) ks.o_to_natural(b.o, u.nrows, t.d_v);
 }
 
-// Normalises row r in place; returns its lse (natural log; -inf when it saw nothing). A NaN score (a
-// NaN in q or in a visible key) has made the row's sum NaN: the row becomes NaN, as on the GPU, rather
-// than the "no valid token" answer.
+// Normalises a row of o into dst (which may be o); returns its lse (natural log; -inf when it saw nothing). A NaN score
+// (a NaN in q or in a visible key) has made the row's sum NaN: the row becomes NaN, as on the GPU, rather than the "no
+// valid token" answer.
 float finish_row(const float* o, int d_v, float row_max, float row_sum, float* dst) {
   if (std::isnan(row_sum)) {
     std::fill(dst, dst + d_v, std::numeric_limits<float>::quiet_NaN());
