@@ -8,6 +8,7 @@
 #include "bench.h"
 #include "commands.h"
 #include "peers/onednn_matmul.h"
+#include "peers/openblas_sgemm.h"
 #include "quick_scale.h"
 #include "tessera/core/cpu.h"
 #include "tessera/core/thread_pool.h"
@@ -37,7 +38,8 @@ void usage(std::FILE* out) {
                "level below 600 GFLOP/s scales them down (fewer large-M GEMMs, fewer rows and requests), so a\n"
                "slow level runs smaller problems rather than taking longer. Peers: oneDNN is capped at the\n"
                "TESSERA_ISA level; where it refuses bf16 matmul it runs fp32 matmul on operands converted per\n"
-               "call, shown as oneDNN-fp32. The report's first lines say which.\n"
+               "call, shown as oneDNN-fp32. OpenBLAS (the GEMM suite's second peer) loads the kernels of the\n"
+               "same level (OPENBLAS_CORETYPE, unless set). The report's first lines say which.\n"
                "\n"
                "components:\n");
   for (const bench::Component& c : bench::components()) std::fprintf(out, "  %-8s %s\n", c.name, c.summary);
@@ -117,6 +119,9 @@ int run_bench(int argc, char** argv) {
   // Before any peer runs: says which oneDNN runs, at which ISA cap, and whether bf16 or the fp32 fallback.
   const std::string peer_line = bench::OnednnMatmul::description();
   std::fprintf(stderr, "[bench] peer: %s\n", peer_line.c_str());
+  // The GEMM suite's second peer, loaded only when that suite runs.
+  const std::string blas_line = !only || !std::strcmp(only->name, "gemm") ? bench::openblas_description() : "";
+  if (!blas_line.empty()) std::fprintf(stderr, "[bench] second peer: %s\n", blas_line.c_str());
   bench::Options options;
   options.full = full;
   options.threads = num_threads();
@@ -150,6 +155,7 @@ int run_bench(int argc, char** argv) {
         limits.version.c_str(), limits.cpu_model.c_str(), options.threads, limits.bf16_peak_gflops,
         limits.dram_read_gbps, refresh ? "measured at the start of this run" : "tessera info cache");
     std::printf("peer: %s\n", peer_line.c_str());
+    if (!blas_line.empty()) std::printf("second peer: %s\n", blas_line.c_str());
     if (options.quick_scale < 1)
       std::printf("quick sizes scaled by %.2f for level %s (bf16 GEMM probe %.0f GFLOP/s; see tessera bench --help)\n",
                   options.quick_scale, isa_name(active_isa()), probe);

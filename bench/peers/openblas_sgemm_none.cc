@@ -8,6 +8,9 @@ bool openblas_available() {
   return false;
 }
 void openblas_set_threads(int) {}
+std::string openblas_description() {
+  return "OpenBLAS not available (TESSERA_WITH_PEERS=OFF or not found)";
+}
 
 void openblas_sgemm_nt(int64_t, int64_t, int64_t, const float*, const float*, float*) {
   fail(ErrorCode::kNotImplemented,
