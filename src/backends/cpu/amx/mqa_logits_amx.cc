@@ -245,34 +245,26 @@ void pack_query(const uint16_t* q_bf16, int heads, int dim, void* panel) {
   }
 }
 
-// float8_e4m3fn keys -> bf16 by arithmetic where a block of 64 codes has only normal finite values:
-// magnitude m (7 bits, exponent field >= 1) is the bf16 0x3C00 + (m << 4) (the exponent rebiased from
-// 7 to 127), the sign moves from bit 7 to bit 15 with the sign-extended word. Zeros, subnormals and
-// NaN (m < 8 or m == 127) take the table lookups; with per-token scales (amax / 448) such codes are
-// rare. Paged decode converts each page for one or two queries, so conversion counts there.
+// float8_e4m3fn keys -> bf16 by arithmetic where a block of 64 codes has only normal finite values
+// (avx512bf16::normal_e4m3x32_to_bf16); blocks with zeros, subnormals or NaN take the table lookups.
+// With per-token scales (amax / 448) such codes are rare. Paged decode converts each page for one or
+// two queries, so conversion counts there.
 void e4m3_keys(const uint8_t* src, int64_t n, void* dst_void) {
   uint16_t* dst = static_cast<uint16_t*>(dst_void);
   const avx512bf16::E4m3Tables& t = avx512bf16::e4m3_tables();
-  const __m512i one = _mm512_set1_epi8(1), low7 = _mm512_set1_epi8(0x7F), eight = _mm512_set1_epi8(8);
-  const __m512i mag_bits = _mm512_set1_epi16(0x7F0), bias = _mm512_set1_epi16(0x3C00);
-  const __m512i sign = _mm512_set1_epi16(short(0x8000));
+  const __m512i bias = avx512bf16::e4m3_normal_bias(0);
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     const __m512i x = _mm512_loadu_si512(src + i);
-    // (m + 1) mod 128 <= 8 exactly for m in 0..7 and m == 127.
-    const __m512i wrapped = _mm512_and_si512(_mm512_add_epi8(x, one), low7);
-    if (_mm512_cmple_epu8_mask(wrapped, eight) != 0) {
+    if (avx512bf16::e4m3x64_has_special(x)) {
       __m512i lo, hi;
       avx512bf16::e4m3x64_to_bf16(t, x, &lo, &hi);
       _mm512_storeu_si512(dst + i, lo);
       _mm512_storeu_si512(dst + i + 32, hi);
       continue;
     }
-    for (int half = 0; half < 2; ++half) {
-      const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32 * half)));
-      const __m512i v = _mm512_add_epi16(_mm512_and_si512(_mm512_slli_epi16(w, 4), mag_bits), bias);
-      _mm512_storeu_si512(dst + i + 32 * half, _mm512_ternarylogic_epi32(v, w, sign, 0xF8));  // v | (w & sign)
-    }
+    _mm512_storeu_si512(dst + i, avx512bf16::normal_e4m3x32_to_bf16(_mm512_castsi512_si256(x), bias));
+    _mm512_storeu_si512(dst + i + 32, avx512bf16::normal_e4m3x32_to_bf16(_mm512_extracti64x4_epi64(x, 1), bias));
   }
   if (i < n) mqa_kernels_avx512bf16()->e4m3_keys(src + i, n - i, dst + i);
 }

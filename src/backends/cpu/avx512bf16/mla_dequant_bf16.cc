@@ -20,34 +20,19 @@ inline __m512i scale_bf16_fp32(__m512i v, float scale) {
   return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
-// Whether 64 e4m3 codes are all normal numbers (no zero, subnormal or NaN code).
-inline bool all_normal(__m512i x) {
-  const __mmask64 zero_exponent = _mm512_testn_epi8_mask(x, _mm512_set1_epi8(0x78));
-  const __mmask64 nan = _mm512_cmpeq_epi8_mask(_mm512_and_si512(x, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7F));
-  return (zero_exponent | nan) == 0;
-}
-
-// 32 normal e4m3 codes -> bf16 x 2^k by arithmetic: a normal code's 7 magnitude bits are bf16's exponent
-// and mantissa fields shifted by 4 with the exponent 120 too small, so one add of bias = (120 + k) << 7
-// finishes it; the sign comes from the sign-extended byte. Two cheap ops and one widening per 32 values
-// against two 3-uop byte permutes per 32 for the table lookups.
-inline __m512i normal_e4m3x32_to_bf16(__m256i codes, __m512i bias) {
-  const __m512i w = _mm512_cvtepi8_epi16(codes);
-  return _mm512_add_epi16(_mm512_and_si512(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(short(0x87F0))), bias);
-}
-
 // n64 x 64 e4m3 values at src sharing one scale -> bf16 at dst (natural order). The scale test and the
 // tables are hoisted out of the 64-value steps (a V32 token has four 128-value blocks).
 inline void dequant_block(const avx512bf16::E4m3Tables& t, const uint8_t* src, int n64, float scale, uint16_t* dst) {
   int k = 0;
   // Exact by exponent adds when scale is 2^k with every scaled e4m3 magnitude ([2^-9, 448]) a normal bf16.
   if (avx512bf16::power_of_two_exponent(scale, -116, 118, &k)) {
-    const __m512i bias = _mm512_set1_epi16(short((120 + k) << 7));
+    const __m512i bias = avx512bf16::e4m3_normal_bias(k);
     for (int i = 0; i < n64; ++i) {
       const __m512i x = _mm512_loadu_si512(src + 64 * i);
-      if (all_normal(x)) {  // nearly every block of real caches
-        _mm512_storeu_si512(dst + 64 * i, normal_e4m3x32_to_bf16(_mm512_castsi512_si256(x), bias));
-        _mm512_storeu_si512(dst + 64 * i + 32, normal_e4m3x32_to_bf16(_mm512_extracti64x4_epi64(x, 1), bias));
+      if (!avx512bf16::e4m3x64_has_special(x)) {  // nearly every block of real caches
+        _mm512_storeu_si512(dst + 64 * i, avx512bf16::normal_e4m3x32_to_bf16(_mm512_castsi512_si256(x), bias));
+        _mm512_storeu_si512(dst + 64 * i + 32,
+                            avx512bf16::normal_e4m3x32_to_bf16(_mm512_extracti64x4_epi64(x, 1), bias));
         continue;
       }
       __m512i v0, v1;
