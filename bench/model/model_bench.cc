@@ -49,7 +49,8 @@ After each row: the per-component breakdown of the median step, the GEMM part (p
 experts, gate, head) against its own roofline, and the 61-layer model (3 dense + 58 MoE layers)
 extrapolated from the slice's per-layer times and bytes. After the rows: the resident memory against
 the KV cache and the weights mapped. The rows need the whole checkpoint in memory: when less than 95% of
-it is resident after the load (too little memory free), a warning says the rows measure the disk.
+it is resident after the load (too little memory free), a warning says the rows measure the disk; so does
+one when Linux's DAMON runs a pageout scheme (it pages out cold checkpoint pages between steps).
 )";
 
 namespace {
@@ -147,6 +148,36 @@ void warn_if_not_resident(const std::string& dir) {
                 file, checkpoint_gb, available_gb());
   std::fprintf(stderr, "[bench model] %s\n", line);
   note("%s", line);
+}
+
+// First line of a small sysfs file ("" when it cannot be read).
+std::string read_sysfs_line(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Linux's DAMON memory monitor, where a running kdamond has a `pageout` scheme (some cloud VMs run one),
+// pages out file pages it sees unused for a while: the mapped checkpoint's routed experts that no
+// recent step touched are read back from disk when a later step routes to them, so decode rows vary
+// by several times between runs although everything fits in memory. Says so.
+void warn_if_damon_pageout() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const fs::directory_entry& kdamond : fs::directory_iterator("/sys/kernel/mm/damon/admin/kdamonds", ec)) {
+    if (read_sysfs_line(kdamond.path() / "state") != "on") continue;
+    for (const fs::directory_entry& context : fs::directory_iterator(kdamond.path() / "contexts", ec))
+      for (const fs::directory_entry& scheme : fs::directory_iterator(context.path() / "schemes", ec)) {
+        if (read_sysfs_line(scheme.path() / "action") != "pageout") continue;
+        const std::string line = "warning: DAMON runs a pageout scheme (" + scheme.path().string() +
+                                 "): cold pages of the mapped checkpoint are paged out between steps, so decode "
+                                 "rows may read experts from disk and vary between runs";
+        std::fprintf(stderr, "[bench model] %s\n", line.c_str());
+        note("%s", line.c_str());
+        return;
+      }
+  }
 }
 
 double roofline_pct(double seconds, const StepCost& cost, double dram, double peak) {
@@ -331,6 +362,7 @@ std::vector<Row> run_model_bench(const Options& options, const MachineLimits& li
       std::fprintf(stderr, "[bench model] model loaded (weights prefaulted) in %.1f s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
       warn_if_not_resident(dir);
+      warn_if_damon_pageout();
       for (const DecodeCase& dc : kDecodeCases) {
         if (dc.full_only && !options.full) continue;
         std::fprintf(stderr, "[bench model] decode b=%lld context %lld\n", (long long)dc.batch, (long long)dc.context);
