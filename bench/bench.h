@@ -39,6 +39,9 @@ struct Row {
   // The highest pct_of_limit an ideal implementation of this case reaches, when it is below 100%
   // (ep dispatch: the rank's own tokens are copied too but not counted; NaN: no such bound).
   double pct_ceiling = kNotAvailable;
+  // The same bound through the peer's matmul where the component measures one (attention: oneDNN on
+  // the row's products), as a percentage of the same limit.
+  double pct_peer_ceiling = kNotAvailable;
   double check_error = kNotAvailable;  // worst verification error / its tolerance (<= 1 passes)
   std::string peer;                    // the first peer's name; empty when it is not available in this build
   double peer_time_ms = kNotAvailable, peer_ratio = kNotAvailable;

@@ -92,7 +92,8 @@ void print_json(std::FILE* out, const std::vector<Row>& rows) {
     JsonObject o;
     o.add("component", r.component).add("op", r.op).add("m", r.m).add("n", r.n).add("k", r.k);
     o.add("status", r.status).add("time_ms", r.time_ms).add("gflops", r.gflops).add("gbps", r.gbps);
-    o.add("pct_of_limit", r.pct_of_limit).add("pct_ceiling", r.pct_ceiling).add("limit_name", r.limit_name);
+    o.add("pct_of_limit", r.pct_of_limit).add("pct_ceiling", r.pct_ceiling).add("pct_peer_ceiling", r.pct_peer_ceiling);
+    o.add("limit_name", r.limit_name);
     o.add("limit_value", r.limit_value).add("pct_of_start_limit", r.pct_of_start_limit);
     o.add("check_error", r.check_error);
     if (r.peer.empty()) {

@@ -45,7 +45,8 @@ about 0.3 s); medians reported.
             O = P.V, per query group; xpeer = peer time / our time
   ceiling = (compute-bound rows) tessera's own bf16 GEMM (nt, its fastest layout) on one query group's
             S = Q.K^T and O = P.V, timed after the row: the products alone, without the dequantisation,
-            softmax and gathers the row also does; the summary prints each op's share of it
+            softmax and gathers the row also does; the summary prints each op's share of it, and
+            oneDNN's rate on the same products (the ceiling the peer library sets)
 
 MQA logits (tessera::attention, DeepGEMM's lightning indexer; H = 64, D = 128, FP8 q and kv):
   mqa_prefill  fp8_fp4_mqa_logits, causal ranges (query i sees keys [0, S_kv - S + i + 1)), clean logits
@@ -73,7 +74,8 @@ Method: dq on sampled query rows and dk, dv on sampled keys checked first agains
             (materialised, transposed copies too), oneDNN dV = P^T.dO, dK = dS^T.Q, dQ = dS.K
   ceiling = tessera's own bf16 GEMM (nt, its fastest layout) on the five products of one head, timed
             after the row and counted like it (2.5x the forward's flops over the five GEMMs' time): a
-            backward made of these products runs at best at this rate; the summary prints each row's share
+            backward made of these products runs at best at this rate; the summary prints each row's share,
+            and oneDNN's rate on the same five products (the ceiling the peer library sets)
 )";
 
 std::vector<Row> run_attention_bench(const Options& options, const MachineLimits& limits) {

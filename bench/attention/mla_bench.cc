@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "attention/gemm_ceilings.h"
 #include "attention/mla_peer.h"
@@ -36,13 +37,14 @@ const MlaCase kCases[] = {
 constexpr double kPeerTolScale = 4;
 constexpr uint16_t kBf16NaN = 0x7FC0;
 
-// The GEMM ceiling of a (rows, tokens, d_qk) shape, measured once per run: several rows share a shape.
-double ceiling_of(int rows, int tokens, int d_qk) {
-  static std::map<std::tuple<int, int, int>, double> measured;
+// The GEMM ceilings of a (rows, tokens, d_qk) shape (tessera's, then oneDNN's), measured once per run:
+// several rows share a shape.
+GemmCeilings ceilings_of(int rows, int tokens, int d_qk) {
+  static std::map<std::tuple<int, int, int>, GemmCeilings> measured;
   const auto key = std::make_tuple(rows, tokens, d_qk);
   const auto it = measured.find(key);
   if (it != measured.end()) return it->second;
-  return measured[key] = mla_gemm_ceiling_gflops(rows, tokens, d_qk);
+  return measured[key] = mla_gemm_ceilings(rows, tokens, d_qk);
 }
 
 void run_case(const MlaCase& c, const MachineLimits& lim, Row* row) {
@@ -64,8 +66,11 @@ void run_case(const MlaCase& c, const MachineLimits& lim, Row* row) {
   const double balance = lim.bf16_peak_gflops / lim.dram_read_gbps;
   if (p.flops() / p.bytes_read() >= balance) {
     set_bf16_peak_pct(row, lim);
-    const double ceiling = ceiling_of(p.rows(), int(p.tokens()), p.d_qk());
-    if (row->limit_value > 0) row->pct_ceiling = 100.0 * ceiling / row->limit_value;
+    const GemmCeilings ceilings = ceilings_of(p.rows(), int(p.tokens()), p.d_qk());
+    if (row->limit_value > 0) {
+      row->pct_ceiling = 100.0 * ceilings.tessera_gflops / row->limit_value;
+      row->pct_peer_ceiling = 100.0 * ceilings.onednn_gflops / row->limit_value;
+    }
   } else {
     set_dram_read_pct(row, row->gbps, lim);
   }

@@ -36,23 +36,25 @@ int rows_meeting_target(const std::vector<const Row*>& rows, const AttentionTarg
 void print_mla_ceilings(std::FILE* out, const std::vector<Row>& rows) {
   bool any = false;
   for (const char* op : {"mla_sparse_v32", "mla_sparse_model1", "mla_dense", "mla_prefill"}) {
-    double log_of_ceiling = 0, log_ceiling = 0;
-    int n = 0;
+    double log_of_ceiling = 0, log_ceiling = 0, log_peer_ceiling = 0;
+    int n = 0, n_peer = 0;
     for (const Row* r : select_op(rows, op)) {
       if (!r->ok() || !(r->pct_ceiling > 0) || !(r->pct_of_limit > 0)) continue;
       log_of_ceiling += std::log(r->pct_of_limit / r->pct_ceiling);
       log_ceiling += std::log(r->pct_ceiling / 100.0);
       ++n;
+      if (r->pct_peer_ceiling > 0) log_peer_ceiling += std::log(r->pct_peer_ceiling / 100.0), ++n_peer;
     }
     if (n == 0) continue;
     if (!any)
       std::fprintf(out,
                    "\nFlashMLA compute-bound rows against the GEMM ceiling (tessera's bf16 GEMM on one group's two "
-                   "products):\n");
+                   "products; oneDNN's on the same products):\n");
     any = true;
-    std::fprintf(out, "  %-18s %2d rows: %7s of the ceiling, which is %s of the limit\n", op, n,
+    std::fprintf(out, "  %-18s %2d rows: %7s of the ceiling, which is %s of the limit (oneDNN's: %s)\n", op, n,
                  format_pct(100.0 * std::exp(log_of_ceiling / n)).c_str(),
-                 format_pct(100.0 * std::exp(log_ceiling / n)).c_str());
+                 format_pct(100.0 * std::exp(log_ceiling / n)).c_str(),
+                 format_pct(n_peer ? 100.0 * std::exp(log_peer_ceiling / n_peer) : NAN).c_str());
   }
 }
 
