@@ -7,12 +7,14 @@
 //   runtime/abi.h     C interface between kernel libraries and their loader (TlRuntime, TlLaunchArgs)
 //   runtime/scalar.h  storage conversions and math of single values
 //   runtime/vector.h  vector types, loads/stores of every dtype, vector math
+//   runtime/transpose.h  VW x VW block transposes in registers (transposed reads of on-chip buffers)
 //   runtime/ops.h     row reductions, atomics, prefetch, the tile GEMM call
 #pragma once
 
 #include "tessera/tl/runtime/abi.h"
 #include "tessera/tl/runtime/ops.h"
 #include "tessera/tl/runtime/scalar.h"
+#include "tessera/tl/runtime/transpose.h"
 #include "tessera/tl/runtime/vector.h"
 
 #define TESSERA_TL_EXPORT extern "C" __attribute__((visibility("default")))

@@ -2,6 +2,7 @@
 //   cpu_names.cc   identifiers and C++ types of values and buffers
 //   cpu_expr.cc    scalar expressions
 //   cpu_vector.cc  vectorized loops (expressions over TESSERA_TL_VW lanes, masked tails)
+//   cpu_transpose.cc  loops reading an on-chip buffer along its columns: register-block transposes
 //   cpu_stmt.cc    statements and buffer allocation
 //   cpu_entry.cc   the argument struct, the block function and the exported launch/signature functions
 #pragma once
@@ -64,6 +65,9 @@ class CpuEmitter {
   bool raw_copy(const StoreNode* st, const std::string& mask);
   Expr inline_vector_lets(const Expr& e);
 
+  // ---- transposed reads of on-chip buffers (cpu_transpose.cc) ----
+  bool transposed_read_loop(const ForNode* outer);  // false: the loop does not match, nothing emitted
+
   // ---- entry points (cpu_entry.cc) ----
   void emit_context();
   void emit_block_function(size_t launch, bool band);  // band: the row-sweep variant (passes/row_sweep.h)
@@ -87,6 +91,9 @@ class CpuEmitter {
   const VarNode* vec_var_ = nullptr;
   Expr names_vec_var_;
   std::map<const VarNode*, Expr> vector_lets_;
+  // Inside a transposed-read loop: the column read and the address of its row in the strip (add j).
+  const LoadNode* strip_load_ = nullptr;
+  std::string strip_row_;
 };
 
 std::string codegen_cpu(const Program& lowered, const Target& target);

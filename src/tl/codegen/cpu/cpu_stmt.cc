@@ -75,6 +75,7 @@ void CpuEmitter::stmt(const Stmt& s) {
     case NodeKind::kFor: {
       const ForNode* f = s.as<ForNode>();
       if (f->kind == ForKind::kVectorized) return vector_loop(f);
+      if (transposed_read_loop(f)) return;
       const std::string v = name_of(f->var), end = unique(v + "_end");
       int64_t ext;
       if (f->kind == ForKind::kUnrolled) {
