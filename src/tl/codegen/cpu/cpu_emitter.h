@@ -66,7 +66,13 @@ class CpuEmitter {
   Expr inline_vector_lets(const Expr& e);
 
   // ---- transposed reads of on-chip buffers (cpu_transpose.cc) ----
+  struct ColumnRead {
+    Buffer buffer;
+    int64_t base = 0;    // element offset of (i, j) = (0, 0)
+    int64_t stride = 0;  // K: elements between consecutive j
+  };
   bool transposed_read_loop(const ForNode* outer);  // false: the loop does not match, nothing emitted
+  bool column_read(const LoadNode* ld, const Expr& i, const Expr& j, ColumnRead* read);
 
   // ---- entry points (cpu_entry.cc) ----
   void emit_context();
@@ -91,8 +97,10 @@ class CpuEmitter {
   const VarNode* vec_var_ = nullptr;
   Expr names_vec_var_;
   std::map<const VarNode*, Expr> vector_lets_;
-  // Inside a transposed-read loop: the column read and the address of its row in the strip (add j).
-  const LoadNode* strip_load_ = nullptr;
+  // Inside a transposed-read loop: the column read, the outer variable and the address of row i of the
+  // strip (add j). Reads are recognised by their form: simplification rebuilds load nodes.
+  ColumnRead strip_;
+  Expr strip_i_;
   std::string strip_row_;
 };
 

@@ -21,13 +21,21 @@ bool has_register_transpose(const Target& t) {
   return false;
 }
 
-struct ColumnRead {
-  const LoadNode* load = nullptr;
-  int64_t base = 0;    // element offset of (i, j) = (0, 0)
-  int64_t stride = 0;  // K: elements between consecutive j
-};
-
 }  // namespace
+
+// ld reads base + i + K * j (K > 1, base constant) of an on-chip buffer of 4- or 8-byte elements.
+bool CpuEmitter::column_read(const LoadNode* ld, const Expr& i, const Expr& j, ColumnRead* read) {
+  if (ld->buffer->scope == Scope::kGlobal) return false;
+  const int bytes = type_bytes(ld->buffer->dtype);
+  if (bytes != 4 && bytes != 8) return false;
+  Expr rest, base;
+  int64_t ci = 0, cj = 0, b = 0;
+  if (!linear_in(simplify(offset_expr(ld->buffer, ld->indices)), i, &rest, &ci) || ci != 1 ||
+      !linear_in(rest, j, &base, &cj) || cj <= 1 || !is_const_int(simplify(base), &b))
+    return false;
+  *read = ColumnRead{ld->buffer, b, cj};
+  return true;
+}
 
 bool CpuEmitter::transposed_read_loop(const ForNode* outer) {
   const int lanes = target_.vector_lanes;
@@ -39,8 +47,8 @@ bool CpuEmitter::transposed_read_loop(const ForNode* outer) {
     return false;
   if (ext_i < lanes || ext_j < lanes || ext_i % lanes != 0 || ext_j % lanes != 0) return false;
 
-  // Exactly one read of an on-chip buffer moving by one element along i and by K != 1 along j, from a
-  // buffer the loop does not write; no lets (their values would have to be followed).
+  // Exactly one read (one buffer, base and stride) of an on-chip buffer moving by one element along i and by K != 1
+  // along j, from a buffer the loop does not write; no lets (their values would have to be followed).
   bool refuse = false;
   std::set<const BufferNode*> written;
   for_each_stmt(inner->body, [&](const Stmt& s) {
@@ -48,32 +56,25 @@ bool CpuEmitter::transposed_read_loop(const ForNode* outer) {
     if (const StoreNode* st = s.as<StoreNode>()) written.insert(st->buffer.get());
   });
   if (refuse) return false;
-  ColumnRead read;
+  ColumnRead read, r;
   int candidates = 0;
   for_each_expr(inner->body, [&](const Expr& e) {
     const LoadNode* ld = e.as<LoadNode>();
-    if (!ld || ld->buffer->scope == Scope::kGlobal) return;
-    const int bytes = type_bytes(ld->buffer->dtype);
-    if (bytes != 4 && bytes != 8) return;
-    Expr rest, base;
-    int64_t ci = 0, cj = 0, b = 0;
-    if (!linear_in(offset_expr(ld->buffer, ld->indices), outer->var, &rest, &ci) || ci != 1 ||
-        !linear_in(rest, inner->var, &base, &cj) || cj <= 1 || !is_const_int(simplify(base), &b))
-      return;
-    ++candidates;
-    read = ColumnRead{ld, b, cj};
+    if (!ld || !column_read(ld, outer->var, inner->var, &r)) return;
+    candidates += !candidates || r.buffer.get() != read.buffer.get() || r.base != read.base || r.stride != read.stride;
+    read = r;
   });
-  if (candidates != 1 || written.count(read.load->buffer.get())) return false;
+  if (candidates != 1 || written.count(read.buffer.get())) return false;
   // The blocks read every (i, j) of the loop, masked lanes included: all of them inside the buffer.
   const int64_t first = read.base + mn_i + read.stride * mn_j;
   const int64_t last = read.base + mn_i + ext_i - 1 + read.stride * (mn_j + ext_j - 1);
-  if (first < 0 || last >= read.load->buffer->numel_const()) return false;
+  if (first < 0 || last >= read.buffer->numel_const()) return false;
 
   const std::string strip = unique("tl_strip"), row0 = unique("tl_ib"), q = unique("tl_q");
-  const std::string iv = name_of(outer->var), src = name_of(read.load->buffer), w = std::to_string(ext_j);
+  const std::string iv = name_of(outer->var), src = name_of(read.buffer), w = std::to_string(ext_j);
   const std::string l = std::to_string(lanes);
   open("");
-  line(std::string("alignas(64) ") + storage_type(read.load->buffer->dtype) + " " + strip + "[" +
+  line(std::string("alignas(64) ") + storage_type(read.buffer->dtype) + " " + strip + "[" +
        std::to_string(ext_j * lanes) + "];  // " + l + " rows of the transposed buffer");
   open("for (int32_t " + row0 + " = " + std::to_string(mn_i) + "; " + row0 + " < " + std::to_string(mn_i + ext_i) +
        "; " + row0 + " += " + l + ")");
@@ -83,10 +84,11 @@ bool CpuEmitter::transposed_read_loop(const ForNode* outer) {
        std::to_string(read.stride) + ");");
   close();
   open("for (int32_t " + iv + " = " + row0 + "; " + iv + " < " + row0 + " + " + l + "; ++" + iv + ")");
-  strip_load_ = read.load;
+  strip_ = read;
+  strip_i_ = outer->var;
   strip_row_ = strip + " + (" + iv + " - " + row0 + ") * " + w + " - " + std::to_string(mn_j);
   vector_loop(inner);
-  strip_load_ = nullptr;
+  strip_ = ColumnRead{};
   close();
   close();
   close();

@@ -207,7 +207,10 @@ std::string CpuEmitter::vconvert(const VExpr& v, DataType to) {
 
 std::string CpuEmitter::vload(const LoadNode* op, const std::string& mask) {
   const std::string ptr = name_of(op->buffer), sfx = dtype_suffix(op->buffer->dtype);
-  if (op == strip_load_) return "tlrt::ld_" + sfx + "(" + strip_row_ + " + " + name_of(names_vec_var_) + ")";
+  ColumnRead read;
+  if (strip_.buffer.get() == op->buffer.get() && column_read(op, strip_i_, names_vec_var_, &read) &&
+      read.base == strip_.base && read.stride == strip_.stride)
+    return "tlrt::ld_" + sfx + "(" + strip_row_ + " + " + name_of(names_vec_var_) + ")";
   const Expr off = inline_vector_lets(offset_expr(op->buffer, op->indices));
   Expr base;
   int64_t coeff = 0;
