@@ -1,10 +1,10 @@
 """Tile-language kernel of tessera.tile_kernels.transpose: out[b, j, i] = x[b, i, j].
 
-A block reads a 64 x 64 tile row by row into an on-chip buffer and writes it out row by row of the
-output, so both DRAM streams are contiguous and the transposition happens in L1. The buffer holds
-4-byte values (int32 for 16- and 8-bit elements): column reads of it are then hardware gathers, which
-16- and 8-bit elements lack. Byte-sized dtypes (fp8) travel as uint8 and bf16 as int16, so the bits are
-moved, never converted.
+A block reads a 64 x 128 tile (64 x 64 for 8-byte values) row by row into an on-chip buffer and writes
+it out row by row of the output, so both DRAM streams are contiguous and the transposition happens in
+L1. The buffer holds 4- or 8-byte values (int32 for 16- and 8-bit elements): the code generation reads
+its columns through register-block transposes of such values (docs/tl.md, "transposed reads").
+Byte-sized dtypes (fp8) travel as uint8 and bf16 as int16, so the bits are moved, never converted.
 """
 import functools
 
@@ -12,15 +12,16 @@ from .. import language as T
 from ..tl import compile as tl_compile
 
 _TILE = 64
-# Byte tiles read 128 columns (two cache lines per input row instead of one): 3.1 -> 4.2 GB/s on
-# 2048 x 7168 from DRAM; 16-bit and wider values gained nothing from other shapes.
-_BYTE_TILE_COLS = 128
+# Tiles read 128 columns (more of each input row's cache lines per visit): 1.2-1.4x over 64 once the
+# column reads were register transposes (docs/notes/2026-12-05-tl-register-transpose.md); 8-byte
+# buffers keep 64 x 64 (32 KiB, the L1's size).
+_WIDE_TILE_COLS = 128
 
 
 @functools.lru_cache(maxsize=None)
 def batched_transpose(dtype: str, buffer_dtype: str):
     batches, rows, cols = T.dynamic("num_batches"), T.dynamic("shape_x"), T.dynamic("shape_y")
-    tr, tc = _TILE, _BYTE_TILE_COLS if dtype == "uint8" else _TILE
+    tr, tc = _TILE, _TILE if buffer_dtype in ("int64", "float64") else _WIDE_TILE_COLS
 
     @T.prim_func
     def main(x: T.Tensor((batches, rows, cols), dtype), out: T.Tensor((batches, cols, rows), dtype)):
