@@ -54,14 +54,15 @@ def random_bits(rng, shape, dtype):
 @pytest.mark.parametrize("isa", ["avx2", "avx512", "avx512bf16", "scalar"])
 def test_every_dtype_at_every_isa_level(rng, isa):
     """Tails in both dimensions (not multiples of the 64 x 128 tile nor of the vector lanes), whole
-    tiles, a single row and column; bit-exact against numpy's transpose."""
+    tiles, a single row and column, short output rows (blocks walk rows first) and long ones (columns
+    first); bit-exact against numpy's transpose."""
     from tessera.tile_kernels import _kernels_transpose as K
 
     tessera.set_isa(isa)
     K.batched_transpose.cache_clear()  # kernels are compiled for the ISA level active at their first call
     try:
         for dtype in ALL_DTYPES:
-            for shape in [(2, 131, 201), (1, 128, 256), (3, 64, 64), (1, 1, 9), (2, 7, 1)]:
+            for shape in [(2, 131, 201), (1, 128, 256), (3, 64, 64), (1, 1, 9), (2, 7, 1), (1, 1100, 75)]:
                 x = random_bits(rng, shape, dtype)
                 got = TR.batched_transpose(x)
                 assert got.dtype == x.dtype and got.shape == (shape[0], shape[2], shape[1])
@@ -69,8 +70,9 @@ def test_every_dtype_at_every_isa_level(rng, isa):
             x2 = random_bits(rng, (77, 300), dtype)
             assert np.array_equal(TR.transpose(x2).view(np.uint8), x2.T.copy().view(np.uint8)), dtype
         # the tile's columns are read through register transposes at the x86 levels, per lane at scalar
-        src = K.batched_transpose("int16", "int32").get_kernel_source()
-        assert ("tlrt::transpose_block" in src) == (isa != "scalar")
+        for rows_first in (False, True):
+            src = K.batched_transpose("int16", "int32", rows_first).get_kernel_source()
+            assert ("tlrt::transpose_block" in src) == (isa != "scalar")
     finally:
         tessera.set_isa(None)
         K.batched_transpose.cache_clear()
@@ -78,11 +80,12 @@ def test_every_dtype_at_every_isa_level(rng, isa):
 
 @pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, np.int64])
 def test_same_bits_on_every_thread_count(rng, dtype):
-    x = random_bits(rng, (3, 257, 190), dtype)
-    outs = []
-    for threads in (1, 2, 3):
-        tessera.set_num_threads(threads)
-        outs.append(TR.batched_transpose(x).view(np.uint8).copy())
-    tessera.set_num_threads(0)
-    want = x.transpose(0, 2, 1).copy().view(np.uint8)
-    assert all(np.array_equal(o, want) for o in outs)
+    for shape in [(3, 257, 190), (1, 1100, 150)]:  # rows first, columns first
+        x = random_bits(rng, shape, dtype)
+        outs = []
+        for threads in (1, 2, 3):
+            tessera.set_num_threads(threads)
+            outs.append(TR.batched_transpose(x).view(np.uint8).copy())
+        tessera.set_num_threads(0)
+        want = x.transpose(0, 2, 1).copy().view(np.uint8)
+        assert all(np.array_equal(o, want) for o in outs), shape

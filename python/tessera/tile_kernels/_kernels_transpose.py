@@ -18,14 +18,24 @@ _TILE = 64
 _WIDE_TILE_COLS = 128
 
 
+# Output rows up to this many bytes: consecutive blocks walk down the input (rows first), finishing
+# each output row in a few blocks; longer rows: along the input's columns, continuing its row streams.
+# 8 x 256 x 7168 (256- and 512-byte output rows) 1.4x faster rows first, 1024 x 7168 bf16 (2 KiB) 1.1x
+# slower (docs/notes/2026-12-05-tl-register-transpose.md).
+ROWS_FIRST_MAX_OUT_ROW_BYTES = 1024
+
+
 @functools.lru_cache(maxsize=None)
-def batched_transpose(dtype: str, buffer_dtype: str):
+def batched_transpose(dtype: str, buffer_dtype: str, rows_first: bool = False):
     batches, rows, cols = T.dynamic("num_batches"), T.dynamic("shape_x"), T.dynamic("shape_y")
     tr, tc = _TILE, _TILE if buffer_dtype in ("int64", "float64") else _WIDE_TILE_COLS
+    # block ids run over grid dimension 0 first, and a thread takes runs of consecutive ids
+    grid = (T.ceildiv(rows, tr), T.ceildiv(cols, tc)) if rows_first else (T.ceildiv(cols, tc), T.ceildiv(rows, tr))
 
     @T.prim_func
     def main(x: T.Tensor((batches, rows, cols), dtype), out: T.Tensor((batches, cols, rows), dtype)):
-        with T.Kernel(T.ceildiv(cols, tc), T.ceildiv(rows, tr), batches, threads=256) as (by, bx, b):
+        with T.Kernel(grid[0], grid[1], batches, threads=256) as (g0, g1, b):
+            bx, by = (g0, g1) if rows_first else (g1, g0)
             tile = T.alloc_shared((tr, tc), buffer_dtype)
             T.copy(x[b, bx * tr:(bx + 1) * tr, by * tc:(by + 1) * tc], tile)
             for i, j in T.Parallel(tc, tr):

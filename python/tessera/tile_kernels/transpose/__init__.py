@@ -1,5 +1,7 @@
 """``tessera.tile_kernels.transpose``: TileKernels' transpose and batched_transpose (any sizes here;
 TileKernels asks for multiples of 64)."""
+import numpy as np
+
 from .. import _arrays as A
 from .. import _kernels_transpose as K
 
@@ -22,7 +24,8 @@ def batched_transpose(x):
     if b and m and n:
         dtype, buffer = _KERNEL[A.dtype_name(x)]
         as_kernel = (lambda a: A.view_as(a, dtype)) if dtype in ("uint8", "int16") else (lambda a: a)
-        K.batched_transpose(dtype, buffer).call_all([as_kernel(x), as_kernel(out)])
+        rows_first = m * np.dtype(dtype).itemsize <= K.ROWS_FIRST_MAX_OUT_ROW_BYTES
+        K.batched_transpose(dtype, buffer, rows_first).call_all([as_kernel(x), as_kernel(out)])
     return out
 
 
