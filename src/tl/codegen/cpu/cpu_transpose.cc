@@ -65,6 +65,9 @@ bool CpuEmitter::transposed_read_loop(const ForNode* outer) {
     read = r;
   });
   if (candidates != 1 || written.count(read.buffer.get())) return false;
+  // The strip lives on the stack: VW rows of the loop's j extent. Long rows keep the per-lane code.
+  constexpr int64_t kMaxStripBytes = 32 << 10;
+  if (ext_j * lanes * type_bytes(read.buffer->dtype) > kMaxStripBytes) return false;
   // The blocks read every (i, j) of the loop, masked lanes included: all of them inside the buffer.
   const int64_t first = read.base + mn_i + read.stride * mn_j;
   const int64_t last = read.base + mn_i + ext_i - 1 + read.stride * (mn_j + ext_j - 1);
