@@ -1,11 +1,11 @@
 """Tile-language kernels of tessera.tile_kernels.engram (hash and fused weight)."""
-import functools
 
 from .. import language as T
 from ..tl import compile as tl_compile
+from ._kernel_cache import kernel_cache
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def engram_hash(max_ngram: int, layers: int, tables: int):
     """out[l, t, (n - 1) * tables + e] = (h_n(l, t) mod vocab[l, n - 1, e]) + offsets[l, ...], where
     h_1 = id_0 * m_0 and h_n = h_(n-1) xor id_(n-1) * m_(n-1) in int64 (m = multipliers[l])."""
@@ -39,7 +39,7 @@ def engram_hash(max_ngram: int, layers: int, tables: int):
     return tl_compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def fused_weight(hc_mult: int, hidden: int):
     @T.prim_func
     def main(weight_hidden: T.Tensor((hc_mult, hidden), "bfloat16"), weight_embed: T.Tensor((hc_mult, hidden), "bfloat16"),

@@ -5,10 +5,10 @@ counts T.dynamic. Selection kernels pick by repeated max passes over a float32 f
 smaller index); counting kernels build a per-block histogram and add it to the output with integer
 atomics (exact and order-independent, so results do not depend on the thread count).
 """
-import functools
 
 from .. import language as T
 from ..tl import compile as tl_compile
+from ._kernel_cache import kernel_cache
 
 _ROWS = 16  # tokens per block of the row-wise kernels
 
@@ -20,7 +20,7 @@ def _even_cols(hidden: int, most: int) -> int:
     return min(hidden, -(-per_block // 16) * 16)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def topk_select(num_experts: int, num_topk: int, idx_dtype: str = "int64"):
     """Indices of the num_topk largest scores of each row, descending, smaller index first on ties."""
     tokens = T.dynamic("num_tokens")
@@ -53,7 +53,7 @@ def topk_select(num_experts: int, num_topk: int, idx_dtype: str = "int64"):
     return tl_compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def group_topk_sum(num_groups: int, per_group: int, num_topk_sum: int):
     """Sum of the num_topk_sum (1 or 2) largest scores of each group: [tokens, groups] float32."""
     tokens = T.dynamic("num_tokens")
@@ -88,7 +88,7 @@ def group_topk_sum(num_groups: int, per_group: int, num_topk_sum: int):
     return tl_compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def histogram(num_topk: int, num_bins: int, idx_dtype: str):
     """counts[b] += number of entries == b (negative entries and entries >= num_bins are skipped)."""
     tokens = T.dynamic("num_tokens")
@@ -112,7 +112,7 @@ def histogram(num_topk: int, num_bins: int, idx_dtype: str):
     return tl_compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def frequency(num_experts: int):
     """f[e] = float32(count[e]) * num_experts / float32(num_tokens * num_aux_topk)."""
     @T.prim_func
@@ -125,7 +125,7 @@ def frequency(num_experts: int):
     return tl_compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def mask_by_tp(num_topk: int, idx_dtype: str):
     tokens = T.dynamic("num_tokens")
     rows = 64
@@ -144,7 +144,7 @@ def mask_by_tp(num_topk: int, idx_dtype: str):
     return tl_compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def normalize(num_topk: int):
     """denominator = 1e-20 + w[0] + w[1] + ... (this order), normalized = w / denominator."""
     tokens = T.dynamic("num_tokens")
@@ -167,7 +167,7 @@ def normalize(num_topk: int):
     return tl_compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def unique_in_rows(num_topk: int, idx_dtype: str):
     """Every repeat of a value earlier in its row becomes -1 (in place)."""
     tokens = T.dynamic("num_tokens")
@@ -191,7 +191,7 @@ def unique_in_rows(num_topk: int, idx_dtype: str):
     return tl_compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def fused_mapping(num_experts: int, num_topk: int, alignment: int):
     """Expert-major layout of the (token, k) pairs: expert e owns align(count_e, alignment) positions from
     expert_start[e], filled in (token, k) order, padding -1 in the three position maps. One block scans
@@ -244,7 +244,7 @@ def fused_mapping(num_experts: int, num_topk: int, alignment: int):
     return tl_compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def expand_rows(hidden: int, num_topk: int, dtype: str, map_dtype: str):
     """out[pos] = x[t] for every (t, k) with pos = token_topk_to_pos[t, k] >= 0; rows whose
     pos_to_expert is negative are zero."""
@@ -269,7 +269,7 @@ def expand_rows(hidden: int, num_topk: int, dtype: str, map_dtype: str):
     return tl_compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def expand_sf_rows(sf_cols: int, num_topk: int, dtype: str, map_dtype: str, in_col: bool, out_col: bool):
     """Factor rows of expand_to_fused_with_sf (layouts row-major or column-major storages)."""
     tokens = T.dynamic("num_tokens")
@@ -303,7 +303,7 @@ def expand_sf_rows(sf_cols: int, num_topk: int, dtype: str, map_dtype: str, in_c
     return tl_compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def reduce_rows(hidden: int, num_topk: int, dtype: str, out_dtype: str, map_dtype: str, weighted: bool,
                 row_sf: bool, out_scale: bool):
     """out[t] = cast(scale * fma-chain over k of x[pos_k] * s_k), s_k = w[t, k] (or 1) times x_sf[pos_k],
@@ -362,7 +362,7 @@ def _take_topk(live, taken, cand, best, pick, rows, n, k, on_pick):
         on_pick(r)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def top2_sum_gate(scoring: str, experts: int, num_topk: int, num_topk_groups: int, num_groups: int,
                   num_shared: int, has_mask: bool, has_fix: bool, has_unmapped: bool, has_physical: bool,
                   map_cols: int):

@@ -12,12 +12,12 @@ Data flow of a cast block: the tile is loaded into a float32 fragment (decoding 
 applying their factors), its absolute maxima are row reductions (T.reduce_absmax), the factors come from
 _tl_numerics.sf_and_inv, and the scaled tile is encoded in one T.Parallel nest.
 """
-import functools
 
 from .. import language as T
 from ..tl import compile as tl_compile
 from . import _sf_layout as L
 from . import _tl_numerics as N
+from ._kernel_cache import kernel_cache
 
 TL_DTYPE = {"bfloat16": "bfloat16", "float32": "float32", "float8_e4m3fn": "float8_e4m3", "int8": "int8",
             "uint8": "uint8"}
@@ -93,7 +93,7 @@ def _store_codes(fmt, out, frag, inv, rows, cols, r0, c0, in_row):
             out[r0 + i, c0 // 2 + j] = T.cast(N.e2m1_code(lo) + N.e2m1_code(hi) * 16, "uint8")
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def per_token_cast(hidden: int, npc: int, spec_key, fmt: str, round_sf: bool, sf_layout: str, mode: str,
                    clamp_min=None):
     """Cast with one factor per 1 x npc block. mode: 'cast' (codes + factors), 'sf_only', 'cast_only'
@@ -191,7 +191,7 @@ def _chunked_block_cast(x, out, sf, bt, bc, k_blocks, tokens, fmt, round_sf, sf_
             _store_codes(fmt, out, frag, lambda i, j: s_inv, _CHUNK_ROWS, bc, bm * bt + c * _CHUNK_ROWS, bk * bc, None)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: bool, sf_layout: str, mode: str,
                    clamp_min=None):
     """Cast with one factor per bt x bc block; one grid block per factor. Parameters: x, [x_sf], [out], sf."""
@@ -236,7 +236,7 @@ def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: 
     return _compile(_make_prim(body, x_ann, x_sf_ann, None if mode == "sf_only" else out_ann, sf_ann))
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def cast_back(hidden: int, spec_key, out_dtype: str):
     """Decodes FP8 / FP4 codes times their factors into bfloat16 / float32 (x, x_sf, out). A block is
     bt rows (at least 8) by one factor block of columns: the factors are read once per row."""
@@ -266,7 +266,7 @@ def cast_back(hidden: int, spec_key, out_dtype: str):
     return _compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def per_channel_cast(hidden: int, bt: int, in_spec_key, round_sf: bool, transposed: bool, gather: bool,
                      swiglu: bool = False, clamp_value=None):
     """e4m3 cast with one factor per bt x 1 block (a column segment of bt tokens); optionally reading
@@ -336,7 +336,7 @@ def per_channel_cast(hidden: int, bt: int, in_spec_key, round_sf: bool, transpos
     return _compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def unpack_e2m1(cols: int, out_dtype: str):
     """Packed e2m1 bytes [rows, cols] -> values [rows, 2 * cols]."""
     rows = T.dynamic("rows")
@@ -378,7 +378,7 @@ def _swiglu(left, right, clamp, clamp_value):
     return left / (1.0 + T.exp(-left)) * right
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def swiglu_per_token_cast(hidden: int, npc: int, in_dtype: str, round_sf: bool, sf_layout: str, weighted: bool,
                           masked: bool, clamp: bool, count: bool, clamp_min):
     """e4m3 per-token cast of silu(l) * r (* w): l, r the two halves of x [rows, 2 * hidden] (clamped first
@@ -443,7 +443,7 @@ def swiglu_per_token_cast(hidden: int, npc: int, in_dtype: str, round_sf: bool, 
     return _compile(main)
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def swiglu_backward_per_token_cast(hidden: int, npc: int, round_sf: bool, clamp: bool):
     """SwiGLU backward of one expanded row per block. With l, r the decoded halves of x (clamped when
     clamp), s = sigmoid(l), w the row's routing weight (0 for a negative position) and g = grad_out:

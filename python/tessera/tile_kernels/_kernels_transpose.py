@@ -6,10 +6,10 @@ L1. The buffer holds 4- or 8-byte values (int32 for 16- and 8-bit elements): the
 its columns through register-block transposes of such values (docs/tl.md, "transposed reads").
 Byte-sized dtypes (fp8) travel as uint8 and bf16 as int16, so the bits are moved, never converted.
 """
-import functools
 
 from .. import language as T
 from ..tl import compile as tl_compile
+from ._kernel_cache import kernel_cache
 
 _TILE = 64
 # Tiles read 128 columns (more of each input row's cache lines per visit): 1.2-1.4x over 64 once the
@@ -25,7 +25,7 @@ _WIDE_TILE_COLS = 128
 ROWS_FIRST_MAX_OUT_ROW_BYTES = 1024
 
 
-@functools.lru_cache(maxsize=None)
+@kernel_cache
 def batched_transpose(dtype: str, buffer_dtype: str, rows_first: bool = False):
     batches, rows, cols = T.dynamic("num_batches"), T.dynamic("shape_x"), T.dynamic("shape_y")
     tr, tc = _TILE, _TILE if buffer_dtype in ("int64", "float64") else _WIDE_TILE_COLS
