@@ -20,6 +20,7 @@
 #include "backends/cpu/avx512bf16/fp8_convert.h"
 #include "backends/cpu/avx512bf16/masks.h"
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/gemv_row_count.h"
 
 namespace tessera::cpu {
 namespace {
@@ -525,25 +526,9 @@ void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
 
 template <bool kFp8, bool kScaled>
 void gemv_dispatch(const GemvArgs& p, const uint16_t* a, int64_t lda) {
-  switch (p.m) {
-    case 1:
-      return gemv_rows<1, kFp8, kScaled>(p, a, lda);
-    case 2:
-      return gemv_rows<2, kFp8, kScaled>(p, a, lda);
-    case 3:
-      return gemv_rows<3, kFp8, kScaled>(p, a, lda);
-    case 4:
-      return gemv_rows<4, kFp8, kScaled>(p, a, lda);
-    // 5..7 rows run as 8 with zero rows when the quad kernel applies (M=6: 29.6 -> 14.9 cycles).
-    case 5:
-      return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<5, kFp8, kScaled>(p, a, lda);
-    case 6:
-      return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<6, kFp8, kScaled>(p, a, lda);
-    case 7:
-      return quads_apply(p) ? gemv_rows<8, kFp8, kScaled>(p, a, lda) : gemv_rows<7, kFp8, kScaled>(p, a, lda);
-    default:
-      return gemv_rows<8, kFp8, kScaled>(p, a, lda);
-  }
+  // 5..7 rows run as 8 with zero rows when the quad kernel applies (M=6: 29.6 -> 14.9 cycles).
+  if (p.m >= 5 && p.m <= 7 && quads_apply(p)) return gemv_rows<8, kFp8, kScaled>(p, a, lda);
+  with_gemv_row_count(p.m, [&](auto rows_c) { gemv_rows<decltype(rows_c)::value, kFp8, kScaled>(p, a, lda); });
 }
 
 void gemv(const GemvArgs& p) {

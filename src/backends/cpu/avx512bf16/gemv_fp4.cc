@@ -10,6 +10,7 @@
 
 #include "backends/cpu/avx512bf16/fp4_lanes.h"
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/gemv_row_count.h"
 
 namespace tessera::cpu {
 namespace {
@@ -137,24 +138,7 @@ bool gemv_rows(const GemvFp4Args& p, const uint16_t* a, int64_t lda) {
 
 template <bool kScaled>
 bool dispatch(const GemvFp4Args& p, const uint16_t* a, int64_t lda) {
-  switch (p.m) {
-    case 1:
-      return gemv_rows<1, kScaled>(p, a, lda);
-    case 2:
-      return gemv_rows<2, kScaled>(p, a, lda);
-    case 3:
-      return gemv_rows<3, kScaled>(p, a, lda);
-    case 4:
-      return gemv_rows<4, kScaled>(p, a, lda);
-    case 5:
-      return gemv_rows<5, kScaled>(p, a, lda);
-    case 6:
-      return gemv_rows<6, kScaled>(p, a, lda);
-    case 7:
-      return gemv_rows<7, kScaled>(p, a, lda);
-    default:
-      return gemv_rows<8, kScaled>(p, a, lda);
-  }
+  return with_gemv_row_count(p.m, [&](auto rows_c) { return gemv_rows<decltype(rows_c)::value, kScaled>(p, a, lda); });
 }
 
 bool gemv_fp4(const GemvFp4Args& p) {

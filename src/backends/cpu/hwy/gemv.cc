@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/gemv_row_count.h"
 #include "backends/cpu/hwy/f16_halves-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -208,24 +209,7 @@ void rows(const GemvArgs& p, const float* a, int64_t k_pad) {
 
 template <bool kFp8, bool kScaled>
 void dispatch(const GemvArgs& p, const float* a, int64_t k_pad) {
-  switch (p.m) {
-    case 1:
-      return rows<1, kFp8, kScaled>(p, a, k_pad);
-    case 2:
-      return rows<2, kFp8, kScaled>(p, a, k_pad);
-    case 3:
-      return rows<3, kFp8, kScaled>(p, a, k_pad);
-    case 4:
-      return rows<4, kFp8, kScaled>(p, a, k_pad);
-    case 5:
-      return rows<5, kFp8, kScaled>(p, a, k_pad);
-    case 6:
-      return rows<6, kFp8, kScaled>(p, a, k_pad);
-    case 7:
-      return rows<7, kFp8, kScaled>(p, a, k_pad);
-    default:
-      return rows<8, kFp8, kScaled>(p, a, k_pad);
-  }
+  with_gemv_row_count(p.m, [&](auto rows_c) { rows<decltype(rows_c)::value, kFp8, kScaled>(p, a, k_pad); });
 }
 
 void gemv(const GemvArgs& p) {

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/gemv_row_count.h"
 #include "backends/cpu/hwy/f16_halves-inl.h"
 #include "backends/cpu/scalar_convert.h"
 
@@ -219,24 +220,7 @@ bool rows(const GemvFp4Args& p, const float* a, int64_t k_pad) {
 
 template <bool kScaled>
 bool dispatch(const GemvFp4Args& p, const float* a, int64_t k_pad) {
-  switch (p.m) {
-    case 1:
-      return rows<1, kScaled>(p, a, k_pad);
-    case 2:
-      return rows<2, kScaled>(p, a, k_pad);
-    case 3:
-      return rows<3, kScaled>(p, a, k_pad);
-    case 4:
-      return rows<4, kScaled>(p, a, k_pad);
-    case 5:
-      return rows<5, kScaled>(p, a, k_pad);
-    case 6:
-      return rows<6, kScaled>(p, a, k_pad);
-    case 7:
-      return rows<7, kScaled>(p, a, k_pad);
-    default:
-      return rows<8, kScaled>(p, a, k_pad);
-  }
+  return with_gemv_row_count(p.m, [&](auto rows_c) { return rows<decltype(rows_c)::value, kScaled>(p, a, k_pad); });
 }
 
 bool gemv_fp4(const GemvFp4Args& p) {
