@@ -7,7 +7,8 @@
 //   runtime/abi.h     C interface between kernel libraries and their loader (TlRuntime, TlLaunchArgs)
 //   runtime/scalar.h  storage conversions and math of single values
 //   runtime/vector.h  vector types, loads/stores of every dtype, vector math
-//   runtime/transpose.h  VW x VW block transposes in registers (transposed reads of on-chip buffers)
+//   runtime/transpose.h  VW x VW block transposes in registers (transposed reads of on-chip buffers),
+//                        on the shuffles of runtime/transpose_blocks.h
 //   runtime/ops.h     row reductions, atomics, prefetch, the tile GEMM call
 #pragma once
 

@@ -4,87 +4,12 @@
 
 #include <cstdint>
 
+#include "tessera/tl/runtime/transpose_blocks.h"
 #include "tessera/tl/runtime/vector.h"
 
 namespace tlrt {
 
 namespace detail {
-
-#if defined(__AVX512F__)
-// 16 rows of 16 4-byte values: interleave row pairs (32-bit), row quads (64-bit), then transpose the
-// 4 x 4 grid of 128-bit lanes. r[4g + c] holds, in lane q, column 4q + c of rows 4g..4g+3.
-inline void transpose16x16_d(__m512i* r) {
-  __m512i t[16];
-  for (int k = 0; k < 16; k += 2) {
-    t[k] = _mm512_unpacklo_epi32(r[k], r[k + 1]);
-    t[k + 1] = _mm512_unpackhi_epi32(r[k], r[k + 1]);
-  }
-  for (int k = 0; k < 16; k += 4) {
-    r[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]);
-    r[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
-    r[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]);
-    r[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512i v0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xEE);
-    const __m512i v2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44);
-    const __m512i v3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xEE);
-    t[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-    t[4 + c] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
-    t[8 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-    t[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
-  }
-  for (int k = 0; k < 16; ++k) r[k] = t[k];
-}
-// 8 rows of 8 8-byte values: interleave row pairs, then transpose the 4 x 4 grid of 128-bit lanes.
-inline void transpose8x8_q(__m512i* r) {
-  __m512i t[8];
-  for (int k = 0; k < 8; k += 2) {
-    t[k] = _mm512_unpacklo_epi64(r[k], r[k + 1]);
-    t[k + 1] = _mm512_unpackhi_epi64(r[k], r[k + 1]);
-  }
-  for (int c = 0; c < 2; ++c) {
-    const __m512i v0 = _mm512_shuffle_i64x2(t[c], t[2 + c], 0x44), v1 = _mm512_shuffle_i64x2(t[c], t[2 + c], 0xEE);
-    const __m512i v2 = _mm512_shuffle_i64x2(t[4 + c], t[6 + c], 0x44);
-    const __m512i v3 = _mm512_shuffle_i64x2(t[4 + c], t[6 + c], 0xEE);
-    r[c] = _mm512_shuffle_i64x2(v0, v2, 0x88);
-    r[2 + c] = _mm512_shuffle_i64x2(v0, v2, 0xDD);
-    r[4 + c] = _mm512_shuffle_i64x2(v1, v3, 0x88);
-    r[6 + c] = _mm512_shuffle_i64x2(v1, v3, 0xDD);
-  }
-}
-#endif
-
-#if defined(__AVX2__)
-// 8 rows of 8 4-byte values: as transpose16x16_d, with a 2 x 2 grid of 128-bit lanes.
-inline void transpose8x8_d(__m256i* r) {
-  __m256i t[8];
-  for (int k = 0; k < 8; k += 2) {
-    t[k] = _mm256_unpacklo_epi32(r[k], r[k + 1]);
-    t[k + 1] = _mm256_unpackhi_epi32(r[k], r[k + 1]);
-  }
-  for (int k = 0; k < 8; k += 4) {
-    r[k] = _mm256_unpacklo_epi64(t[k], t[k + 2]);
-    r[k + 1] = _mm256_unpackhi_epi64(t[k], t[k + 2]);
-    r[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
-    r[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
-  }
-  for (int c = 0; c < 4; ++c) {
-    t[c] = _mm256_permute2x128_si256(r[c], r[4 + c], 0x20);
-    t[4 + c] = _mm256_permute2x128_si256(r[c], r[4 + c], 0x31);
-  }
-  for (int k = 0; k < 8; ++k) r[k] = t[k];
-}
-// 4 rows of 4 8-byte values.
-inline void transpose4x4_q(__m256i* r) {
-  const __m256i t0 = _mm256_unpacklo_epi64(r[0], r[1]), t1 = _mm256_unpackhi_epi64(r[0], r[1]);
-  const __m256i t2 = _mm256_unpacklo_epi64(r[2], r[3]), t3 = _mm256_unpackhi_epi64(r[2], r[3]);
-  r[0] = _mm256_permute2x128_si256(t0, t2, 0x20);
-  r[1] = _mm256_permute2x128_si256(t1, t3, 0x20);
-  r[2] = _mm256_permute2x128_si256(t0, t2, 0x31);
-  r[3] = _mm256_permute2x128_si256(t1, t3, 0x31);
-}
-#endif
 
 // An N x N block through M x M register transposes (M divides N).
 template <int N, int M, class Reg, class Load, class Store, class Fn>
@@ -109,15 +34,14 @@ inline void transpose_block(T* __restrict dst, int64_t dst_stride, const T* __re
   if constexpr (VW == 16 && sizeof(T) == 4) {
     __m512i r[16];
     for (int k = 0; k < 16; ++k) r[k] = _mm512_loadu_si512(src + k * src_stride);
-    detail::transpose16x16_d(r);
+    transpose16x16_d(r);
     for (int k = 0; k < 16; ++k) _mm512_storeu_si512(dst + k * dst_stride, r[k]);
     return;
   }
   if constexpr (VW == 16 && sizeof(T) == 8) {
     detail::transpose_by_blocks<16, 8, __m512i>(
         [&](int row, int col) { return _mm512_loadu_si512(src + row * src_stride + col); },
-        [&](int row, int col, __m512i v) { _mm512_storeu_si512(dst + row * dst_stride + col, v); },
-        detail::transpose8x8_q);
+        [&](int row, int col, __m512i v) { _mm512_storeu_si512(dst + row * dst_stride + col, v); }, transpose8x8_q);
     return;
   }
 #endif
@@ -125,7 +49,7 @@ inline void transpose_block(T* __restrict dst, int64_t dst_stride, const T* __re
   if constexpr (VW == 8 && sizeof(T) == 4) {
     __m256i r[8];
     for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k * src_stride));
-    detail::transpose8x8_d(r);
+    transpose8x8_d(r);
     for (int k = 0; k < 8; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k * dst_stride), r[k]);
     return;
   }
@@ -137,7 +61,7 @@ inline void transpose_block(T* __restrict dst, int64_t dst_stride, const T* __re
         [&](int row, int col, __m256i v) {
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + row * dst_stride + col), v);
         },
-        detail::transpose4x4_q);
+        transpose4x4_q);
     return;
   }
 #endif

@@ -19,35 +19,10 @@
 #include "backends/cpu/amx/mla_amx.h"
 #include "backends/cpu/avx512bf16/mla_o_order.h"
 #include "backends/cpu/mla_kernel_set.h"
+#include "tessera/tl/runtime/transpose_blocks.h"
 
 namespace tessera::cpu {
 namespace {
-
-// 16 x 16 dwords: out[i] = column i of rows r[0..15].
-void transpose16(__m512i r[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  __m512i u[16];  // u[4g + k]: column 4L + k of rows 4g..4g+3 in each 128-bit lane L
-  for (int g = 0; g < 4; ++g) {
-    const __m512i* x = t + 4 * g;
-    u[4 * g + 0] = _mm512_unpacklo_epi64(x[0], x[2]);
-    u[4 * g + 1] = _mm512_unpackhi_epi64(x[0], x[2]);
-    u[4 * g + 2] = _mm512_unpacklo_epi64(x[1], x[3]);
-    u[4 * g + 3] = _mm512_unpackhi_epi64(x[1], x[3]);
-  }
-  for (int k = 0; k < 4; ++k) {
-    const __m512i v0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88), w0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xDD);
-    const __m512i v1 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x88);
-    const __m512i w1 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xDD);
-    r[k] = _mm512_shuffle_i32x4(v0, v1, 0x88);
-    r[8 + k] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
-    r[4 + k] = _mm512_shuffle_i32x4(w0, w1, 0x88);
-    r[12 + k] = _mm512_shuffle_i32x4(w0, w1, 0xDD);
-  }
-}
 
 // p_tiles[(qt * steps + k) * 512 ...]: a-tile of query tile qt and token step k (pairs >= `pairs` zero).
 void pack_p_tiles(const uint16_t* p_pairs, int pairs, int mp, int steps, uint16_t* p_tiles) {
@@ -59,7 +34,7 @@ void pack_p_tiles(const uint16_t* p_pairs, int pairs, int mp, int steps, uint16_
         const int pair = k * 16 + j;
         r[j] = pair < pairs ? _mm512_loadu_si512(src + int64_t(pair) * mp + qt * 16) : _mm512_setzero_si512();
       }
-      transpose16(r);
+      tlrt::transpose16x16_d(r);
       uint16_t* dst = p_tiles + (int64_t(qt) * steps + k) * 512;
       for (int i = 0; i < 16; ++i) _mm512_store_si512(dst + 32 * i, r[i]);
     }
