@@ -7,6 +7,8 @@
 # A missing instruction (SIGILL) or a wrong result under either model fails. Emulation proves
 # correctness, not speed (docs/cpu.md, section ARM64). Called by scripts/test.sh; needs what
 # scripts/setup.sh installs (cross compiler, qemu-user, libgtest-dev:arm64, libhwy-dev:arm64).
+# Then the Python module: built in the same folder against the aarch64 CPython of build/arm64-py
+# (scripts/setup_arm64_python.sh, run by setup.sh), and the pytest files listed below run under both models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,9 +19,26 @@ done
 [ -f /usr/lib/aarch64-linux-gnu/libgtest.a ] ||
   fail "GoogleTest for arm64 is missing: run scripts/setup.sh (dpkg --add-architecture arm64; apt-get install libgtest-dev:arm64)"
 
+# The Python step runs when setup made build/arm64-py (READY). When setup could not (no network: it
+# wrote UNAVAILABLE with the reason) the step is skipped with that reason; when setup never tried, fail.
+py=build/arm64-py
+python_defs=(-DTESSERA_BUILD_PYTHON=OFF)
+if [ -f "$py/READY" ]; then
+  # Cross-compiling, FindPython asks the host's interpreter (.venv, also where nanobind's CMake files come
+  # from), so the aarch64 headers and module suffix are given: nanobind takes SKBUILD_SOABI first.
+  [ -x .venv/bin/python ] || fail ".venv/bin/python is missing: run scripts/setup.sh"
+  python_defs=(-DTESSERA_BUILD_PYTHON=ON -DPython_EXECUTABLE="$PWD/.venv/bin/python"
+               -DPython_INCLUDE_DIR="$PWD/$py/sysroot/usr/include/python3.11"
+               -DSKBUILD_SOABI=cpython-311-aarch64-linux-gnu)
+elif [ -f "$py/UNAVAILABLE" ]; then
+  printf -- '--> WARNING: the Python step is skipped: %s\n' "$(cat "$py/UNAVAILABLE")" >&2
+else
+  fail "$py is missing: run scripts/setup.sh (or scripts/setup_arm64_python.sh) for the aarch64 Python"
+fi
+
 start=$(date +%s)
 printf -- '--> cross build (cmake --preset arm64-cross, build/arm64)\n'
-cmake --preset arm64-cross >/dev/null
+cmake --preset arm64-cross "${python_defs[@]}" >/dev/null
 nice -n 10 cmake --build build/arm64 -j2
 printf -- '--> level objects define no shared symbols (scripts/check_isa_objects.sh build/arm64)\n'
 NM=aarch64-linux-gnu-nm scripts/check_isa_objects.sh build/arm64
@@ -38,4 +57,19 @@ for pair in max:sve cortex-a57:neon; do
     fail "C++ tests under qemu-aarch64 -cpu $model"
   printf -- '--> -cpu %s passed in %ss\n' "$model" "$(( $(date +%s) - t0 ))"
 done
+
+# The Python layer on the same two models: the level check, then real suites of each module (bf16/fp8
+# GEMM, sparse MLA decode, top-k, casts, a tl kernel compiled by the cross compiler), float64 references.
+PY_TESTS=(tests/python/test_arm64_level.py)
+if [ -f "$py/READY" ]; then
+  for pair in max:sve cortex-a57:neon; do
+    model=${pair%:*} level=${pair#*:}
+    t0=$(date +%s)
+    printf -- '\n--> pytest under qemu-aarch64 -cpu %s (expect level %s): %s\n' "$model" "$level" "${PY_TESTS[*]}"
+    env -u TESSERA_ISA -u TESSERA_FORCE_REFERENCE QEMU_CPU="$model" TESSERA_TL_CXX=aarch64-linux-gnu-g++ \
+      TESSERA_SMOKE_EXPECT_ISA="$level" scripts/arm64_python.sh -m pytest -q -p no:cacheprovider "${PY_TESTS[@]}" ||
+      fail "Python tests under qemu-aarch64 -cpu $model"
+    printf -- '--> Python under -cpu %s passed in %ss\n' "$model" "$(( $(date +%s) - t0 ))"
+  done
+fi
 printf -- '\n--> arm64 checks passed in %ss\n' "$(( $(date +%s) - start ))"
