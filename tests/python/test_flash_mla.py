@@ -2,6 +2,8 @@
 every unused slot and garbage in unused block_table entries, sparse over both FP8 layouts with invalid
 indices skipped, plus the scheduling metadata (both get_mla_metadata forms, recorded config) and bitwise
 determinism across thread counts."""
+import platform
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,9 @@ from tessera import flash_mla
 from flash_mla_reference import (BF16, DENSE_LSE, DENSE_OUT, SPARSE_OUT, assert_close, attention,
                                  spec_dequantize)
 
-ISAS = ["scalar", "avx512bf16"]
+# Besides the reference path: x86's bf16 level, or on ARM the CPU's best (sve or neon; scripts/test_arm64.sh).
+ARM = platform.machine() in ("aarch64", "arm64")
+ISAS = ["scalar", tessera.cpu_info()["best_isa"] if ARM else "avx512bf16"]
 
 
 @pytest.fixture(params=ISAS)
