@@ -19,6 +19,8 @@ if [ -z "${TESSERA_ARM64_OVERLAY:-}" ]; then
   export TESSERA_ARM64_OVERLAY=$py/overlay
 fi
 
+# The tile language compiles kernels for this process: with the cross compiler unless told otherwise.
+export TESSERA_TL_CXX=${TESSERA_TL_CXX:-aarch64-linux-gnu-g++}
 root=$py/sysroot
 # As for the C++ tests (cmake/toolchains/aarch64-linux-gnu.cmake): the cross toolchain's loader and C
 # library, then the sysroot's own libraries (expat, zlib, ffi, ssl for the standard library's modules).
