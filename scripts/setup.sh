@@ -66,6 +66,12 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   fi
 fi
 
+# The aarch64 Python for scripts/test_arm64.sh's Python step (build/arm64-py: Debian's arm64 CPython,
+# PyPI's aarch64 numpy/ml_dtypes/pytest wheels). Without network it records why and the step is skipped.
+step "aarch64 Python for the ARM64 Python tests (scripts/setup_arm64_python.sh, build/arm64-py)"
+scripts/setup_arm64_python.sh ||
+  echo "setup: WARNING: no aarch64 Python; scripts/test_arm64.sh will skip its Python step" >&2
+
 step "build and install tessera into .venv (C++ library, CLI, tests, Python extension)"
 mkdir -p build
 # Progress lines go to the terminal, everything to build/setup-pip.log; a failed build fails the script.

@@ -58,16 +58,29 @@ for pair in max:sve cortex-a57:neon; do
   printf -- '--> -cpu %s passed in %ss\n' "$model" "$(( $(date +%s) - t0 ))"
 done
 
-# The Python layer on the same two models: the level check, then real suites of each module (bf16/fp8
-# GEMM, sparse MLA decode, top-k, casts, a tl kernel compiled by the cross compiler), float64 references.
-PY_TESTS=(tests/python/test_arm64_level.py)
+# The Python layer on the same two models: the level check, then the suites of each module (bf16/fp8
+# GEMM, dense and sparse MLA decode, top-k, MQA logits, casts, tl kernels compiled by the cross
+# compiler), float64 or exact references. Left out to stay within a few minutes per model (emulation is
+# ~90x slower): the largest shapes and FlashMLA's scalar path (the C++ suites above run those), and the
+# version test (it needs an installed distribution).
+PY_TESTS=(tests/python/test_arm64_level.py tests/python/test_core.py tests/python/test_dtypes.py
+          tests/python/test_arrays.py tests/python/test_deep_gemm_bf16.py tests/python/test_deep_gemm_fp8.py
+          tests/python/test_flash_mla.py::test_dense_decode_matches_float64
+          tests/python/test_flash_mla.py::test_sparse_decode_matches_float64
+          tests/python/test_flash_mla.py::test_metadata_forms_give_identical_bits
+          tests/python/test_deep_select.py tests/python/test_mqa_logits.py tests/python/test_tile_kernels_module.py
+          tests/python/test_tile_kernels_quant.py::test_per_token_cast_bitwise
+          tests/python/test_tile_kernels_quant.py::test_per_block_cast_bitwise
+          tests/python/test_tile_kernels_quant.py::test_cast_back tests/python/test_tl_jit.py)
+PY_LEFT_OUT="thin_tail_panels or 129-200-576 or h128 or (flash_mla and (scalar or case1)) or version_matches"
 if [ -f "$py/READY" ]; then
   for pair in max:sve cortex-a57:neon; do
     model=${pair%:*} level=${pair#*:}
     t0=$(date +%s)
-    printf -- '\n--> pytest under qemu-aarch64 -cpu %s (expect level %s): %s\n' "$model" "$level" "${PY_TESTS[*]}"
+    printf -- '\n--> pytest under qemu-aarch64 -cpu %s (expect level %s)\n' "$model" "$level"
     env -u TESSERA_ISA -u TESSERA_FORCE_REFERENCE QEMU_CPU="$model" TESSERA_TL_CXX=aarch64-linux-gnu-g++ \
-      TESSERA_SMOKE_EXPECT_ISA="$level" scripts/arm64_python.sh -m pytest -q -p no:cacheprovider "${PY_TESTS[@]}" ||
+      TESSERA_SMOKE_EXPECT_ISA="$level" scripts/arm64_python.sh -m pytest -q -p no:cacheprovider \
+      -k "not ($PY_LEFT_OUT)" "${PY_TESTS[@]}" ||
       fail "Python tests under qemu-aarch64 -cpu $model"
     printf -- '--> Python under -cpu %s passed in %ss\n' "$model" "$(( $(date +%s) - t0 ))"
   done
