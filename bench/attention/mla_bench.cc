@@ -8,7 +8,6 @@
 #include <map>
 #include <string>
 #include <tuple>
-#include <utility>
 
 #include "attention/gemm_ceilings.h"
 #include "attention/mla_peer.h"
