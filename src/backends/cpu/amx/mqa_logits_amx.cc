@@ -22,6 +22,7 @@
 // the AMX set beat the vdpbf16ps set at every shape tried, so no problem is refused to it.
 // (measurements: docs/notes/2026-12-05-measurements-moved-from-source.md)
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -108,11 +109,18 @@ inline __m512 sum_lanes_16(__m512* v) {
   return _mm512_permutexvar_ps(order, r);
 }
 
-// Logits of n (1..16) keys from their C rows (row stride c_stride floats).
+// Logits of n (1..16) keys from their C rows (row stride c_stride floats). A key whose scale is
+// finite and >= 0 takes it out of the head sum (relu(s * x) = s * relu(x)): s * sum_h w_h * relu(x_h),
+// two vector ops a head vector instead of three. Any other scale (negative, infinite, NaN) is applied
+// to each head as written in the interface. The choice depends on the key's own scale only.
 template <int HV>
 inline void logits_16(const float* c, int64_t c_stride, const float* weights, __mmask16 last_mask, const float* k_scale,
                       int n, float* out) {
   const __m512 zero = _mm512_setzero_ps();
+  const __mmask16 keys = __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1);
+  const __m512 scale = _mm512_maskz_loadu_ps(keys, k_scale);
+  const __mmask16 factored = _mm512_cmp_ps_mask(scale, zero, _CMP_GE_OQ) &
+                             _mm512_cmp_ps_mask(scale, _mm512_set1_ps(INFINITY), _CMP_LT_OQ) & keys;
   __m512 w[HV];
   for (int v = 0; v < HV; ++v)
     w[v] = _mm512_maskz_loadu_ps(v == HV - 1 ? last_mask : __mmask16(0xFFFF), weights + 16 * v);
@@ -120,15 +128,23 @@ inline void logits_16(const float* c, int64_t c_stride, const float* weights, __
   for (int r = 0; r < 16; ++r) {
     acc[r] = zero;
     if (r >= n) continue;
-    const __m512 s = _mm512_set1_ps(k_scale[r]);
     const float* row = c + r * c_stride;
+    if (factored >> r & 1) {
+      for (int v = 0; v < HV; ++v) {
+        const __mmask16 m = v == HV - 1 ? last_mask : __mmask16(0xFFFF);
+        acc[r] = _mm512_fmadd_ps(_mm512_max_ps(zero, _mm512_maskz_load_ps(m, row + 16 * v)), w[v], acc[r]);
+      }
+      continue;
+    }
+    const __m512 s = _mm512_set1_ps(k_scale[r]);
     for (int v = 0; v < HV; ++v) {
       const __mmask16 m = v == HV - 1 ? last_mask : __mmask16(0xFFFF);
       const __m512 x = _mm512_max_ps(zero, _mm512_maskz_mul_ps(m, _mm512_load_ps(row + 16 * v), s));  // NaN passes
       acc[r] = _mm512_fmadd_ps(x, w[v], acc[r]);
     }
   }
-  _mm512_mask_storeu_ps(out, __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1), sum_lanes_16(acc));
+  const __m512 factor = _mm512_mask_blend_ps(factored, _mm512_set1_ps(1.0f), scale);
+  _mm512_mask_storeu_ps(out, keys, _mm512_mul_ps(sum_lanes_16(acc), factor));
 }
 
 // The C tiles of keys [k0, k0 + n) (n <= 32) against every head, stored into c.
