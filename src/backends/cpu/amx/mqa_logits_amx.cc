@@ -262,7 +262,7 @@ void pack_query(const uint16_t* q_bf16, int heads, int dim, void* panel) {
 }
 
 // float8_e4m3fn keys -> bf16 by arithmetic where a block of 64 codes has only normal finite values
-// (avx512bf16::normal_e4m3x32_to_bf16); blocks with zeros, subnormals or NaN take the table lookups.
+// (avx512bf16::store_normal_e4m3x64); blocks with zeros, subnormals or NaN take the table lookups.
 // With per-token scales (amax / 448) such codes are rare. Paged decode converts each page for one or
 // two queries, so conversion counts there.
 void e4m3_keys(const uint8_t* src, int64_t n, void* dst_void) {
@@ -272,15 +272,11 @@ void e4m3_keys(const uint8_t* src, int64_t n, void* dst_void) {
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     const __m512i x = _mm512_loadu_si512(src + i);
-    if (avx512bf16::e4m3x64_has_special(x)) {
-      __m512i lo, hi;
-      avx512bf16::e4m3x64_to_bf16(t, x, &lo, &hi);
-      _mm512_storeu_si512(dst + i, lo);
-      _mm512_storeu_si512(dst + i + 32, hi);
-      continue;
-    }
-    _mm512_storeu_si512(dst + i, avx512bf16::normal_e4m3x32_to_bf16(_mm512_castsi512_si256(x), bias));
-    _mm512_storeu_si512(dst + i + 32, avx512bf16::normal_e4m3x32_to_bf16(_mm512_extracti64x4_epi64(x, 1), bias));
+    if (avx512bf16::store_normal_e4m3x64(x, bias, dst + i)) continue;
+    __m512i lo, hi;
+    avx512bf16::e4m3x64_to_bf16(t, x, &lo, &hi);
+    _mm512_storeu_si512(dst + i, lo);
+    _mm512_storeu_si512(dst + i + 32, hi);
   }
   if (i < n) mqa_kernels_avx512bf16()->e4m3_keys(src + i, n - i, dst + i);
 }

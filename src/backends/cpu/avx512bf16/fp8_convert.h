@@ -135,6 +135,15 @@ static inline __m512i normal_e4m3x32_to_bf16(__m256i codes, __m512i bias) {
   return _mm512_add_epi16(_mm512_and_si512(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(short(0x87F0))), bias);
 }
 
+// 64 e4m3 codes -> 64 bf16 x 2^k at dst (natural order) by normal_e4m3x32_to_bf16 when none is
+// special; false (nothing written) when one is, for the caller's table path.
+static inline bool store_normal_e4m3x64(__m512i x, __m512i bias, uint16_t* dst) {
+  if (e4m3x64_has_special(x)) return false;
+  _mm512_storeu_si512(dst, normal_e4m3x32_to_bf16(_mm512_castsi512_si256(x), bias));
+  _mm512_storeu_si512(dst + 32, normal_e4m3x32_to_bf16(_mm512_extracti64x4_epi64(x, 1), bias));
+  return true;
+}
+
 // ---- float4 e2m1 (two values per byte, the even one in the low nibble) ----
 struct E2m1Tables {
   __m512i values;     // word table: nibble code -> bf16 bits (indices 0..15 used)

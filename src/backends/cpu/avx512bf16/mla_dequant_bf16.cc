@@ -29,12 +29,7 @@ inline void dequant_block(const avx512bf16::E4m3Tables& t, const uint8_t* src, i
     const __m512i bias = avx512bf16::e4m3_normal_bias(k);
     for (int i = 0; i < n64; ++i) {
       const __m512i x = _mm512_loadu_si512(src + 64 * i);
-      if (!avx512bf16::e4m3x64_has_special(x)) {  // nearly every block of real caches
-        _mm512_storeu_si512(dst + 64 * i, avx512bf16::normal_e4m3x32_to_bf16(_mm512_castsi512_si256(x), bias));
-        _mm512_storeu_si512(dst + 64 * i + 32,
-                            avx512bf16::normal_e4m3x32_to_bf16(_mm512_extracti64x4_epi64(x, 1), bias));
-        continue;
-      }
+      if (avx512bf16::store_normal_e4m3x64(x, bias, dst + 64 * i)) continue;  // nearly every block of real caches
       __m512i v0, v1;
       avx512bf16::e4m3x64_to_bf16(t, x, &v0, &v1);
       _mm512_storeu_si512(dst + 64 * i, avx512bf16::bf16_times_power_of_two(v0, k));
