@@ -489,8 +489,7 @@ void gemv_rows(const GemvArgs& p, const uint16_t* a, int64_t lda) {
   constexpr int kNb = M <= 2 ? 4 : M <= 4 ? 2 : 1;
   // Weight rows per quad block: M = 4 takes 3 over cached weights and 4 over streamed ones (4 rows share
   // each activation load: fewer activation lines through L1, which the whole-row activations of
-  // streamed weights overflow. 2 threads, fp8 from DRAM, GB/s 3 -> 4 rows: K=7168 34.7 -> 42.4, K=2048
-  // 48.9 -> 51.8, K=512 40.1 -> 46.8; cached, 1 thread in L2: K=7168 -4%, K=2048 -7%).
+  // streamed weights overflow; measurements in docs/notes/2026-12-05-measurements-moved-from-source.md).
   constexpr int kQuadNb = M == 4 ? 3 : 2;
   constexpr int kStreamedQuadNb = M == 4 ? 4 : 2;
   const int64_t k_pad = (p.k + 63) / 64 * 64;
