@@ -63,8 +63,9 @@ struct Chunk {
   int mx = 0, ny = 0;      // rows of the a-block, columns of the b-block
   int64_t pc = 0;          // the chunk's first K
   int kc = 0;
-  int64_t g0 = 0;  // its first scale group
-  bool scaled = false;
+  int64_t g0 = 0;                // its first scale group
+  bool scaled = false;           // the micro-kernels apply scales (not folded into the operands)
+  bool fold = false;             // plan.fold_scales: a-panels are prepared with their scales folded in
   const char* bchunk = nullptr;  // the b-block's packed panels of this chunk
   float* ws = nullptr;           // fp32 workspace tile, row stride ldw
   const float* xs_buf = nullptr;
@@ -79,6 +80,14 @@ struct Chunk {
   int tiles = 0, ukr_calls = 0;  // b-panels; those run by the micro-kernel (not the tail dot)
   bool fuse_chunk = false;       // plan.fused_convert applies to this chunk
   cpu::UkrArgs u{};
+
+  // The a-block's rows [ir, ir + rows) of this chunk as an a-panel block (u.lda set), into buf if copied.
+  const char* prepare(int ir, int rows, void* buf) {
+    if (fold)
+      return static_cast<const char*>(ks.prepare_a_folded(xs, x0 + ir, rows, pc, kc, p.k, buf, &u.lda,
+                                                          xs_buf + g0 * plan.mc + ir, plan.mc, p.group));
+    return static_cast<const char*>(ks.prepare_a(xs, x0 + ir, rows, pc, kc, p.k, buf, &u.lda));
+  }
 
   // The micro-kernel (or the tail dot) on a-panel rows [ir, ir + mr) x b-panel columns [jr, jr + nr).
   void call(const char* apanel, int ir, int jr) {
@@ -153,7 +162,7 @@ void run_panel_outer(Chunk& c) {
     const int rows = std::min(mr, c.mx - ir);
     uint16_t* own = static_cast<uint16_t*>(c.abuf) + (c.fuse_chunk ? (j % 2) * panel_elems : 0);
     if (!c.fuse_chunk || j == 0) {
-      apanel = static_cast<const char*>(c.ks.prepare_a(c.xs, c.x0 + ir, rows, c.pc, c.kc, c.p.k, own, &c.u.lda));
+      apanel = c.prepare(ir, rows, own);
     } else {
       apanel = reinterpret_cast<const char*>(own);  // converted by the previous panel's calls
       c.u.lda = c.kc;
@@ -186,8 +195,7 @@ void run_panel_outer(Chunk& c) {
 void run_blis_order(Chunk& c) {
   const int mr = c.plan.tile.mr;
   const bool fused = c.fuse_chunk && c.mx > mr;
-  const char* ablock =
-      static_cast<const char*>(c.ks.prepare_a(c.xs, c.x0, fused ? mr : c.mx, c.pc, c.kc, c.p.k, c.abuf, &c.u.lda));
+  const char* ablock = c.prepare(0, fused ? mr : c.mx, c.abuf);
   for (int jr = 0; jr < c.ny; jr += c.plan.tile.nr)
     for (int ir = 0; ir < c.mx; ir += mr) {
       const bool convert_next = fused && jr == 0 && ir + mr < c.mx;
@@ -247,6 +255,10 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
       ks.pack_b(ys, y0, ny, plan.y, pc, kc, p.k, plan.tile.nr, bpack + pc * ny_pad * es);
     }
     if (scaled) expand_scales(yscale, 0, groups, y0, ny, ys_buf, plan.nc);
+    if (plan.fold_scales)
+      for (int64_t pc = 0; pc < plan.k_pad; pc += plan.kc)
+        ks.fold_b_scales(bpack + pc * ny_pad * es, ny, plan.tile.nr, int(std::min<int64_t>(plan.kc, plan.k_pad - pc)),
+                         p.group, ys_buf + pc / p.group * plan.nc, plan.nc);
 
     for (int64_t x0 = xb; x0 < xe; x0 += plan.mc) {
       const int mx = int(std::min<int64_t>(plan.mc, xe - x0));
@@ -257,7 +269,8 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
         c.x0 = x0, c.xe = xe, c.mx = mx, c.ny = ny;
         c.pc = pc;
         c.kc = int(std::min<int64_t>(plan.kc, plan.k_pad - pc));
-        c.scaled = scaled;
+        c.scaled = scaled && !plan.fold_scales;
+        c.fold = plan.fold_scales;
         c.g0 = scaled ? pc / p.group : 0;
         c.bchunk = bpack + pc * ny_pad * es;
         c.ws = ws;
@@ -265,7 +278,7 @@ void run_range(const GemmProblem& p, const PackedPlan& plan, const cpu::GemmKern
         c.ys_buf = ys_buf;
         c.abuf = abuf;
         c.u.kc = c.kc;
-        c.u.group = scaled ? p.group : c.kc;
+        c.u.group = c.scaled ? p.group : c.kc;
         c.u.ldc = ldw;
         c.u.accumulate = pc > 0;
         c.u.row_scale_stride = plan.mc;

@@ -80,6 +80,21 @@ double choice_cost(const cpu::GemmSrc& xs, const cpu::GemmSrc& ys, bool x_cold, 
   return padded + b_side + a_side;
 }
 
+// Whether the plan can fold p's scales into its operands (PackedPlan::fold_scales): a set that folds,
+// fp8 / fp4 sources on both sides (every value times 2^+-kFoldExponentMax stays a normal bf16), whole
+// scale groups per K step (64 values in lane order), no thin-tail dot products (they take scales as
+// arguments) or fused conversions, and every scale a power of two in range (a scan of both tables).
+bool folds_scales(const GemmProblem& p, const cpu::GemmKernelSet& ks, const PackedPlan& plan) {
+  auto narrow = [](const cpu::GemmSrc& s) {
+    return s.type == cpu::GemmSrcType::kE4M3 || s.type == cpu::GemmSrcType::kE5M2 || s.type == cpu::GemmSrcType::kE2M1;
+  };
+  if (p.group <= 0 || !ks.prepare_a_folded || !ks.fold_b_scales || !narrow(p.a) || !narrow(p.b)) return false;
+  if (p.group % (plan.lane_order ? 64 : 32) != 0 || plan.dot_cols > 0 || plan.fused_convert) return false;
+  const int64_t groups = scale_groups(p);
+  return scales_are_powers_of_two(p.sa, p.m, groups, cpu::kFoldExponentMax) &&
+         scales_are_powers_of_two(p.sb, p.n, groups, cpu::kFoldExponentMax);
+}
+
 }  // namespace
 
 // Column-equivalents a tile spends on y b-side columns: whole panels, except that a set whose kernels
@@ -214,6 +229,7 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   plan.fused_convert = ks.fuses_e4m3_convert && plan.lane_order && xs.type == cpu::GemmSrcType::kE4M3 &&
                        xs.stride_k == 1 && (!plan.panel_outer || plan.mc >= 2 * mr) &&
                        env_int("TESSERA_GEMM_FUSED_CONVERT", 1) != 0;
+  plan.fold_scales = folds_scales(p, ks, plan) && env_int("TESSERA_GEMM_FOLD_SCALES", 1) != 0;
   return plan;
 }
 
@@ -222,7 +238,8 @@ std::string PackedPlan::describe() const {
   os << "packed plan: " << (swap ? "swap (a-side=B, b-side=A)" : "direct (a-side=A, b-side=B)") << " x=" << x
      << " y=" << y << " k_pad=" << k_pad << " tile=" << tile.mr << "x" << tile.nr << " mc=" << mc << " nc=" << nc
      << " kc=" << kc << " split=" << (split_y ? "y" : "x") << (panel_outer ? " panel-outer" : "")
-     << (lane_order ? " lane-order" : "") << (fused_convert ? " fused-convert" : "") << " threads=" << threads;
+     << (lane_order ? " lane-order" : "") << (fused_convert ? " fused-convert" : "")
+     << (fold_scales ? " folded-scales" : "") << " threads=" << threads;
   return os.str();
 }
 

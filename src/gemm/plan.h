@@ -35,6 +35,10 @@ struct PackedPlan {
   int threads = 1;
   int dot_cols = 0;          // a b-side tail of at most this many columns goes to ks.tail_dot (0: none)
   bool a_converted = false;  // the a-side is copied/converted into a buffer (not read in place)
+  // Every scale is a power of two the kernel set can fold into its prepared and packed operands
+  // (GemmKernelSet::prepare_a_folded): the micro-kernels then run unscaled over whole K chunks instead
+  // of one scale group at a time. TESSERA_GEMM_FOLD_SCALES=0 turns it off.
+  bool fold_scales = false;
   std::string describe() const;
 };
 

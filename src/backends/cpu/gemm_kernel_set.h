@@ -156,7 +156,23 @@ struct GemmKernelSet {
   // prepare_a copies every a-panel, bf16 read in place included (amx: tile order), so each extra b-block
   // repeats a copy of the whole a-side: the plan packs larger b-sides whole.
   bool copies_a = false;
+  // Optional (both or neither; amx): scales that are all powers of two folded into the operands, so the
+  // micro-kernels run unscaled (PackedPlan::fold_scales). prepare_a_folded is prepare_a (into buf) with
+  // row r's values of K group g times scale[g * scale_stride + r] (g counted from k0); fold_b_scales
+  // multiplies packed b-panels (pack_b's layout, `cols` columns of kc values) in place by
+  // scale[g * scale_stride + c]. Both exact: every scale is 2^e with |e| <= kFoldExponentMax and the
+  // source values are fp8 or fp4, so each product is the value with e added to its bf16 exponent.
+  // group is a multiple of 32 (of 64 with lane order).
+  const void* (*prepare_a_folded)(const GemmSrc& src, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total,
+                                  void* buf, int64_t* lda, const float* scale, int64_t scale_stride,
+                                  int group) = nullptr;
+  void (*fold_b_scales)(void* panels, int cols, int nr, int kc, int group, const float* scale,
+                        int64_t scale_stride) = nullptr;
 };
+
+// The largest |e| of a 2^e scale that may be folded into fp8 / fp4 operands: e4m3 (2^-9 .. 448) and
+// e2m1 (0.5 .. 6) values times 2^+-64 stay normal bf16 numbers.
+constexpr int kFoldExponentMax = 64;
 
 // Writes D = round(C + tile) for an output block (the one rounding of every GEMM path).
 // transposed == false: tile[i * ldt + j] is D[i][j]; true: tile[j * ldt + i] is D[i][j].

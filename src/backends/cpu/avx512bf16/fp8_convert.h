@@ -66,13 +66,17 @@ static inline bool power_of_two_exponent(float scale, int lo, int hi, int* k) {
   *k = e;
   return true;
 }
-// bf16 values times 2^k, exactly, by adding k to the exponent field of every finite nonzero value
-// (zeros, infinities and NaNs unchanged); the caller keeps the results normal.
-static inline __m512i bf16_times_power_of_two(__m512i v, int k) {
+// bf16 values times 2^k, exactly, by adding k << 7 (each lane's own k: exponent_adds) to the exponent
+// field of every finite nonzero value (zeros, infinities and NaNs unchanged); the caller keeps the
+// results normal.
+static inline __m512i bf16_times_powers_of_two(__m512i v, __m512i exponent_adds) {
   const __mmask32 finite_nonzero =
       _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7FFF)) &
       _mm512_cmpneq_epi16_mask(_mm512_and_si512(v, _mm512_set1_epi16(0x7F80)), _mm512_set1_epi16(0x7F80));
-  return _mm512_mask_add_epi16(v, finite_nonzero, v, _mm512_set1_epi16(short(k << 7)));
+  return _mm512_mask_add_epi16(v, finite_nonzero, v, exponent_adds);
+}
+static inline __m512i bf16_times_power_of_two(__m512i v, int k) {
+  return bf16_times_powers_of_two(v, _mm512_set1_epi16(short(k << 7)));
 }
 // 64 e4m3 bytes -> 64 bf16 in natural order: out0 = elements 0..31, out1 = 32..63.
 // vpermi2b looks up 7-bit magnitudes (the index's bit 7 is ignored), the sign is merged with one
