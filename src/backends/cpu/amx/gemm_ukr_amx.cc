@@ -16,7 +16,8 @@
 // Scales: unscaled calls keep C in the tiles for the whole call (loaded from c when accumulating);
 // scaled calls run each K group into zeroed tiles, store them to a small buffer and fold it into a
 // call-local fp32 sum with FMAs, sum += t * row_scale * col_scale (DeepGEMM's per-128-K promotion),
-// then c (+)= sum.
+// then c (+)= sum. Scales that are all powers of two never get here: the driver folds them into the
+// operands (gemm_prepare_amx.cc) and calls the kernel unscaled.
 //
 // Tile configuration: set per call, loaded only when the thread's current one differs (tile_config.h).
 // A panel with fewer than 16 (or 32) valid rows gets a configuration with that many rows in its tiles,
