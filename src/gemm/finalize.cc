@@ -1,5 +1,6 @@
 // D = round(C + acc): the one rounding of every GEMM path.
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "backends/cpu/registry.h"
@@ -80,10 +81,16 @@ void expand_scales(const ScaleTable& t, int64_t g0, int64_t ng, int64_t r0, int6
       std::copy(src + r0, src + r0 + nr, o);
     } else if (t.ue8m0 && t.r_div == 1) {
       // Packed UE8M0 scales, one per row (per-32 MX weights): walked down the group's byte column. The
-      // lookup per row (two divisions) was 29% of a Mega MoE prefill call.
+      // lookup per row (two divisions) was 29% of a Mega MoE prefill call; a table of the 256 values
+      // halves the conversion's instructions again (6% -> 3% of that call).
+      static const std::array<float, 256> kValues = [] {
+        std::array<float, 256> v{};
+        for (int e = 0; e < 256; ++e) v[size_t(e)] = ue8m0_to_f32(uint8_t(e));
+        return v;
+      }();
       const int64_t kb = (g0 + g) / t.g_div;
       const uint8_t* col = t.ue8m0 + (kb / 4) * t.word_bytes + kb % 4 + r0 * t.row_bytes;
-      for (int64_t r = 0; r < nr; ++r) o[r] = ue8m0_to_f32(col[r * t.row_bytes]);
+      for (int64_t r = 0; r < nr; ++r) o[r] = kValues[col[r * t.row_bytes]];
     } else {
       // One lookup per run of r_div rows sharing a scale: a lookup (two divisions) per row was 2% of an
       // fp8 GEMM's time with (128,128) weight scales (M=128, N=576, K=7168).
