@@ -36,7 +36,8 @@ warm-up and timed calls (at least 5, about 0.3 s), medians reported.
             weights of the experts that got tokens (FP4 codes and UE8M0 scales of both layers) / time
   peer    = the unfused sequence of tessera's own parts on the same inputs: gather each expert's rows
             into a psum layout, m_grouped_fp8_fp4_gemm_nt_contiguous, SwiGLU + FP8 re-quantisation
-            in a plain parallel loop, the second grouped GEMM, the per-token sum;
+            in a plain parallel loop, the second grouped GEMM, the per-token sum (the vector
+            reduction the fused layer's combine uses);
             xpeer = unfused time / fused time (> 1: fusing wins)
 Targets (the summary): fused >= 1.3x unfused at prefill and >= 1.2x at decode; decode weight bytes at
 >= 70% of DRAM read.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/ep_kernels.h"
+#include "backends/cpu/registry.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/thread_pool.h"
 #include "tessera/gemm_grouped.h"
@@ -80,17 +82,17 @@ void UnfusedMoe::run(uint16_t* y) {
   gemm::m_grouped_fp8_fp4_gemm_nt_contiguous({TensorView(a2_.get(), DType::kF8E4M3, {rows_, inter}),
                                               TensorView(a2_sf_.get(), DType::kI32, {rows_, inter / 128})},
                                              in_.l2, TensorView(d2_.get(), DType::kBF16, {rows_, h}), layout, recipe);
-  // Combine: each token's slots in slot order, fp32, one rounding.
+  // Combine: each token's slots in slot order, fp32, one rounding (the fused layer's reduction kernel).
+  const auto& kernels = *static_cast<const cpu::EpKernels*>(cpu::cached_kernel(cpu::Slot::kEp, "bench moe"));
   parallel_for(in_.tokens, [&](int64_t t0, int64_t t1) {
-    std::vector<float> acc(static_cast<size_t>(h));
+    std::vector<const uint16_t*> rows(static_cast<size_t>(topk));
     for (int64_t t = t0; t < t1; ++t) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
+      int used = 0;
       for (int64_t k = 0; k < topk; ++k) {
         const int64_t r = row_of_slot_[size_t(t * topk + k)];
-        if (r < 0) continue;
-        for (int64_t i = 0; i < h; ++i) acc[size_t(i)] += bf16_to_f32(d2_.get()[r * h + i]);
+        if (r >= 0) rows[size_t(used++)] = d2_.get() + r * h;
       }
-      for (int64_t i = 0; i < h; ++i) y[t * h + i] = f32_to_bf16(acc[size_t(i)]);
+      kernels.reduce_bf16(y + t * h, rows.data(), used, nullptr, nullptr, h, 0);
     }
   });
 }

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/ep_kernels.h"
+#include "backends/cpu/registry.h"
 #include "moe/mega_moe_experts.h"
 #include "moe/mega_moe_routing.h"
 #include "tessera/core/dtype.h"
@@ -101,24 +103,23 @@ void run_jobs(const SymmBuffer& buffer, const ExpertWeights& weights, const std:
   });
 }
 
-// y[t] = bf16(sum over the used slots k of token t, in slot order, of its expert output) (fp32 sum).
+// y[t] = bf16(sum over the used slots k of token t, in slot order, of its expert output): the ep slot's
+// reduce_bf16 (fp32 sum from +0, rounded to nearest even; a NaN result is 0x7FC0).
 void combine(const SymmBuffer& buffer, const TensorView& y) {
   const BufferShape& s = buffer.shape();
   const BufferLayout& l = buffer.layout();
   const int64_t h = s.hidden, topk = s.num_topk;
   const auto* idx = reinterpret_cast<const int64_t*>(buffer.data() + l.topk_idx);
   const auto* parts = reinterpret_cast<const uint16_t*>(buffer.data() + l.combine);
+  const auto& kernels = *static_cast<const cpu::EpKernels*>(cpu::cached_kernel(cpu::Slot::kEp, "mega_moe combine"));
   parallel_for(y.size(0), [&](int64_t t0, int64_t t1) {
-    std::vector<float> acc(static_cast<size_t>(h));
+    std::vector<const uint16_t*> rows(static_cast<size_t>(topk));
     for (int64_t t = t0; t < t1; ++t) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t k = 0; k < topk; ++k) {
-        if (idx[t * topk + k] < 0) continue;
-        const uint16_t* part = parts + (t * topk + k) * h;
-        for (int64_t i = 0; i < h; ++i) acc[size_t(i)] += bf16_to_f32(part[i]);
-      }
+      int used = 0;
+      for (int64_t k = 0; k < topk; ++k)
+        if (idx[t * topk + k] >= 0) rows[size_t(used++)] = parts + (t * topk + k) * h;
       auto* row = reinterpret_cast<uint16_t*>(static_cast<char*>(y.data) + t * y.stride(0) * 2);
-      for (int64_t i = 0; i < h; ++i) row[i] = f32_to_bf16(acc[size_t(i)]);
+      kernels.reduce_bf16(row, rows.data(), used, nullptr, nullptr, h, 0);
     }
   });
 }
