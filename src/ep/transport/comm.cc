@@ -258,6 +258,14 @@ Comm::WaitFailure Comm::poll_slow(int64_t start, int peer, const char* what) {
   const double waited = double(now_ns() - start) * 1e-9;
   const Topology& t = topo();
   if (peer >= 0 && t.same_host(peer, t.rank) && !process_alive(t.pid_of[size_t(peer)])) {
+    // A rank that reported a failure and then exited looks dead too; it published that failure before
+    // exiting, so this second look names the real cause (else, descheduled between the first look and
+    // this one, a survivor blamed the rank that had reported it).
+    if (hb->state.load(std::memory_order_acquire) == 2) {
+      f.failed = f.host_broken = true;
+      f.message = hb->message;
+      return f;
+    }
     f.failed = true;
     f.peer = peer;
     f.message = op_ + ": rank " + std::to_string(peer) + " (pid " + std::to_string(t.pid_of[size_t(peer)]) +
