@@ -109,27 +109,27 @@ int64_t scale_groups(const GemmProblem& p) {
   return (p.k + p.group - 1) / p.group;
 }
 
-bool scales_are_powers_of_two(const ScaleTable& t, int64_t rows, int64_t groups, int max_exponent) {
+bool scales_are_powers_of_two(const ScaleTable& t, int64_t rows, int64_t groups, int lo, int hi) {
   if (!t.ue8m0 && !t.data) return false;  // no table (a plan asked about a problem without data)
   const int64_t table_rows = (rows + t.r_div - 1) / t.r_div, table_groups = (groups + t.g_div - 1) / t.g_div;
   if (t.ue8m0) {  // every entry is a power of two (0xFF is NaN): only the exponent range is checked
-    const int lo = 127 - max_exponent, hi = 127 + max_exponent;
+    const int byte_lo = 127 + lo, byte_hi = 127 + hi;
     for (int64_t r = 0; r < table_rows; ++r) {
       const uint8_t* row = t.ue8m0 + r * t.row_bytes;
       bool ok = true;
       if (t.word_bytes == 4) {  // a row's bytes are contiguous: blocks of 16 the compiler vectorises
-        const uint8_t range = uint8_t(hi - lo);
+        const uint8_t range = uint8_t(byte_hi - byte_lo);
         int64_t kb = 0;
         for (; kb + 16 <= table_groups && ok; kb += 16) {
           uint8_t bad = 0;
-          for (int i = 0; i < 16; ++i) bad |= uint8_t(uint8_t(row[kb + i] - lo) > range);
+          for (int i = 0; i < 16; ++i) bad |= uint8_t(uint8_t(row[kb + i] - byte_lo) > range);
           ok = bad == 0;
         }
-        for (; kb < table_groups; ++kb) ok &= uint8_t(row[kb] - lo) <= range;
+        for (; kb < table_groups; ++kb) ok &= uint8_t(row[kb] - byte_lo) <= range;
       } else {
         for (int64_t kb = 0; kb < table_groups; ++kb) {
           const int e = row[(kb / 4) * t.word_bytes + kb % 4];
-          ok &= e >= lo && e <= hi;
+          ok &= e >= byte_lo && e <= byte_hi;
         }
       }
       if (!ok) return false;
@@ -143,7 +143,7 @@ bool scales_are_powers_of_two(const ScaleTable& t, int64_t rows, int64_t groups,
       uint32_t u;
       std::memcpy(&u, col + r, 4);
       const int e = int(u >> 23) - 127;  // sign bit set: e is out of range
-      ok &= (u & 0x7FFFFFu) == 0 && e >= -max_exponent && e <= max_exponent;
+      ok &= (u & 0x7FFFFFu) == 0 && e >= lo && e <= hi;
     }
     if (!ok) return false;
   }

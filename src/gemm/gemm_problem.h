@@ -47,9 +47,9 @@ struct ScaleTable {
 // entries r in [nr, out_stride) are set to 0 so vector loads past the last row read finite values.
 void expand_scales(const ScaleTable& t, int64_t g0, int64_t ng, int64_t r0, int64_t nr, float* out, int64_t out_stride);
 
-// Whether every scale of rows [0, rows) and K groups [0, groups) is 2^e with |e| <= max_exponent (no
-// sign, no fraction): such scales can be folded into the operands exactly (packed.cc).
-bool scales_are_powers_of_two(const ScaleTable& t, int64_t rows, int64_t groups, int max_exponent);
+// Whether every scale of rows [0, rows) and K groups [0, groups) is 2^e with lo <= e <= hi (no sign, no
+// fraction): such scales can be folded into fp8 / fp4 operands exactly (packed.cc, gemv.cc).
+bool scales_are_powers_of_two(const ScaleTable& t, int64_t rows, int64_t groups, int lo, int hi);
 
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0;

@@ -5,7 +5,6 @@
 #include "gemm/gemv.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "tessera/core/memory.h"
@@ -84,25 +83,12 @@ int64_t activation_group(const GemmProblem& p) {
   return int64_t(p.group) * p.sa.g_div;
 }
 
-// Whether an e4m3 activation times scale s is a normal bf16 for every e4m3 value: s is a power of two
-// whose exponent keeps 2^-9 * s >= 2^-126 and 448 * s < 2^128. The product is then exact.
-bool folds_exactly(float s) {
-  uint32_t bits;
-  std::memcpy(&bits, &s, 4);
-  const uint32_t e = (bits >> 23) & 0xFF;
-  return (bits & 0x807FFFFFu) == 0 && e >= 10 && e <= 246;
-}
-
 // The FP4 kernels convert and scale 128 K-values per step. Activation scale groups narrower than that
 // (per-32 UE8M0, as Mega MoE re-quantises) are folded into bf16 activations when every scale folds
-// exactly; the kernel then runs unscaled.
+// exactly: a power of two 2^e whose exponent keeps every e4m3 value times it a normal bf16
+// (2^-9 * 2^e >= 2^-126 and 448 * 2^e < 2^128: -117 <= e <= 119); the kernel then runs unscaled.
 bool folds_activation_scales(const GemmProblem& p) {
-  if (p.a.type != cpu::GemmSrcType::kE4M3) return false;
-  const int64_t a_group = activation_group(p), groups = (p.k + a_group - 1) / a_group;
-  for (int64_t g = 0; g < groups; ++g)
-    for (int64_t m = 0; m < p.m; ++m)
-      if (!folds_exactly(p.sa.at(g * p.sa.g_div, m))) return false;
-  return true;
+  return p.a.type == cpu::GemmSrcType::kE4M3 && scales_are_powers_of_two(p.sa, p.m, scale_groups(p), -117, 119);
 }
 
 // a[m][k] * scale(m, k) as bf16 rows of K values (exact: folds_activation_scales).

@@ -91,8 +91,8 @@ bool folds_scales(const GemmProblem& p, const cpu::GemmKernelSet& ks, const Pack
   if (p.group <= 0 || !ks.prepare_a_folded || !ks.fold_b_scales || !narrow(p.a) || !narrow(p.b)) return false;
   if (p.group % (plan.lane_order ? 64 : 32) != 0 || plan.dot_cols > 0 || plan.fused_convert) return false;
   const int64_t groups = scale_groups(p);
-  return scales_are_powers_of_two(p.sa, p.m, groups, cpu::kFoldExponentMax) &&
-         scales_are_powers_of_two(p.sb, p.n, groups, cpu::kFoldExponentMax);
+  const int e = cpu::kFoldExponentMax;
+  return scales_are_powers_of_two(p.sa, p.m, groups, -e, e) && scales_are_powers_of_two(p.sb, p.n, groups, -e, e);
 }
 
 }  // namespace
