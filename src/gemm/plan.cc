@@ -229,7 +229,7 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   plan.fused_convert = ks.fuses_e4m3_convert && plan.lane_order && xs.type == cpu::GemmSrcType::kE4M3 &&
                        xs.stride_k == 1 && (!plan.panel_outer || plan.mc >= 2 * mr) &&
                        env_int("TESSERA_GEMM_FUSED_CONVERT", 1) != 0;
-  plan.fold_scales = folds_scales(p, ks, plan) && env_int("TESSERA_GEMM_FOLD_SCALES", 1) != 0;
+  plan.fold_scales = env_int("TESSERA_GEMM_FOLD_SCALES", 1) != 0 && folds_scales(p, ks, plan);
   return plan;
 }
 
