@@ -3,6 +3,8 @@
 // absent (isa_includes() already keeps it from asking for an ARM level on such a CPU).
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/mla_bwd_kernel_set.h"
+#include "backends/cpu/mla_kernel_set.h"
+#include "backends/cpu/mqa_logits_kernels.h"
 
 namespace tessera::cpu {
 
@@ -23,6 +25,14 @@ GemvFp4Fn gemv_fp4_kernel_neon_bf16() {
 }
 
 const MlaBwdTileOps* mla_bwd_ops_neon() {
+  return nullptr;
+}
+
+const MlaKernelSet* mla_kernels_neon_bf16() {
+  return nullptr;
+}
+
+const MqaLogitsKernels* mqa_kernels_neon_bf16() {
   return nullptr;
 }
 

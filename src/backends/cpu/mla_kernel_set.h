@@ -83,6 +83,9 @@ const MlaKernelSet* mla_kernels_amx();
 // kAvx512 and above: 512-bit registers), or nullptr when that target was not built. fp32 K rows and
 // queries, fp32 p; d_v must be a multiple of the set's v_align (its vector length).
 const MlaKernelSet* mla_kernels_hwy(Isa level);
+// The BFDOT set of the neon_bf16 level (neon_bf16/mla_bfdot.cc): bf16 K rows, queries and p, the x86
+// bf16 sets' numerics; d_qk and d_v multiples of 8. nullptr on CPUs other than AArch64.
+const MlaKernelSet* mla_kernels_neon_bf16();
 
 // Pieces of the avx512bf16 set, one exporting file each (src/backends/cpu/avx512bf16/mla_*.cc).
 // scores: s[t * lds + c] = sum_k k_rows[t][k] * q[c][k] for t < nt, c < mp (mp = m rounded up to 16),

@@ -86,6 +86,9 @@ const MqaLogitsKernels* mqa_kernels_avx512bf16();  // nullptr when built without
 // The AMX set (amx/mqa_logits_amx.cc): the bf16 panel layout (its own pack_query), the vdpbf16ps
 // set's MX key conversion, its own FP8 one (same bits), rows by tdpbf16ps (with rows_prefetch).
 const MqaLogitsKernels* mqa_kernels_amx();
+// The BFDOT set of the neon_bf16 level (neon_bf16/mqa_logits_bfdot.cc): the bf16 panel layout and MX
+// keys, its own rows and FP8 conversion; nullptr on CPUs other than AArch64.
+const MqaLogitsKernels* mqa_kernels_neon_bf16();
 int64_t mqa_panel_bytes_bf16(int heads, int dim);
 void mqa_pack_query_bf16(const uint16_t* q_bf16, int heads, int dim, void* panel);
 void mqa_mx_keys_bf16(const MqaMxKeyArgs& args);

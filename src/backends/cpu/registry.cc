@@ -83,6 +83,7 @@ const KernelImpl kGemvFp4[] = {
 };
 
 const KernelImpl kMla[] = {
+    {"mla_neon_bf16", Isa::kNeonBf16, [](Isa) -> const void* { return mla_kernels_neon_bf16(); }},
     {"mla_hwy", Isa::kNeon, [](Isa l) -> const void* { return mla_kernels_hwy(l); }},
     {"mla_amx", Isa::kAmx, [](Isa) -> const void* { return mla_kernels_amx(); }},
     {"mla_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return mla_kernels_avx512bf16(); }},
@@ -134,6 +135,7 @@ const KernelImpl kMlaBwd[] = {
 };
 
 const KernelImpl kMqaLogits[] = {
+    {"mqa_neon_bf16", Isa::kNeonBf16, [](Isa) -> const void* { return mqa_kernels_neon_bf16(); }},
     {"mqa_hwy", Isa::kNeon, [](Isa l) -> const void* { return mqa_kernels_hwy(l); }},
     {"mqa_amx", Isa::kAmx, [](Isa) -> const void* { return mqa_kernels_amx(); }},
     {"mqa_avx512bf16", Isa::kAvx512Bf16, [](Isa) -> const void* { return mqa_kernels_avx512bf16(); }},

@@ -1,0 +1,58 @@
+// e4m3 -> bf16 in NEON registers for the neon_bf16 folder (decode GEMV, MQA logits): exact for every
+// code (every e4m3 value, subnormals and NaN included, is a bf16 value). Internal linkage only (rule 1
+// of README.md): each including file gets its own copy.
+#pragma once
+
+#include <arm_neon.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backends/cpu/scalar_convert.h"
+
+namespace tessera::cpu {
+namespace {
+
+// e4m3 -> bf16 bits of a magnitude m (exponent e = m >> 3, mantissa m & 7): for e >= 1 the fields
+// move as a block, bits = (m << 4) + (120 << 7) (the exponent bias grows from 7 to 127), which per byte
+// is hi = (m >> 4) + 0x3C, lo = m << 4. Subnormals (m < 8) and the first binade are a 16-entry lookup
+// (TBX keeps the formula's bytes for m >= 16), NaN (m = 0x7F) a compare and select.
+struct SmallCodes {
+  uint8_t lo[16], hi[16];
+};
+const SmallCodes& small_codes() {
+  static const SmallCodes t = [] {
+    SmallCodes r;
+    for (int c = 0; c < 16; ++c) {
+      const float f = scalar_convert::e4m3_to_f32_scalar(uint8_t(c));
+      uint32_t u;
+      memcpy(&u, &f, 4);
+      r.lo[c] = uint8_t(u >> 16);  // the low 16 bits are zero: no rounding
+      r.hi[c] = uint8_t(u >> 24);
+    }
+    return r;
+  }();
+  return t;
+}
+
+struct Tables {
+  uint8x16_t lo, hi;
+};
+Tables load_tables() {
+  const SmallCodes& t = small_codes();
+  return {vld1q_u8(t.lo), vld1q_u8(t.hi)};
+}
+
+// 16 e4m3 codes -> bf16 values 0..7 (v0) and 8..15 (v1), in order.
+inline void e4m3x16_to_bf16(const Tables& t, uint8x16_t codes, bfloat16x8_t* v0, bfloat16x8_t* v1) {
+  const uint8x16_t mag = vandq_u8(codes, vdupq_n_u8(0x7F));
+  const uint8x16_t nan = vceqq_u8(mag, vdupq_n_u8(0x7F));
+  uint8x16_t hi = vqtbx1q_u8(vaddq_u8(vshrq_n_u8(mag, 4), vdupq_n_u8(0x3C)), t.hi, mag);
+  uint8x16_t lo = vqtbx1q_u8(vshlq_n_u8(mag, 4), t.lo, mag);
+  hi = vorrq_u8(vbslq_u8(nan, vdupq_n_u8(0x7F), hi), vandq_u8(codes, vdupq_n_u8(0x80)));
+  lo = vbslq_u8(nan, vdupq_n_u8(0xC0), lo);
+  *v0 = vreinterpretq_bf16_u8(vzip1q_u8(lo, hi));
+  *v1 = vreinterpretq_bf16_u8(vzip2q_u8(lo, hi));
+}
+
+}  // namespace
+}  // namespace tessera::cpu
