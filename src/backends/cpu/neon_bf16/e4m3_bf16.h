@@ -1,6 +1,7 @@
-// e4m3 -> bf16 in NEON registers for the neon_bf16 folder (decode GEMV, MQA logits): exact for every
-// code (every e4m3 value, subnormals and NaN included, is a bf16 value). Internal linkage only (rule 1
-// of README.md): each including file gets its own copy.
+// Helpers of the neon_bf16 folder: e4m3 -> bf16 in NEON registers (decode GEMV, GEMM packing, MLA, MQA
+// logits), exact for every code (every e4m3 value, subnormals and NaN included, is a bf16 value), and
+// BFDOT by a lane chosen at run time. Internal linkage only (rule 1 of README.md): each including file
+// gets its own copy.
 #pragma once
 
 #include <arm_neon.h>
@@ -19,7 +20,7 @@ namespace {
 struct SmallCodes {
   uint8_t lo[16], hi[16];
 };
-const SmallCodes& small_codes() {
+inline const SmallCodes& small_codes() {
   static const SmallCodes t = [] {
     SmallCodes r;
     for (int c = 0; c < 16; ++c) {
@@ -37,7 +38,7 @@ const SmallCodes& small_codes() {
 struct Tables {
   uint8x16_t lo, hi;
 };
-Tables load_tables() {
+inline Tables load_tables() {
   const SmallCodes& t = small_codes();
   return {vld1q_u8(t.lo), vld1q_u8(t.hi)};
 }
@@ -52,6 +53,42 @@ inline void e4m3x16_to_bf16(const Tables& t, uint8x16_t codes, bfloat16x8_t* v0,
   lo = vbslq_u8(nan, vdupq_n_u8(0xC0), lo);
   *v0 = vreinterpretq_bf16_u8(vzip1q_u8(lo, hi));
   *v1 = vreinterpretq_bf16_u8(vzip2q_u8(lo, hi));
+}
+
+// The bf16 bits of every e4m3 code, by the same rules (for operands converted once per call: the GEMV's
+// activations, the GEMM's packed panels).
+struct CodeBits {
+  uint16_t bits[256];
+};
+inline const CodeBits& code_bits() {
+  static const CodeBits t = [] {
+    CodeBits r;
+    const Tables tables = load_tables();
+    for (int c = 0; c < 256; c += 16) {
+      uint8_t codes[16];
+      for (int i = 0; i < 16; ++i) codes[i] = uint8_t(c + i);
+      bfloat16x8_t v0, v1;
+      e4m3x16_to_bf16(tables, vld1q_u8(codes), &v0, &v1);
+      vst1q_u16(r.bits + c, vreinterpretq_u16_bf16(v0));
+      vst1q_u16(r.bits + c + 8, vreinterpretq_u16_bf16(v1));
+    }
+    return r;
+  }();
+  return t;
+}
+
+// One BFDOT of a by the K pair in lane `lane` of b (vbfdotq_laneq_f32 needs the lane as an immediate).
+inline float32x4_t bfdot_lane(float32x4_t acc, bfloat16x8_t a, bfloat16x8_t b, int lane) {
+  switch (lane) {
+    case 0:
+      return vbfdotq_laneq_f32(acc, a, b, 0);
+    case 1:
+      return vbfdotq_laneq_f32(acc, a, b, 1);
+    case 2:
+      return vbfdotq_laneq_f32(acc, a, b, 2);
+    default:
+      return vbfdotq_laneq_f32(acc, a, b, 3);
+  }
 }
 
 }  // namespace

@@ -15,28 +15,10 @@
 #include <string.h>
 
 #include "backends/cpu/gemm_kernel_set.h"
-#include "backends/cpu/scalar_convert.h"
+#include "backends/cpu/neon_bf16/e4m3_bf16.h"
 
 namespace tessera::cpu {
 namespace {
-
-// bf16 bits of every e4m3 code (exact: e4m3's 3-bit mantissa and exponent range fit bf16's).
-struct E4m3ToBf16 {
-  uint16_t bits[256];
-};
-const E4m3ToBf16& e4m3_table() {
-  static const E4m3ToBf16 t = [] {
-    E4m3ToBf16 r;
-    for (int c = 0; c < 256; ++c) {
-      const float f = scalar_convert::e4m3_to_f32_scalar(uint8_t(c));
-      uint32_t u;
-      memcpy(&u, &f, 4);
-      r.bits[c] = uint16_t(u >> 16);  // the low half is zero: no rounding
-    }
-    return r;
-  }();
-  return t;
-}
 
 // Four bf16 values (r, k..k+3) of a source row, zeros at or beyond k_total and for rows that do not
 // exist (valid == false).
@@ -72,7 +54,7 @@ struct QuadReader {
 };
 
 QuadReader reader(const GemmSrc& s, int64_t k_total) {
-  return {s, s.type == GemmSrcType::kE4M3 ? e4m3_table().bits : nullptr, k_total};
+  return {s, s.type == GemmSrcType::kE4M3 ? code_bits().bits : nullptr, k_total};
 }
 
 const void* prepare_a(const GemmSrc& s, int64_t r0, int rows, int64_t k0, int kc, int64_t k_total, void* buf,

@@ -28,27 +28,6 @@ constexpr int64_t kChunk = 64;  // K padding unit (GemvArgs: groups are whole ch
 constexpr int64_t kPiece = 16;  // K values per piece
 constexpr int64_t kPrefetchBytes = 8192;
 
-// The bf16 bits of every e4m3 code, by the same rules (for the activations, converted once per call).
-struct CodeBits {
-  uint16_t bits[256];
-};
-const CodeBits& code_bits() {
-  static const CodeBits t = [] {
-    CodeBits r;
-    const Tables tables = load_tables();
-    for (int c = 0; c < 256; c += 16) {
-      uint8_t codes[16];
-      for (int i = 0; i < 16; ++i) codes[i] = uint8_t(c + i);
-      bfloat16x8_t v0, v1;
-      e4m3x16_to_bf16(tables, vld1q_u8(codes), &v0, &v1);
-      vst1q_u16(r.bits + c, vreinterpretq_u16_bf16(v0));
-      vst1q_u16(r.bits + c + 8, vreinterpretq_u16_bf16(v1));
-    }
-    return r;
-  }();
-  return t;
-}
-
 template <bool kFp8>
 inline void load_piece(const Tables& t, const uint8_t* src, bfloat16x8_t w[2]) {
   if constexpr (kFp8) {

@@ -104,20 +104,6 @@ inline uint16x4_t to_bf16(float32x4_t x) {
 
 // ---- scores ----
 
-// One lane-indexed BFDOT (the lane must be an immediate).
-inline float32x4_t bfdot_lane(float32x4_t acc, bfloat16x8_t a, bfloat16x8_t b, int lane) {
-  switch (lane) {
-    case 0:
-      return vbfdotq_laneq_f32(acc, a, b, 0);
-    case 1:
-      return vbfdotq_laneq_f32(acc, a, b, 1);
-    case 2:
-      return vbfdotq_laneq_f32(acc, a, b, 2);
-    default:
-      return vbfdotq_laneq_f32(acc, a, b, 3);
-  }
-}
-
 // s rows [t0, t0 + 4) x query vectors [v0, v0 + NV) (4 rows each).
 template <int NV>
 void scores_block(const void* const* rows, const uint16_t* q, int mp, int kpairs, float* s, int lds, int v0) {

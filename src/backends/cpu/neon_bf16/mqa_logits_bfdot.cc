@@ -53,22 +53,7 @@ void rows_block(const MqaRowsArgs& a, int r0, int nrows) {
         for (int v = 0; v < kChunkVecs; ++v) {
           const bfloat16x8_t qv = vreinterpretq_bf16_u16(vld1q_u16(q + 8 * v));
 #pragma GCC unroll 4
-          for (int r = 0; r < kRows; ++r) {
-            switch (l) {  // the lane is an immediate
-              case 0:
-                acc[r][v] = vbfdotq_laneq_f32(acc[r][v], qv, k[r], 0);
-                break;
-              case 1:
-                acc[r][v] = vbfdotq_laneq_f32(acc[r][v], qv, k[r], 1);
-                break;
-              case 2:
-                acc[r][v] = vbfdotq_laneq_f32(acc[r][v], qv, k[r], 2);
-                break;
-              default:
-                acc[r][v] = vbfdotq_laneq_f32(acc[r][v], qv, k[r], 3);
-                break;
-            }
-          }
+          for (int r = 0; r < kRows; ++r) acc[r][v] = bfdot_lane(acc[r][v], qv, k[r], l);
         }
       }
     };
