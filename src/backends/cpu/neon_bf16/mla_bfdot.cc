@@ -245,8 +245,8 @@ void pack_v_pairs(const void* const* v_rows, int nt, int c0, uint16_t* v_pack) {
 
 // Rows [r0, r0 + rows) (rows <= 4) x NC column vectors at o (row stride ldo): o = o * alpha + p.v.
 template <int NC>
-void pv_block(const uint16_t* p, int64_t p_step, const uint16_t* v, int pairs, const float* alpha, int rows,
-              float* o, int ldo) {
+void pv_block(const uint16_t* p, int64_t p_step, const uint16_t* v, int pairs, const float* alpha, int rows, float* o,
+              int ldo) {
   float32x4_t acc[4][NC];
   for (int r = 0; r < 4; ++r)
     for (int j = 0; j < NC; ++j)
@@ -282,8 +282,8 @@ void pv_columns(const void* const* v_rows, int nt, const uint16_t* p_pairs, int 
   const int64_t p_step = int64_t(mp) * 2;
   for (int r = 0; r < m; r += 4) {
     if (pr.fn) pr.fn(pr.ctx, first + r / 4, pr.parts);
-    pv_block<NC>(p_pairs + 2 * r, p_step, v_pack, pairs, alpha + r, m - r < 4 ? m - r : 4,
-                 o + int64_t(r) * d_v + c0, d_v);
+    pv_block<NC>(p_pairs + 2 * r, p_step, v_pack, pairs, alpha + r, m - r < 4 ? m - r : 4, o + int64_t(r) * d_v + c0,
+                 d_v);
   }
 }
 
@@ -340,7 +340,7 @@ void dequant_model1(const uint8_t* data, const uint8_t* scales, void* row) {
   uint16_t* out = static_cast<uint16_t*>(row);
   for (int c = 0; c < 7; ++c) {
     uint32_t bits = scales[c] == 0 ? 0x00400000u : uint32_t(scales[c]) << 23;  // UE8M0 -> fp32
-    if (scales[c] == 0xFF) bits = 0x7FC00000u;                                  // NaN
+    if (scales[c] == 0xFF) bits = 0x7FC00000u;                                 // NaN
     float s;
     memcpy(&s, &bits, 4);
     for (int i = 0; i < 64; i += 16) dequant16(t, data + 64 * c + i, vdupq_n_f32(s), out + 64 * c + i);

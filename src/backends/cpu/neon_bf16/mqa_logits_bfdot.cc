@@ -25,8 +25,8 @@
 namespace tessera::cpu {
 namespace {
 
-constexpr int kRows = 4;        // key rows per register block
-constexpr int kChunkVecs = 4;   // query vectors (4 heads each) per pass: 16 heads, one panel head vector
+constexpr int kRows = 4;       // key rows per register block
+constexpr int kChunkVecs = 4;  // query vectors (4 heads each) per pass: 16 heads, one panel head vector
 
 // Key rows [r0, r0 + nrows) into out; tot: kRows running head sums (one vector per row).
 void rows_block(const MqaRowsArgs& a, int r0, int nrows) {
@@ -77,7 +77,9 @@ void rows_block(const MqaRowsArgs& a, int r0, int nrows) {
           const bfloat16x8_t qv = vreinterpretq_bf16_u16(vld1q_u16(q + 8 * v));
           for (int r = 0; r < kRows; ++r) {
             const uint32x4_t kr = vreinterpretq_u32_bf16(k[r]);
-            const uint32x4_t pair = l == 0 ? vdupq_laneq_u32(kr, 0) : l == 1 ? vdupq_laneq_u32(kr, 1) : vdupq_laneq_u32(kr, 2);
+            const uint32x4_t pair = l == 0   ? vdupq_laneq_u32(kr, 0)
+                                    : l == 1 ? vdupq_laneq_u32(kr, 1)
+                                             : vdupq_laneq_u32(kr, 2);
             acc[r][v] = vbfdotq_f32(acc[r][v], qv, vreinterpretq_bf16_u32(pair));
           }
         }
