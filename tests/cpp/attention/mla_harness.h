@@ -24,16 +24,18 @@ constexpr Tolerance kPrefillOutTol{8e-4, 3.01 / 128, 7e-6};
 constexpr Tolerance kPrefillStatTol{1e-6, 2.01 / 65536, 1e-10};
 
 // `slack` (optional, per element) also accepts |err| <= slack[i]: the documented error bound of p rounded
-// to bf16 for p.v (see RefRow::slack), used only by the short-list edge cases.
+// to bf16 for p.v (see RefRow::slack).
 ::testing::AssertionResult check_close(const std::string& what, const std::vector<double>& got,
                                        const std::vector<double>& ref, const Tolerance& tol,
                                        const std::vector<double>* slack = nullptr);
 
 // float64 attention of one query row over explicit key rows (V = first d_v values); no rows -> out 0,
 // lse +inf, max -inf. The sink factor 1/(1+exp(sink-lse)) scales out when given.
-// slack[c] bounds the error of the kernels' documented numerics for short lists: p rounded to bf16 (unit
-// roundoff 2^-8) before p.v gives |err| <= 2^-8 * sum_t w_t |v_tc|, plus the bf16 rounding of out.
-// FlashMLA's tolerances assume lists of hundreds of tokens, where this term is far below them.
+// slack[c] bounds the error of the kernels' documented numerics: p rounded to bf16 (unit roundoff 2^-8)
+// before p.v gives |err| <= 2^-8 * sum_t w_t |v_tc|, plus the bf16 rounding of out. FlashMLA's tolerances
+// (absolute, relative) hold for most elements; an output that cancels to a small value can pass them
+// only by the bound (one element of a 300-token dense decode row: err 8.1e-4 against 8e-4 and 1.6%;
+// the x86 bf16 sets reach 94% of those tolerances on the same case). The checks accept either.
 struct RefRow {
   std::vector<double> out, slack;
   double lse, max_logit;
@@ -61,7 +63,7 @@ struct DenseProblem {
   bool causal = false;
   DType dtype = DType::kBF16;
   bool strided_q = false;
-  bool short_lists = false;  // accept RefRow::slack (edge cases with lists of a few tokens)
+  bool short_lists = false;  // edge cases with lists of a few tokens
   // filled by build()
   Buffer q, k_cache, block_table, seqlens, out, lse;
   std::vector<std::vector<double>> keys;  // per (request, kv head, token) row, as doubles
@@ -79,7 +81,7 @@ struct SparseProblem {
   int extra_topk = 256, extra_blocks = 3, extra_block_size = 32;  // blocks grow to 2 slots per entry
   double invalid_fraction = 0.25;     // share of index entries that are -1, negative or out of range
   std::vector<int> all_invalid_rows;  // (b * s_q + s) lists made entirely of invalid indices
-  bool short_lists = false;           // accept RefRow::slack (edge cases with lists of a few tokens)
+  bool short_lists = false;           // edge cases with lists of a few tokens
   // filled by build()
   Buffer q, cache, indices, topk_length, extra_cache, extra_indices, extra_topk_length, sink, out, lse;
   std::vector<double> main_rows, extra_rows;  // dequantised K rows (slot-major), NaN for unreferenced slots
@@ -95,7 +97,7 @@ struct PrefillProblem {
   bool with_topk_length = false, with_sink = false, strided_q = false;
   double invalid_fraction = 0.2;
   std::vector<int> all_invalid_queries;
-  bool short_lists = false;  // accept RefRow::slack (edge cases with lists of a few tokens)
+  bool short_lists = false;  // edge cases with lists of a few tokens
   Buffer q, kv, indices, topk_length, sink, out, max_logits, lse;
   double sm_scale = 0;
   void build(Rng& rng);
