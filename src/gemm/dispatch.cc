@@ -34,13 +34,17 @@ const cpu::GemmKernelSet* choose_packed(const GemmProblem& p) {
 }
 
 // Decode rows on AMX tiles (gemv_amx.cc, gemv_amx_e4m3.cc) where they beat the vector GEMV with the
-// weights streamed from DRAM, as a decode step streams them: bf16 from M = 5. At M <= 4 the vector GEMV's
-// sequential row streams beat the tiles' 48 rows read side by side (with L3-resident weights the tiles
-// would win from M = 2). M = 1 never (one weight row per output row, nothing for a tile to share). e4m3
-// from M = 4: its kernel stages each row's 512-value pieces in turn and prefetches them. e4m3 M = 2 and 3
-// read two rows at a time on the vector GEMV at about the tiles' speed or faster. Depends only on the
-// problem, so the bits do not depend on the thread count. TESSERA_GEMV_NO_AMX=1 keeps every row on the
-// vector GEMV.
+// weights streamed from DRAM, as a decode step streams them: bf16 from M = 5, and from M = 4 where rows
+// are at most 512 bytes (K <= 256: the tiles' 48 rows are then one sequential 24 KiB run; the absorbed
+// MLA einsum's 128-value rows at M = 4, one thread, weights from L3 / DRAM: 27 / 32 us vector, 18 / 18
+// us tiles; K = 256 1.3-1.6x; M = 2 a tie or a loss). With longer rows at M <= 4 the vector GEMV's
+// sequential row streams beat the tiles' 48 rows read side by side. M = 1 never (one weight row per
+// output row, nothing for a tile to share). e4m3 from M = 4: its kernel stages each row's 512-value
+// pieces in turn and prefetches them. e4m3 M = 2 and 3 read two rows at a time on the vector GEMV at
+// about the tiles' speed or faster. Depends only on the problem, so the bits do not depend on the
+// thread count. TESSERA_GEMV_NO_AMX=1 keeps every row on the vector GEMV.
+constexpr int64_t kAmxShortRowK = 256;
+
 bool gemv_no_amx() {
   static const bool off = env::flag("TESSERA_GEMV_NO_AMX");
   return off;
@@ -62,7 +66,8 @@ const char* gemv_problem_refusal(const cpu::KernelImpl& impl, const void* table,
   if (const char* why = gemv_refusal(p)) return why;
   if (impl.need == Isa::kAmx) {
     if (gemv_no_amx()) return "refused: TESSERA_GEMV_NO_AMX";
-    if (p.m < (p.b.type == cpu::GemmSrcType::kBF16 ? 5 : 4))
+    const int64_t bf16_min_m = p.k <= kAmxShortRowK ? 4 : 5;
+    if (p.m < (p.b.type == cpu::GemmSrcType::kBF16 ? bf16_min_m : 4))
       return "refused: the vector GEMV is as fast or faster at this M and weight type";
   }
   return nullptr;

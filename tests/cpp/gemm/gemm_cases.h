@@ -52,6 +52,7 @@ inline const std::vector<GemmShape>& dense_shapes() {
       {   2,  150, 7200, kKm,  kKm,  1, kBf16, CMode::kInPlace},   // GEMV, streamed: one row at a time, K tail
       {   1,  160, 7000, kKm,  kKm,  2, kBf16, CMode::kSeparate},  // ... padded rows, K tail
       {   3,  151, 7168, kKm,  kKm,  0, kF32,  CMode::kNone},      // ... three activation rows
+      {   4,   53,  200, kKm,  kKm,  1, kBf16, CMode::kInPlace},   // GEMV, 4 rows over short rows (AMX tiles), K tail
   });
   return shapes;
 }
