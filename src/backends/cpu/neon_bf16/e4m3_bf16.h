@@ -91,5 +91,22 @@ inline float32x4_t bfdot_lane(float32x4_t acc, bfloat16x8_t a, bfloat16x8_t b, i
   }
 }
 
+// acc[r][v] += query vector v (8 bf16: one K pair of 4 query rows or heads) of K pairs p .. p + 3, each
+// times its pair of key register k[r] (K values 2p .. 2p + 7 of key r). q points at pair p's vectors,
+// pair_pitch bf16 values apart. The scores of the MLA set and the MQA logits rows share it.
+template <int R, int NV>
+inline void dot_key_quad(float32x4_t (&acc)[R][NV], const bfloat16x8_t (&k)[R], const uint16_t* q, int64_t pair_pitch) {
+#pragma GCC unroll 4
+  for (int l = 0; l < 4; ++l) {
+    const uint16_t* ql = q + l * pair_pitch;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const bfloat16x8_t qv = vreinterpretq_bf16_u16(vld1q_u16(ql + 8 * v));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r][v] = bfdot_lane(acc[r][v], qv, k[r], l);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::cpu

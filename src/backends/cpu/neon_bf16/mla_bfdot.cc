@@ -118,16 +118,7 @@ void scores_block(const void* const* rows, const uint16_t* q, int mp, int kpairs
     bfloat16x8_t kr[kTokenBlock];
 #pragma GCC unroll 4
     for (int t = 0; t < kTokenBlock; ++t) kr[t] = vreinterpretq_bf16_u16(vld1q_u16(k[t] + 2 * kp));
-#pragma GCC unroll 4
-    for (int l = 0; l < 4; ++l) {
-      const uint16_t* ql = qv0 + (kp + l) * q_step;
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        const bfloat16x8_t qv = vreinterpretq_bf16_u16(vld1q_u16(ql + 8 * v));
-#pragma GCC unroll 4
-        for (int t = 0; t < kTokenBlock; ++t) acc[t][v] = bfdot_lane(acc[t][v], qv, kr[t], l);
-      }
-    }
+    dot_key_quad(acc, kr, qv0 + kp * q_step, q_step);
   }
   for (int t = 0; t < kTokenBlock; ++t)
     for (int v = 0; v < NV; ++v) vst1q_f32(s + t * lds + 4 * (v0 + v), acc[t][v]);

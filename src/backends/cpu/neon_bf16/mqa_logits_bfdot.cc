@@ -44,24 +44,11 @@ void rows_block(const MqaRowsArgs& a, int r0, int nrows) {
     for (int r = 0; r < kRows; ++r)
       for (int v = 0; v < kChunkVecs; ++v) acc[r][v] = zero;
     const uint16_t* qc = panel + 32 * c;
-    // One step: the key registers k (4 pairs of D from p0 on) against the query vectors of those pairs.
-    auto step = [&](const bfloat16x8_t* k, int p0) __attribute__((always_inline)) {
-#pragma GCC unroll 4
-      for (int l = 0; l < 4; ++l) {
-        const uint16_t* q = qc + (p0 + l) * panel_pitch;
-#pragma GCC unroll 4
-        for (int v = 0; v < kChunkVecs; ++v) {
-          const bfloat16x8_t qv = vreinterpretq_bf16_u16(vld1q_u16(q + 8 * v));
-#pragma GCC unroll 4
-          for (int r = 0; r < kRows; ++r) acc[r][v] = bfdot_lane(acc[r][v], qv, k[r], l);
-        }
-      }
-    };
     for (int p = 0; p < quads * 4; p += 4) {
       bfloat16x8_t k[kRows];
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) k[r] = vreinterpretq_bf16_u16(vld1q_u16(krow[r] + 2 * p));
-      step(k, p);
+      dot_key_quad(acc, k, qc + int64_t(p) * panel_pitch, panel_pitch);
     }
     if (pairs % 4) {  // the last 1-3 pairs of D (the panel holds no pairs past D)
       const int p = quads * 4, left = pairs - p;
@@ -75,13 +62,7 @@ void rows_block(const MqaRowsArgs& a, int r0, int nrows) {
         const uint16_t* q = qc + (p + l) * panel_pitch;
         for (int v = 0; v < kChunkVecs; ++v) {
           const bfloat16x8_t qv = vreinterpretq_bf16_u16(vld1q_u16(q + 8 * v));
-          for (int r = 0; r < kRows; ++r) {
-            const uint32x4_t kr = vreinterpretq_u32_bf16(k[r]);
-            const uint32x4_t pair = l == 0   ? vdupq_laneq_u32(kr, 0)
-                                    : l == 1 ? vdupq_laneq_u32(kr, 1)
-                                             : vdupq_laneq_u32(kr, 2);
-            acc[r][v] = vbfdotq_f32(acc[r][v], qv, vreinterpretq_bf16_u32(pair));
-          }
+          for (int r = 0; r < kRows; ++r) acc[r][v] = bfdot_lane(acc[r][v], qv, k[r], l);
         }
       }
     }
