@@ -110,13 +110,15 @@ TEST_P(GemmEdgeCases, E4m3NanCodesGiveNanOutputs) {
         GemmShape{6, 23, 96, kKm, kKm, 0, kF32, CMode::kNone},
         GemmShape{12, 19, 256, kKm, kKm, 0, kF32, CMode::kNone}}) {
     PreparedGemm g = prepare_scaled(scale_recipe("fp8 token(1,128) x block(128,128) f32"), layout(), s, rng);
-    const int64_t nan_col = s.n / 2, nan_row = s.m - 1;
+    // Both signs of NaN in weight rows (the GEMVs trace a NaN seen in a block of rows to its row).
+    const int64_t nan_col = s.n / 2, pos_nan_col = s.n / 3, nan_row = s.m - 1;
     g.b.storage[size_t(nan_col * s.k + s.k - 3)] = 0xFF;  // rows of k bytes (pad 0), near the K tail
+    g.b.storage[size_t(pos_nan_col * s.k + 1)] = 0x7F;
     if (s.m > 1) g.a.storage[size_t(nan_row * s.k + 5)] = 0x7F;
     g.run();
     for (int64_t i = 0; i < s.m; ++i)
       for (int64_t j = 0; j < s.n; ++j) {
-        const bool expect_nan = j == nan_col || (s.m > 1 && i == nan_row);
+        const bool expect_nan = j == nan_col || j == pos_nan_col || (s.m > 1 && i == nan_row);
         EXPECT_EQ(std::isnan(g.d.get(i, j)), expect_nan) << g.what << " at (" << i << ", " << j << ")";
       }
   }

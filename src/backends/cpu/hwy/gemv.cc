@@ -1,9 +1,9 @@
 // Decode GEMV (M <= 8 activation rows) over bf16 or e4m3 weights for the avx2 and avx512 levels, on
-// fp32 FMAs (GemvArgs in gemm_kernel_set.h). Each input vector of a weight row (a "piece") is widened to
-// fp32 in registers and multiplied into every activation row. The widening interleaves within 128-bit
-// blocks, so the lanes come out in a fixed permuted order; the activations are widened once per call by
-// the same code, which puts them in the same order (the dot products do not depend on it).
-//  - bf16 -> fp32: the 16 bits become the upper half of a 32-bit lane (zip with zero);
+// fp32 FMAs (GemvArgs in gemm_kernel_set.h). Each piece of a weight row is widened to fp32 in registers
+// and multiplied into every activation row; the activations are widened once per call by the same code,
+// so they come out in the weights' lane order (the dot products do not depend on it).
+//  - bf16 -> fp32: the 16 bits become the upper half of a 32-bit lane (zip with zero; a permuted lane
+//    order within 128-bit blocks);
 //  - e4m3 -> fp32 through binary16 (F16C): sign, exponent and mantissa bits move as a block into a half,
 //    whose exponent bias is 8 larger, so the half holds the value x 2^-8 (subnormals included), then
 //    vcvtph2ps. The weights' 2^-8 is undone by one exact factor 256 on each sum. e4m3's NaN (S.1111.111)
@@ -18,6 +18,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <type_traits>
 
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/gemv_row_count.h"
@@ -38,104 +40,135 @@ constexpr int64_t kL = int64_t(hn::MaxLanes(DF()));  // fp32 lanes per vector
 constexpr int64_t kChunk = 64;                       // K padding unit (GemvArgs: groups are whole chunks)
 constexpr int64_t kPrefetchBytes = 8192;
 
-// fp32 vectors one input vector widens to, and the K values it holds.
-template <bool kFp8>
-constexpr int kPieceVecs = kFp8 ? 4 : 2;
-template <bool kFp8>
-constexpr int64_t kPieceValues = kPieceVecs<kFp8>* kL;
+// How a weight row is cut into pieces and widened to fp32. A wide piece is one input vector: 2 (bf16)
+// or 4 (e4m3) fp32 vectors in a permuted lane order (see the top of the file). A narrow e4m3 piece is
+// half an input vector, sign-extended to 16-bit lanes in place, so it widens in natural lane order
+// without the zip and gives 2 fp32 vectors: fewer registers per weight row, so more rows fit a block.
+template <bool kFp8, bool kNarrow>
+struct Piece {
+  static_assert(kFp8 || !kNarrow, "narrow pieces are e4m3 only");
+  static constexpr int kVecs = kFp8 && !kNarrow ? 4 : 2;
+  static constexpr int64_t kValues = kVecs * kL;
+  // The running maximum of the codes' magnitudes (e4m3): the largest one, S.1111.111, is e4m3's NaN.
+  using Magnitudes = hn::Vec<hn::Repartition<std::conditional_t<kNarrow, uint16_t, uint8_t>, DF>>;
 
-// One input vector at src -> kPieceVecs fp32 vectors (weights' lane order). e4m3: values x 2^-8, and
-// `magnitudes` keeps the running byte-wise maximum of |code| (0x7F there: a NaN was read).
-template <bool kFp8>
-HWY_INLINE void widen_piece(const uint8_t* HWY_RESTRICT src, V* w, VU8& magnitudes) {
-  const DF df;
-  if constexpr (kFp8) {
-    const DU8 du8;
+  static HWY_INLINE Magnitudes no_magnitudes() { return hn::Zero(hn::DFromV<Magnitudes>()); }
+
+  // One piece at src -> kVecs fp32 vectors. e4m3: the values x 2^-8 (binary16's exponent bias is 8
+  // larger than e4m3's, subnormals included).
+  static HWY_INLINE void widen(const uint8_t* HWY_RESTRICT src, V* w, Magnitudes& magnitudes) {
+    const DF df;
     const hn::Repartition<uint16_t, DF> du16;
     const hn::Repartition<int16_t, DF> di16;
     const hn::Repartition<hwy::float16_t, DF> df16;
-    const VU8 x = hn::LoadU(du8, src);
-    magnitudes = hn::Max(magnitudes, hn::And(x, hn::Set(du8, 0x7F)));
-    // The code in the upper byte of a 16-bit lane; an arithmetic shift by one puts the exponent and
-    // mantissa where a half has them and copies the sign into the half's top exponent bit, cleared.
     const auto clear = hn::Set(di16, int16_t(~0x4000));
-    const auto lo =
-        hn::BitCast(df16, hn::And(hn::ShiftRight<1>(hn::BitCast(di16, hn::ZipLower(du16, hn::Zero(du8), x))), clear));
-    const auto hi =
-        hn::BitCast(df16, hn::And(hn::ShiftRight<1>(hn::BitCast(di16, hn::ZipUpper(du16, hn::Zero(du8), x))), clear));
-    w[0] = promote_f16_half<false>(df16, lo);
-    w[1] = promote_f16_half<true>(df16, lo);
-    w[2] = promote_f16_half<false>(df16, hi);
-    w[3] = promote_f16_half<true>(df16, hi);
-  } else {
-    const hn::Repartition<uint16_t, DF> du16;
-    const hn::Repartition<uint32_t, DF> du32;
-    const auto x = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(src));
-    w[0] = hn::BitCast(df, hn::ZipLower(du32, hn::Zero(du16), x));
-    w[1] = hn::BitCast(df, hn::ZipUpper(du32, hn::Zero(du16), x));
+    if constexpr (kNarrow) {
+      // The code sign-extended to 16 bits, shifted left by 7: exponent and mantissa land where a half
+      // has them, the sign in bit 15 and (cleared) bit 14.
+      const hn::Rebind<int8_t, decltype(di16)> di8;
+      const auto bits =
+          hn::And(hn::ShiftLeft<7>(hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(src)))), clear);
+      magnitudes = hn::Max(magnitudes, hn::BitCast(du16, hn::Add(bits, bits)));  // the sign shifted out
+      w[0] = promote_f16_half<false>(df16, hn::BitCast(df16, bits));
+      w[1] = promote_f16_half<true>(df16, hn::BitCast(df16, bits));
+    } else if constexpr (kFp8) {
+      const DU8 du8;
+      const VU8 x = hn::LoadU(du8, src);
+      magnitudes = hn::Max(magnitudes, hn::And(x, hn::Set(du8, 0x7F)));
+      // The code in the upper byte of a 16-bit lane; an arithmetic shift by one puts the exponent and
+      // mantissa where a half has them and copies the sign into the half's top exponent bit, cleared.
+      const auto lo =
+          hn::BitCast(df16, hn::And(hn::ShiftRight<1>(hn::BitCast(di16, hn::ZipLower(du16, hn::Zero(du8), x))), clear));
+      const auto hi =
+          hn::BitCast(df16, hn::And(hn::ShiftRight<1>(hn::BitCast(di16, hn::ZipUpper(du16, hn::Zero(du8), x))), clear));
+      w[0] = promote_f16_half<false>(df16, lo);
+      w[1] = promote_f16_half<true>(df16, lo);
+      w[2] = promote_f16_half<false>(df16, hi);
+      w[3] = promote_f16_half<true>(df16, hi);
+    } else {
+      const hn::Repartition<uint32_t, DF> du32;
+      const auto x = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(src));
+      w[0] = hn::BitCast(df, hn::ZipLower(du32, hn::Zero(du16), x));
+      w[1] = hn::BitCast(df, hn::ZipUpper(du32, hn::Zero(du16), x));
+    }
   }
-}
 
-// Whether `magnitudes` saw an e4m3 NaN code.
-HWY_INLINE bool saw_nan(VU8 magnitudes) {
-  const DU8 du8;
-  return !hn::AllFalse(du8, hn::Eq(magnitudes, hn::Set(du8, 0x7F)));
-}
+  // Whether `magnitudes` saw an e4m3 NaN code.
+  static HWY_INLINE bool saw_nan(Magnitudes magnitudes) {
+    const hn::DFromV<Magnitudes> d;
+    const auto nan = hn::Set(d, kNarrow ? 0x7F00 : 0x7F);  // S.1111.111 as widen leaves it
+    return !hn::AllFalse(d, hn::Eq(magnitudes, nan));
+  }
+};
 
 // The activation rows widened into dst (row m at dst + m * k_pad, zero from K to k_pad), exact fp32
 // values in the weights' lane order; an e4m3 row holding a NaN becomes all NaN (every product with it
 // would be NaN).
-template <bool kFp8>
+template <bool kFp8, bool kNarrow>
 void prepare_activations(const GemvArgs& p, float* HWY_RESTRICT dst, int64_t k_pad) {
+  using P = Piece<kFp8, kNarrow>;
   const DF df;
   constexpr int es = kFp8 ? 1 : 2;
-  constexpr int64_t kPiece = kPieceValues<kFp8>;
   const V unit = hn::Set(df, kFp8 ? 256.0f : 1.0f);
   for (int m = 0; m < p.m; ++m) {
     const uint8_t* row = static_cast<const uint8_t*>(p.a) + m * p.a_stride * es;
     float* out = dst + m * k_pad;
-    VU8 magnitudes = hn::Zero(DU8());
-    for (int64_t k = 0; k < k_pad; k += kPiece) {
-      alignas(64) uint8_t tail[kPiece * es];
+    auto magnitudes = P::no_magnitudes();
+    for (int64_t k = 0; k < k_pad; k += P::kValues) {
+      alignas(64) uint8_t tail[P::kValues * es];
       const uint8_t* src = row + k * es;
-      if (k + kPiece > p.k) {
+      if (k + P::kValues > p.k) {
         memset(tail, 0, sizeof tail);
         if (k < p.k) memcpy(tail, src, size_t((p.k - k) * es));
         src = tail;
       }
-      V w[kPieceVecs<kFp8>];
-      widen_piece<kFp8>(src, w, magnitudes);
-      for (int v = 0; v < kPieceVecs<kFp8>; ++v) hn::StoreU(hn::Mul(w[v], unit), df, out + k + v * kL);
+      V w[P::kVecs];
+      P::widen(src, w, magnitudes);
+      for (int v = 0; v < P::kVecs; ++v) hn::StoreU(hn::Mul(w[v], unit), df, out + k + v * kL);
     }
-    if (kFp8 && saw_nan(magnitudes))
+    if (kFp8 && P::saw_nan(magnitudes))
       for (int64_t k = 0; k < k_pad; ++k) out[k] = NAN;
   }
 }
 
+// e4m3 weights at M >= 2 on 256-bit vectors: narrow pieces and up to three weight rows per block, so
+// each activation load serves several rows (the widened activations come from L2: 16 bytes per weight
+// byte at M = 4) and 8-16 accumulator chains keep both FMA pipes busy.
+template <int M, bool kFp8>
+constexpr bool kNarrowRows = kL == 8 && kFp8&& M >= 2;
+
 // bf16 weights at M = 3 or 4 on 256-bit vectors: two weight rows per block, each with one accumulator
 // chain per activation row (single rows too, so every row sums in one order), so two rows share each
-// activation load. e4m3 rows also need their widening registers and spill that way (lab note
-// docs/notes/2026-12-05-x86-decode-and-combine.md).
+// activation load.
 template <int M, bool kFp8>
 constexpr bool kPairedBf16Rows = kL == 8 && !kFp8 && (M == 3 || M == 4);
 
+// Whether any of the block's rows holds an e4m3 NaN code (the rare case after one block saw it).
+inline bool row_has_nan(const uint8_t* row, int64_t k) {
+  for (int64_t i = 0; i < k; ++i)
+    if ((row[i] & 0x7F) == 0x7F) return true;
+  return false;
+}
+
 // out[m][n .. n + NB) over the whole K: per scale group, fresh accumulators (one chain per activation
-// row and weight row), then scaled into the totals.
-template <int M, int NB, bool kFp8, bool kScaled>
+// row and weight row), then scaled into the totals. K is walked in chunks of kChunk values; a chunk
+// past the last whole one comes from zero-padded copies of the rows' tails.
+template <int M, int NB, bool kFp8, bool kNarrow, bool kScaled>
 void row_block(const GemvArgs& p, const float* HWY_RESTRICT a, int64_t k_pad, int64_t n) {
+  using P = Piece<kFp8, kNarrow>;
   const DF df;
   constexpr int es = kFp8 ? 1 : 2;
-  constexpr int kVecs = kPieceVecs<kFp8>;
-  constexpr int64_t kPiece = kPieceValues<kFp8>;
-  // Pieces from k_full on would read past K: they come from zero-padded copies of the rows' tails.
-  const int64_t k_full = p.k / kPiece * kPiece;
+  constexpr int kVecs = P::kVecs;
+  constexpr int64_t kPiece = P::kValues;
+  static_assert(kChunk % kPiece == 0, "a chunk is whole pieces");
+  const int64_t k_whole = p.k / kChunk * kChunk;
   const uint8_t* w[NB];
   alignas(64) uint8_t tail[NB][kChunk * es];
   for (int j = 0; j < NB; ++j) {
     w[j] = static_cast<const uint8_t*>(p.w) + (n + j) * p.ldw * es;
-    if (k_full < k_pad) {
+    if (k_whole < k_pad) {
       memset(tail[j], 0, sizeof tail[j]);
-      memcpy(tail[j], w[j] + k_full * es, size_t((p.k - k_full) * es));
+      memcpy(tail[j], w[j] + k_whole * es, size_t((p.k - k_whole) * es));
     }
   }
   // Software pipeline: the same K offset of the block of rows at least kPrefetchBytes on is fetched
@@ -151,30 +184,55 @@ void row_block(const GemvArgs& p, const float* HWY_RESTRICT a, int64_t k_pad, in
   // Accumulator chains per (activation row, weight row): a piece's 2-4 products in one chain wait on
   // each other (4 cycles each), which bounded M = 4 over e4m3 at ~2 bytes per cycle with one weight
   // row per block; two chains (even and odd vectors) where the registers allow.
-  constexpr int kSplit = (NB == 1 ? M <= 5 && !kPairedBf16Rows<M, kFp8> : M * NB <= 4 && NB <= 2) ? 2 : 1;
+  constexpr int kSplit =
+      (NB == 1 ? M <= 5 && !kPairedBf16Rows<M, kFp8> && !kNarrowRows<M, kFp8> : M * NB <= 4 && NB <= 2) ? 2 : 1;
   V tot[M][NB];
-  VU8 magnitudes[NB];
-  for (int j = 0; j < NB; ++j) {
-    magnitudes[j] = hn::Zero(DU8());
+  for (int j = 0; j < NB; ++j)
     for (int m = 0; m < M; ++m) tot[m][j] = hn::Zero(df);
-  }
+  // One running maximum for the whole block (registers are short); a NaN seen there is traced to its
+  // rows afterwards.
+  auto magnitudes = P::no_magnitudes();
   for (int64_t kb = 0, g = 0; kb < k_pad; kb += group, ++g) {
     const int64_t ke = kb + group < k_pad ? kb + group : k_pad;
     V acc[M][NB][kSplit];
     for (int m = 0; m < M; ++m)
       for (int j = 0; j < NB; ++j)
         for (int c = 0; c < kSplit; ++c) acc[m][j][c] = hn::Zero(df);
-    for (int64_t k = kb; k < ke; k += kPiece) {
-#pragma GCC unroll 4
+    for (int64_t kc = kb; kc < ke; kc += kChunk) {
+      const uint8_t* src[NB];
       for (int j = 0; j < NB; ++j) {
-        if (next && ((k * es) & 63) == 0) hwy::Prefetch(w[j] + next + k * es);
-        V wv[kVecs];
-        widen_piece<kFp8>(k < k_full ? w[j] + k * es : tail[j] + (k - k_full) * es, wv, magnitudes[j]);
-#pragma GCC unroll 8
-        for (int m = 0; m < M; ++m)
+        if (next) hwy::Prefetch(w[j] + next + kc * es);
+        if (es == 2 && next) hwy::Prefetch(w[j] + next + kc * es + 64);
+        src[j] = kc < k_whole ? w[j] + kc * es : tail[j];
+      }
+      for (int64_t kp = 0; kp < kChunk; kp += kPiece) {
+        const float* ak = a + kc + kp;
+        if constexpr (kNarrow) {
+          // Every row of the block widened first, then each activation vector loaded once for all.
+          V wv[NB][kVecs];
 #pragma GCC unroll 4
-          for (int v = 0; v < kVecs; ++v)
-            acc[m][j][v % kSplit] = hn::MulAdd(hn::LoadU(df, a + m * k_pad + k + v * kL), wv[v], acc[m][j][v % kSplit]);
+          for (int j = 0; j < NB; ++j) P::widen(src[j] + kp * es, wv[j], magnitudes);
+#pragma GCC unroll 8
+          for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+            for (int v = 0; v < kVecs; ++v) {
+              const V av = hn::LoadU(df, ak + m * k_pad + v * kL);
+#pragma GCC unroll 4
+              for (int j = 0; j < NB; ++j) acc[m][j][0] = hn::MulAdd(av, wv[j][v], acc[m][j][0]);
+            }
+        } else {
+#pragma GCC unroll 4
+          for (int j = 0; j < NB; ++j) {
+            V wv[kVecs];
+            P::widen(src[j] + kp * es, wv, magnitudes);
+#pragma GCC unroll 8
+            for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+              for (int v = 0; v < kVecs; ++v)
+                acc[m][j][v % kSplit] =
+                    hn::MulAdd(hn::LoadU(df, ak + m * k_pad + v * kL), wv[v], acc[m][j][v % kSplit]);
+          }
+        }
       }
     }
     for (int m = 0; m < M; ++m)
@@ -188,8 +246,9 @@ void row_block(const GemvArgs& p, const float* HWY_RESTRICT a, int64_t k_pad, in
         }
       }
   }
+  const bool block_nan = kFp8 && P::saw_nan(magnitudes);
   for (int j = 0; j < NB; ++j) {
-    const bool nan = kFp8 && saw_nan(magnitudes[j]);
+    const bool nan = block_nan && (NB == 1 || row_has_nan(w[j], p.k));
     for (int m = 0; m < M; ++m) {
       const float sum = hn::GetLane(hn::SumOfLanes(df, tot[m][j]));
       p.out[m * p.ldo + n + j] = nan ? NAN : kScaled ? sum : sum * unit;
@@ -199,12 +258,19 @@ void row_block(const GemvArgs& p, const float* HWY_RESTRICT a, int64_t k_pad, in
 
 template <int M, bool kFp8, bool kScaled>
 void rows(const GemvArgs& p, const float* a, int64_t k_pad) {
+  constexpr bool kNarrow = kNarrowRows<M, kFp8>;
   // Weight rows per block: independent streams and chains, as many as the registers hold without
-  // spilling accumulators (AVX2 has 16: M=4 with two e4m3 rows spilled them and ran at half the speed).
-  constexpr int kNb = M == 1 ? 4 : M == 2 || (M <= 4 && kL == 16) || kPairedBf16Rows<M, kFp8> ? 2 : 1;
+  // spilling accumulators (AVX2 has 16: M=4 with two wide e4m3 rows spilled them and ran at half the
+  // speed).
+  constexpr int kNb = kNarrow                                                      ? (M == 2   ? 4
+                                                                                      : M <= 4 ? 3
+                                                                                               : 2)
+                      : M == 1                                                     ? 4
+                      : M == 2 || (M <= 4 && kL == 16) || kPairedBf16Rows<M, kFp8> ? 2
+                                                                                   : 1;
   int64_t n = p.n0;
-  for (; n + kNb <= p.n1; n += kNb) row_block<M, kNb, kFp8, kScaled>(p, a, k_pad, n);
-  for (; n < p.n1; ++n) row_block<M, 1, kFp8, kScaled>(p, a, k_pad, n);
+  for (; n + kNb <= p.n1; n += kNb) row_block<M, kNb, kFp8, kNarrow, kScaled>(p, a, k_pad, n);
+  for (; n < p.n1; ++n) row_block<M, 1, kFp8, kNarrow, kScaled>(p, a, k_pad, n);
 }
 
 template <bool kFp8, bool kScaled>
@@ -212,23 +278,32 @@ void dispatch(const GemvArgs& p, const float* a, int64_t k_pad) {
   with_gemv_row_count(p.m, [&](auto rows_c) { rows<decltype(rows_c)::value, kFp8, kScaled>(p, a, k_pad); });
 }
 
+// Whether the call's row count takes narrow pieces (the activations must be widened the same way).
+template <bool kFp8>
+bool narrow_rows(int m) {
+  return with_gemv_row_count(m, [](auto rows_c) { return kNarrowRows<decltype(rows_c)::value, kFp8>; });
+}
+
+template <bool kFp8>
+void gemv_typed(const GemvArgs& p, float* a, int64_t k_pad) {
+  if (narrow_rows<kFp8>(p.m)) {
+    if constexpr (kFp8) prepare_activations<true, true>(p, a, k_pad);
+  } else {
+    prepare_activations<kFp8, false>(p, a, k_pad);
+  }
+  if (p.a_scale != nullptr)
+    dispatch<kFp8, true>(p, a, k_pad);
+  else
+    dispatch<kFp8, false>(p, a, k_pad);
+}
+
 void gemv(const GemvArgs& p) {
   const int64_t k_pad = (p.k + kChunk - 1) / kChunk * kChunk;
   float* a = static_cast<float*>(p.scratch);
-  const bool scaled = p.a_scale != nullptr;
-  if (p.w_type == GemmSrcType::kE4M3) {
-    prepare_activations<true>(p, a, k_pad);
-    if (scaled)
-      dispatch<true, true>(p, a, k_pad);
-    else
-      dispatch<true, false>(p, a, k_pad);
-  } else {
-    prepare_activations<false>(p, a, k_pad);
-    if (scaled)
-      dispatch<false, true>(p, a, k_pad);
-    else
-      dispatch<false, false>(p, a, k_pad);
-  }
+  if (p.w_type == GemmSrcType::kE4M3)
+    gemv_typed<true>(p, a, k_pad);
+  else
+    gemv_typed<false>(p, a, k_pad);
 }
 
 }  // namespace
