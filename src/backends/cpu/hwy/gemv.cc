@@ -131,17 +131,18 @@ void prepare_activations(const GemvArgs& p, float* HWY_RESTRICT dst, int64_t k_p
   }
 }
 
-// e4m3 weights at M >= 2 on 256-bit vectors: narrow pieces and up to three weight rows per block, so
-// each activation load serves several rows (the widened activations come from L2: 16 bytes per weight
-// byte at M = 4) and 8-16 accumulator chains keep both FMA pipes busy.
+// e4m3 weights at M >= 2 on 256-bit vectors take narrow pieces: 2 fp32 vectors per piece, as bf16's
+// wide ones.
 template <int M, bool kFp8>
 constexpr bool kNarrowRows = kL == 8 && kFp8&& M >= 2;
 
-// bf16 weights at M = 3 or 4 on 256-bit vectors: two weight rows per block, each with one accumulator
-// chain per activation row (single rows too, so every row sums in one order), so two rows share each
-// activation load.
-template <int M, bool kFp8>
-constexpr bool kPairedBf16Rows = kL == 8 && !kFp8 && (M == 3 || M == 4);
+// M >= 2 on 256-bit vectors: pieces of 2 fp32 vectors, every row of a block (up to three, four at
+// M = 2) widened first and each activation vector then loaded once for all of them (the widened
+// activations come from L2: 8-16 bytes per weight byte at M = 4), with one accumulator chain per
+// activation row and weight row (single rows too, so every row sums in one order): 8-16 chains keep
+// both FMA pipes busy.
+template <int M>
+constexpr bool kRowsFirst = kL == 8 && M >= 2;
 
 // Whether any of the block's rows holds an e4m3 NaN code (the rare case after one block saw it).
 inline bool row_has_nan(const uint8_t* row, int64_t k) {
@@ -184,8 +185,7 @@ void row_block(const GemvArgs& p, const float* HWY_RESTRICT a, int64_t k_pad, in
   // Accumulator chains per (activation row, weight row): a piece's 2-4 products in one chain wait on
   // each other (4 cycles each), which bounded M = 4 over e4m3 at ~2 bytes per cycle with one weight
   // row per block; two chains (even and odd vectors) where the registers allow.
-  constexpr int kSplit =
-      (NB == 1 ? M <= 5 && !kPairedBf16Rows<M, kFp8> && !kNarrowRows<M, kFp8> : M * NB <= 4 && NB <= 2) ? 2 : 1;
+  constexpr int kSplit = (NB == 1 ? M <= 5 && !kRowsFirst<M> : M * NB <= 4 && NB <= 2) ? 2 : 1;
   V tot[M][NB];
   for (int j = 0; j < NB; ++j)
     for (int m = 0; m < M; ++m) tot[m][j] = hn::Zero(df);
@@ -207,8 +207,7 @@ void row_block(const GemvArgs& p, const float* HWY_RESTRICT a, int64_t k_pad, in
       }
       for (int64_t kp = 0; kp < kChunk; kp += kPiece) {
         const float* ak = a + kc + kp;
-        if constexpr (kNarrow) {
-          // Every row of the block widened first, then each activation vector loaded once for all.
+        if constexpr (kRowsFirst<M>) {
           V wv[NB][kVecs];
 #pragma GCC unroll 4
           for (int j = 0; j < NB; ++j) P::widen(src[j] + kp * es, wv[j], magnitudes);
@@ -262,12 +261,12 @@ void rows(const GemvArgs& p, const float* a, int64_t k_pad) {
   // Weight rows per block: independent streams and chains, as many as the registers hold without
   // spilling accumulators (AVX2 has 16: M=4 with two wide e4m3 rows spilled them and ran at half the
   // speed).
-  constexpr int kNb = kNarrow                                                      ? (M == 2   ? 4
-                                                                                      : M <= 4 ? 3
-                                                                                               : 2)
-                      : M == 1                                                     ? 4
-                      : M == 2 || (M <= 4 && kL == 16) || kPairedBf16Rows<M, kFp8> ? 2
-                                                                                   : 1;
+  constexpr int kNb = kRowsFirst<M>                    ? (M == 2   ? 4
+                                                          : M <= 4 ? 3
+                                                                   : 2)
+                      : M == 1                         ? 4
+                      : M == 2 || (M <= 4 && kL == 16) ? 2
+                                                       : 1;
   int64_t n = p.n0;
   for (; n + kNb <= p.n1; n += kNb) row_block<M, kNb, kFp8, kNarrow, kScaled>(p, a, k_pad, n);
   for (; n < p.n1; ++n) row_block<M, 1, kFp8, kNarrow, kScaled>(p, a, k_pad, n);
