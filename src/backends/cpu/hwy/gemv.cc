@@ -131,18 +131,27 @@ void prepare_activations(const GemvArgs& p, float* HWY_RESTRICT dst, int64_t k_p
   }
 }
 
-// e4m3 weights at M >= 2 on 256-bit vectors take narrow pieces: 2 fp32 vectors per piece, as bf16's
-// wide ones.
+// e4m3 weights at M >= 2 on 256- and 512-bit vectors take narrow pieces: 2 fp32 vectors per piece,
+// as bf16's wide ones.
 template <int M, bool kFp8>
-constexpr bool kNarrowRows = kL == 8 && kFp8&& M >= 2;
+constexpr bool kNarrowRows = (kL == 8 || kL == 16) && kFp8&& M >= 2;
 
-// M >= 2 on 256-bit vectors: pieces of 2 fp32 vectors, every row of a block (up to three, four at
-// M = 2) widened first and each activation vector then loaded once for all of them (the widened
-// activations come from L2: 8-16 bytes per weight byte at M = 4), with one accumulator chain per
-// activation row and weight row (single rows too, so every row sums in one order): 8-16 chains keep
-// both FMA pipes busy.
+// M >= 2 on 256- and 512-bit vectors: pieces of 2 fp32 vectors, every row of a block widened first and
+// each activation vector then loaded once for all of them (the widened activations come from L2: 8-16
+// bytes per weight byte at M = 4), with one accumulator chain per activation row and weight row
+// (single rows too, so every row sums in one order).
 template <int M>
-constexpr bool kRowsFirst = kL == 8 && M >= 2;
+constexpr bool kRowsFirst = (kL == 8 || kL == 16) && M >= 2;
+
+// Weight rows per rows-first block: as many as the accumulators (M per row) and widened pieces (2 per
+// row) leave registers for; AVX2 has 16 (M = 4: 12 chains + 6 pieces, a few spilled), AVX-512 32.
+template <int M>
+constexpr int kRowsFirstBlock = kL == 16 ? (M <= 4   ? 4
+                                            : M <= 6 ? 3
+                                                     : 2)
+                                         : (M == 2   ? 4
+                                            : M <= 4 ? 3
+                                                     : 2);
 
 // Whether any of the block's rows holds an e4m3 NaN code (the rare case after one block saw it).
 inline bool row_has_nan(const uint8_t* row, int64_t k) {
@@ -258,15 +267,9 @@ void row_block(const GemvArgs& p, const float* HWY_RESTRICT a, int64_t k_pad, in
 template <int M, bool kFp8, bool kScaled>
 void rows(const GemvArgs& p, const float* a, int64_t k_pad) {
   constexpr bool kNarrow = kNarrowRows<M, kFp8>;
-  // Weight rows per block: independent streams and chains, as many as the registers hold without
-  // spilling accumulators (AVX2 has 16: M=4 with two wide e4m3 rows spilled them and ran at half the
-  // speed).
-  constexpr int kNb = kRowsFirst<M>                    ? (M == 2   ? 4
-                                                          : M <= 4 ? 3
-                                                                   : 2)
-                      : M == 1                         ? 4
-                      : M == 2 || (M <= 4 && kL == 16) ? 2
-                                                       : 1;
+  // Weight rows per block: independent streams and chains, as many as the registers hold (M = 1 and
+  // NEON's 128-bit vectors take wide pieces row by row).
+  constexpr int kNb = kRowsFirst<M> ? kRowsFirstBlock<M> : M == 1 ? 4 : M == 2 ? 2 : 1;
   int64_t n = p.n0;
   for (; n + kNb <= p.n1; n += kNb) row_block<M, kNb, kFp8, kNarrow, kScaled>(p, a, k_pad, n);
   for (; n < p.n1; ++n) row_block<M, 1, kFp8, kNarrow, kScaled>(p, a, k_pad, n);
