@@ -17,10 +17,11 @@ namespace tessera::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 namespace {  // included by mla_kernels.cc only: nothing leaves its translation unit
 
-// Rows [0, MR) x columns [c0, c0 + NV lanes): p points at p[0][first row], step mp per token.
+// Rows [0, MR) x columns [c0, c0 + NV lanes): p points at p[0][first row], step mp per token. Not
+// inlined, as scores_block (its pointers stay in registers).
 template <int MR, int NV>
-void pv_block(const float* const* v_rows, int nt, int c0, const float* p, int mp, const float* alpha, float* o,
-              int ldo) {
+HWY_NOINLINE void pv_block(const float* const* v_rows, int nt, int c0, const float* p, int mp, const float* alpha,
+                           float* o, int ldo) {
   const hn::ScalableTag<float> d;
   const int n = int(hn::Lanes(d));
   hn::Vec<decltype(d)> acc[MR][NV];

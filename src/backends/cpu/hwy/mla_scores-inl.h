@@ -20,10 +20,11 @@ namespace {  // included by mla_kernels.cc only: nothing leaves its translation 
 
 constexpr int kScoresChunk = 128;
 
-// s[t][c0 + ...] (+)= sum over k in [k0, k0 + kc) of rows[t][k] * q[k][c0 + ...] for MR tokens.
+// s[t][c0 + ...] (+)= sum over k in [k0, k0 + kc) of rows[t][k] * q[k][c0 + ...] for MR tokens. Not
+// inlined: inside attend_tile the MR row pointers and q's pointer lived on the stack, reloaded per k.
 template <int MR, int NV>
-void scores_block(const float* const* rows, int k0, int kc, const float* q, int mp, float* s, int lds,
-                  bool accumulate) {
+HWY_NOINLINE void scores_block(const float* const* rows, int k0, int kc, const float* q, int mp, float* s, int lds,
+                               bool accumulate) {
   const hn::ScalableTag<float> d;
   const int n = int(hn::Lanes(d));
   const float* a[MR];
