@@ -278,6 +278,29 @@ TEST(MlaKernelSets, DequantisationMatchesTheScalarSet) {
   }
 }
 
+// Power-of-two scales at and past the range where the vector sets skip the rounding to bf16 (every
+// product exact: 2^-100 .. 2^100), on every e4m3 code.
+TEST(MlaKernelSets, DequantisationAtTheExactScaleBoundaries) {
+  const cpu::MlaKernelSet* scalar = cpu::mla_kernels_scalar();
+  std::vector<uint8_t> tok(656, 0);
+  for (int i = 0; i < 512; ++i) tok[size_t(i)] = uint8_t(i);
+  for (const float edge : {0x1p100f, 0x1p-100f, 0x1p101f, 0x1p-101f, 0x1p127f, 0x1p-126f}) {
+    const float scales[] = {edge, edge, edge, edge};
+    std::memcpy(tok.data() + 512, scales, 16);
+    std::vector<float> ref(576), got(576);
+    scalar->dequant_v32(tok.data(), ref.data());
+    for (const SetAtLevel& s : fp32_sets()) {
+      s.set->dequant_v32(tok.data(), got.data());
+      for (int i = 0; i < 512; ++i) {
+        if (!std::isnan(ref[size_t(i)])) {
+          EXPECT_EQ(f32_bits(got[size_t(i)]), f32_bits(ref[size_t(i)]))
+              << s.name << " scale " << edge << " code " << i % 256;
+        }
+      }
+    }
+  }
+}
+
 TEST(MlaKernelSets, RegistryGivesTheVectorSetsTheirLevels) {
   for (Isa l : {Isa::kAvx2, Isa::kAvx512}) {
     if (isa_supported(l)) {

@@ -40,8 +40,20 @@ hn::Vec<D> round_to_bf16(D d, hn::Vec<D> x) {
   return hn::BitCast(d, hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x7F800000)), quiet, rounded));
 }
 
-// n (a multiple of the vector length) e4m3 codes times `scale` -> fp32 values of bf16 precision.
-void dequant_e4m3(const uint8_t* src, int n, float scale, float* dst) {
+// Whether every e4m3 value (2^-9 .. 448 in magnitude) times `scale` is exact in bf16 already: scale a
+// power of two 2^k with |k| <= 100, so the products stay normal and keep e4m3's 4 significant bits.
+// UE8M0 scales (MODEL1's, and V32's in DeepSeek's checkpoints) always are, bar the extremes.
+bool exact_in_bf16(float scale) {
+  uint32_t bits;
+  memcpy(&bits, &scale, 4);
+  const int biased = int(bits >> 23);  // sign 0: a positive scale
+  return (bits & 0x7FFFFF) == 0 && biased >= 127 - 100 && biased <= 127 + 100;
+}
+
+// n (a multiple of the vector length) e4m3 codes times `scale` -> fp32 values of bf16 precision. With a
+// scale exact_in_bf16 the rounding to bf16 changes no bit and is skipped.
+template <bool kRound>
+void dequant_e4m3_as(const uint8_t* src, int n, float scale, float* dst) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<uint8_t, decltype(d)> d8;
@@ -49,8 +61,15 @@ void dequant_e4m3(const uint8_t* src, int n, float scale, float* dst) {
   const auto s = hn::Set(d, scale);
   for (int i = 0; i < n; i += lanes) {
     const auto code = hn::PromoteTo(di, hn::LoadU(d8, src + i));
-    hn::StoreU(round_to_bf16(d, hn::Mul(e4m3_to_f32(d, code), s)), d, dst + i);
+    const auto value = hn::Mul(e4m3_to_f32(d, code), s);
+    hn::StoreU(kRound ? round_to_bf16(d, value) : value, d, dst + i);
   }
+}
+void dequant_e4m3(const uint8_t* src, int n, float scale, float* dst) {
+  if (exact_in_bf16(scale))
+    dequant_e4m3_as<false>(src, n, scale, dst);
+  else
+    dequant_e4m3_as<true>(src, n, scale, dst);
 }
 
 // n bf16 values (a multiple of the vector length) -> fp32.
