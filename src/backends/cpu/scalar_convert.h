@@ -11,6 +11,26 @@
 
 namespace tessera::cpu::scalar_convert {
 
+// Whether one of the n e4m3 codes at w is a NaN (S.1111.111): the kernels whose conversion has no NaN
+// of its own look for it before (or after) using the codes.
+static inline bool e4m3_codes_hold_nan(const uint8_t* w, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if ((w[i] & 0x7F) == 0x7F) return true;
+  return false;
+}
+
+// Exponent k when scale is exactly 2^k (positive) with lo <= k <= hi; false otherwise. Callers choose
+// the range that keeps their scaled values (and sums) normal.
+static inline bool power_of_two_exponent(float scale, int lo, int hi, int* k) {
+  uint32_t u;
+  memcpy(&u, &scale, 4);
+  if ((u & 0x807FFFFFu) != 0) return false;  // negative, or not a power of two
+  const int e = int(u >> 23) - 127;
+  if (e < lo || e > hi) return false;
+  *k = e;
+  return true;
+}
+
 // Exact float8_e4m3fn -> fp32. Uses an integer-to-float conversion for subnormal codes instead of
 // rescaling an fp32 denormal, so the result does not depend on the MXCSR denormals-are-zero flag.
 static inline float e4m3_to_f32_scalar(uint8_t b) {

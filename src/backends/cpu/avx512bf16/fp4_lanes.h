@@ -89,7 +89,8 @@ static inline bool fp4_pow2_activation_scales(const GemvFp4Args& p, int64_t grou
   if (!p.a_scale || p.a_type != GemmSrcType::kE4M3) return false;
   for (int64_t g = 0; g < groups; ++g)
     for (int m = 0; m < p.m; ++m)
-      if (!power_of_two_exponent(p.a_scale[g * p.a_scale_stride + m], -max_shift, max_shift, &exps[g * p.m + m]))
+      if (!scalar_convert::power_of_two_exponent(p.a_scale[g * p.a_scale_stride + m], -max_shift, max_shift,
+                                                 &exps[g * p.m + m]))
         return false;
   return true;
 }

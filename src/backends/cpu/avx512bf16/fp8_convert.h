@@ -5,6 +5,8 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "backends/cpu/scalar_convert.h"
+
 namespace tessera::cpu::avx512bf16 {
 
 // bf16 bit pattern of an e4m3fn magnitude code c (0..127; sign handled separately).
@@ -54,17 +56,6 @@ static inline E4m3Tables make_e4m3_tables() {
 static inline const E4m3Tables& e4m3_tables() {
   static const E4m3Tables t = make_e4m3_tables();
   return t;
-}
-// Exponent k when scale is exactly 2^k (positive) with lo <= k <= hi; false otherwise. Callers choose
-// the range that keeps their scaled values (and sums) normal.
-static inline bool power_of_two_exponent(float scale, int lo, int hi, int* k) {
-  uint32_t u;
-  __builtin_memcpy(&u, &scale, 4);
-  if ((u & 0x807FFFFFu) != 0) return false;  // negative, or not a power of two
-  const int e = int(u >> 23) - 127;
-  if (e < lo || e > hi) return false;
-  *k = e;
-  return true;
 }
 // bf16 values times 2^k, exactly, by adding k << 7 (each lane's own k: exponent_adds) to the exponent
 // field of every finite nonzero value (zeros, infinities and NaNs unchanged); the caller keeps the

@@ -25,7 +25,7 @@ inline __m512i scale_bf16_fp32(__m512i v, float scale) {
 inline void dequant_block(const avx512bf16::E4m3Tables& t, const uint8_t* src, int n64, float scale, uint16_t* dst) {
   int k = 0;
   // Exact by exponent adds when scale is 2^k with every scaled e4m3 magnitude ([2^-9, 448]) a normal bf16.
-  if (avx512bf16::power_of_two_exponent(scale, -116, 118, &k)) {
+  if (scalar_convert::power_of_two_exponent(scale, -116, 118, &k)) {
     const __m512i bias = avx512bf16::e4m3_normal_bias(k);
     for (int i = 0; i < n64; ++i) {
       const __m512i x = _mm512_loadu_si512(src + 64 * i);

@@ -24,6 +24,7 @@
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/gemv_row_count.h"
 #include "backends/cpu/hwy/f16_halves-inl.h"
+#include "backends/cpu/scalar_convert.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tessera::cpu::HWY_NAMESPACE {
@@ -131,17 +132,16 @@ void prepare_activations(const GemvArgs& p, float* HWY_RESTRICT dst, int64_t k_p
   }
 }
 
-// e4m3 weights at M >= 2 on 256- and 512-bit vectors take narrow pieces: 2 fp32 vectors per piece,
-// as bf16's wide ones.
-template <int M, bool kFp8>
-constexpr bool kNarrowRows = (kL == 8 || kL == 16) && kFp8&& M >= 2;
-
 // M >= 2 on 256- and 512-bit vectors: pieces of 2 fp32 vectors, every row of a block widened first and
 // each activation vector then loaded once for all of them (the widened activations come from L2: 8-16
 // bytes per weight byte at M = 4), with one accumulator chain per activation row and weight row
 // (single rows too, so every row sums in one order).
 template <int M>
 constexpr bool kRowsFirst = (kL == 8 || kL == 16) && M >= 2;
+
+// e4m3 rows taken rows-first come in narrow pieces: 2 fp32 vectors per piece, as bf16's wide ones.
+template <int M, bool kFp8>
+constexpr bool kNarrowRows = kFp8&& kRowsFirst<M>;
 
 // Weight rows per rows-first block: as many as the accumulators (M per row) and widened pieces (2 per
 // row) leave registers for; AVX2 has 16 (M = 4: 12 chains + 6 pieces, a few spilled), AVX-512 32.
@@ -152,13 +152,6 @@ constexpr int kRowsFirstBlock = kL == 16 ? (M <= 4   ? 4
                                          : (M == 2   ? 4
                                             : M <= 4 ? 3
                                                      : 2);
-
-// Whether any of the block's rows holds an e4m3 NaN code (the rare case after one block saw it).
-inline bool row_has_nan(const uint8_t* row, int64_t k) {
-  for (int64_t i = 0; i < k; ++i)
-    if ((row[i] & 0x7F) == 0x7F) return true;
-  return false;
-}
 
 // out[m][n .. n + NB) over the whole K: per scale group, fresh accumulators (one chain per activation
 // row and weight row), then scaled into the totals. K is walked in chunks of kChunk values; a chunk
@@ -256,7 +249,7 @@ void row_block(const GemvArgs& p, const float* HWY_RESTRICT a, int64_t k_pad, in
   }
   const bool block_nan = kFp8 && P::saw_nan(magnitudes);
   for (int j = 0; j < NB; ++j) {
-    const bool nan = block_nan && (NB == 1 || row_has_nan(w[j], p.k));
+    const bool nan = block_nan && (NB == 1 || scalar_convert::e4m3_codes_hold_nan(w[j], p.k));
     for (int m = 0; m < M; ++m) {
       const float sum = hn::GetLane(hn::SumOfLanes(df, tot[m][j]));
       p.out[m * p.ldo + n + j] = nan ? NAN : kScaled ? sum : sum * unit;

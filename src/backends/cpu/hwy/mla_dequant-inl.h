@@ -12,6 +12,8 @@
 #include <hwy/highway.h>
 #include <string.h>
 
+#include "backends/cpu/scalar_convert.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace tessera::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -44,10 +46,8 @@ hn::Vec<D> round_to_bf16(D d, hn::Vec<D> x) {
 // power of two 2^k with |k| <= 100, so the products stay normal and keep e4m3's 4 significant bits.
 // UE8M0 scales (MODEL1's, and V32's in DeepSeek's checkpoints) always are, bar the extremes.
 bool exact_in_bf16(float scale) {
-  uint32_t bits;
-  memcpy(&bits, &scale, 4);
-  const int biased = int(bits >> 23);  // sign 0: a positive scale
-  return (bits & 0x7FFFFF) == 0 && biased >= 127 - 100 && biased <= 127 + 100;
+  int k;
+  return scalar_convert::power_of_two_exponent(scale, -100, 100, &k);
 }
 
 // n (a multiple of the vector length) e4m3 codes times `scale` -> fp32 values of bf16 precision. With a

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "backends/cpu/hwy/f16_halves-inl.h"
+#include "backends/cpu/scalar_convert.h"
 
 // Only the targets levels.h maps to (the compiler's baseline, HWY_SCALAR, is compiled too but unused).
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_NEON
@@ -166,13 +167,6 @@ HWY_INLINE void chunk(const uint8_t* const* src, int64_t offset, const float* a,
   }
 }
 
-// True when one of the k_len e4m3 codes at w is a NaN (0x7F or 0xFF).
-bool has_nan(const uint8_t* w, int k_len) {
-  for (int k = 0; k < k_len; ++k)
-    if ((w[k] & 0x7F) == 0x7F) return true;
-  return false;
-}
-
 // out[m][n0 .. n0 + R) (+)= the pass's part of the dot products of R weight rows. One accumulator per
 // (activation row, weight row): the R rows' FMA chains interleave, which hides the FMA latency.
 template <int M, int R, bool kFp8>
@@ -206,7 +200,7 @@ HWY_INLINE void rows_block(const TlGemvArgs& g, const Pass& p, int n0, bool accu
   bool nan_row[R] = {};
   if constexpr (kFp8) {
     if (HWY_UNLIKELY(!hn::AllFalse(du8, hn::Eq(nan_max, hn::Set(du8, 0xFF)))))
-      for (int r = 0; r < R; ++r) nan_row[r] = has_nan(w[r], p.len);
+      for (int r = 0; r < R; ++r) nan_row[r] = scalar_convert::e4m3_codes_hold_nan(w[r], p.len);
   }
   TESSERA_UNROLL
   for (int m = 0; m < M; ++m) {
