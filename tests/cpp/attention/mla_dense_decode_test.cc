@@ -17,7 +17,6 @@ struct DenseCase {
   bool causal;
   DType dtype;
   bool strided_q;
-  bool short_lists = false;
 };
 
 const DenseCase kCases[] = {
@@ -27,8 +26,8 @@ const DenseCase kCases[] = {
     {"d=512, 7 heads, causal s_q=2", 2, 2, 7, 1, 512, 512, {777, 513}, true, DType::kBF16, false},
     {"fp16 cache and q", 2, 1, 16, 1, 576, 512, {600, 650}, false, DType::kF16, false},
     {"small dims use the reference path", 1, 2, 5, 1, 72, 40, {600}, true, DType::kBF16, true},
-    {"short contexts: 1, 2, 37 tokens", 4, 1, 16, 1, 576, 512, {1, 2, 37, 0}, false, DType::kBF16, false, true},
-    {"causal s_q=3 longer than the cache", 1, 3, 16, 1, 512, 512, {2}, true, DType::kBF16, false, true},
+    {"short contexts: 1, 2, 37 tokens", 4, 1, 16, 1, 576, 512, {1, 2, 37, 0}, false, DType::kBF16, false},
+    {"causal s_q=3 longer than the cache", 1, 3, 16, 1, 512, 512, {2}, true, DType::kBF16, false},
 };
 
 class DenseDecode : public ::testing::TestWithParam<Isa> {};
@@ -51,7 +50,6 @@ TEST_P(DenseDecode, MatchesFloat64Reference) {
     p.causal = c.causal;
     p.dtype = c.dtype;
     p.strided_q = c.strided_q;
-    p.short_lists = c.short_lists;
     p.build(rng);
     flash_mla::SchedMeta meta;
     flash_mla::flash_mla_with_kvcache(p.inputs(), meta, p.out.view, p.lse.view);

@@ -63,7 +63,6 @@ struct DenseProblem {
   bool causal = false;
   DType dtype = DType::kBF16;
   bool strided_q = false;
-  bool short_lists = false;  // edge cases with lists of a few tokens
   // filled by build()
   Buffer q, k_cache, block_table, seqlens, out, lse;
   std::vector<std::vector<double>> keys;  // per (request, kv head, token) row, as doubles

@@ -14,7 +14,7 @@ namespace {
 struct VarlenProblem {
   std::vector<int> q_lens, kv_lens;
   int h_q = 16, h_kv = 16, d_qk = 192, d_v = 128;
-  bool causal = true, strided_q = false, short_lists = false;
+  bool causal = true, strided_q = false;
   DType dtype = DType::kBF16;
   Buffer q, k, v, cu_q, cu_kv, out, lse;
   int total_q = 0, total_kv = 0;
@@ -101,7 +101,7 @@ struct VarlenCase {
   int h_q, h_kv, d_qk, d_v;
   bool causal;
   DType dtype;
-  bool strided_q, short_lists;
+  bool strided_q;
 };
 
 const VarlenCase kCases[] = {
@@ -114,21 +114,10 @@ const VarlenCase kCases[] = {
      128,
      true,
      DType::kBF16,
-     false,
      false},
-    {"GQA 8 over 2, d 128, not causal, strided q",
-     {33, 50},
-     {512, 700},
-     8,
-     2,
-     128,
-     128,
-     false,
-     DType::kBF16,
-     true,
-     false},
-    {"fp16 (reference path)", {20, 30}, {500, 640}, 4, 4, 128, 128, true, DType::kF16, false, false},
-    {"causal with more queries than keys", {50, 7}, {20, 7}, 4, 1, 192, 128, true, DType::kBF16, false, true},
+    {"GQA 8 over 2, d 128, not causal, strided q", {33, 50}, {512, 700}, 8, 2, 128, 128, false, DType::kBF16, true},
+    {"fp16 (reference path)", {20, 30}, {500, 640}, 4, 4, 128, 128, true, DType::kF16, false},
+    {"causal with more queries than keys", {50, 7}, {20, 7}, 4, 1, 192, 128, true, DType::kBF16, false},
 };
 
 class VarlenPrefill : public ::testing::TestWithParam<Isa> {};
@@ -150,7 +139,6 @@ TEST_P(VarlenPrefill, MatchesFloat64Reference) {
     p.causal = c.causal;
     p.dtype = c.dtype;
     p.strided_q = c.strided_q;
-    p.short_lists = c.short_lists;
     p.build(rng);
     flash_mla::flash_attn_varlen_fwd(p.inputs(), p.out.view, p.lse.view);
     EXPECT_TRUE(p.check()) << c.name;
