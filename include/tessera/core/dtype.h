@@ -106,8 +106,9 @@ inline uint16_t f32_to_f16(float x) {
 inline float e4m3_to_f32(uint8_t b) {
   const uint32_t sign = uint32_t(b & 0x80u) << 24, e = (b >> 3) & 0xFu, m = b & 7u;
   if (e == 15 && m == 7) return f32_from_bits(sign | 0x7FC00000u);
-  // Place e and m in an f32 and rescale by 2^(127-7): exact for normals and subnormals alike.
-  const float mag = f32_from_bits((e << 23 | m << 20)) * 0x1p120f;
+  // Normals: e and m placed in an f32 with the bias moved from 7 to 127. Subnormals (m x 2^-9) from an
+  // integer conversion, never from an f32 denormal, so MXCSR's denormals-are-zero cannot change them.
+  const float mag = e != 0 ? f32_from_bits(((e + 120) << 23) | m << 20) : float(m) * 0x1p-9f;
   return f32_from_bits(sign | f32_bits(mag));
 }
 inline uint8_t f32_to_e4m3(float x) {
