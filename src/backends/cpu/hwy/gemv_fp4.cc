@@ -1,11 +1,12 @@
 // Decode GEMV over packed FP4 (e2m1) weights with per-32 UE8M0 scales for the avx2 and avx512 levels, on
 // fp32 FMAs (GemvFp4Args in gemm_kernel_set.h). One input vector of packed bytes (a "piece": 64 values
 // on AVX2, 128 on AVX-512) is widened in registers:
-//  - each nibble looks up the upper byte of its value as a binary16 (one byte shuffle per 32 codes:
-//    every e2m1 magnitude is a half whose lower byte is zero), a zip with zero makes the halves and
-//    vcvtph2ps the fp32 values;
+//  - each nibble looks up both bytes of its value as a bfloat16 (two byte shuffles per 32 codes), a
+//    zip of the two makes 16-bit bf16 lanes, and each vector of them gives two fp32 vectors by a shift
+//    (even lanes) and a mask (odd lanes). No vcvtph2ps or cross-block extract: on Zen 3 those take the
+//    FMA pipes' issue slots one per cycle, where shuffles and shifts take them two per cycle;
 //  - the zips work within 128-bit blocks, so every fp32 vector holds values of one 32-value scale block
-//    per group of 8 lanes. The products of a piece are summed per lane, then multiplied lane-wise by
+//    per group of 4 lanes. The products of a piece are summed per lane, then multiplied lane-wise by
 //    the blocks' powers of two (exact for exponents 1..254, as the contract asks) into a running total
 //    per activation-scale group, which the activation scale multiplies once per group.
 // The activations are put into the same lane order once per call. Every weight row is its own chain,
@@ -20,7 +21,6 @@
 
 #include "backends/cpu/gemm_kernel_set.h"
 #include "backends/cpu/gemv_row_count.h"
-#include "backends/cpu/hwy/f16_halves-inl.h"
 #include "backends/cpu/scalar_convert.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -33,9 +33,8 @@ using DF = hn::ScalableTag<float>;
 using DU8 = hn::Repartition<uint8_t, DF>;
 using DU16 = hn::Repartition<uint16_t, DF>;
 using DU32 = hn::Repartition<uint32_t, DF>;
-using DF16 = hn::Repartition<hwy::float16_t, DF>;
 using V = hn::Vec<DF>;
-using VF16 = hn::Vec<DF16>;
+using VU16 = hn::Vec<DU16>;
 
 constexpr int64_t kL = int64_t(hn::MaxLanes(DF()));  // fp32 lanes per vector
 constexpr int64_t kPiece = 8 * kL;                   // values per input vector (4 kL bytes)
@@ -43,44 +42,51 @@ constexpr int64_t kChunk = 128;                      // values per exponent word
 constexpr int kPiecesPerChunk = int(kChunk / kPiece);
 constexpr int64_t kPrefetchBytes = 8192;
 
-// Upper bytes of the binary16 e2m1 values: 0, 0.5, 1, 1.5, 2, 3, 4, 6, then the same negated.
-alignas(16) constexpr uint8_t kHalfHighBytes[16] = {0x00, 0x38, 0x3C, 0x3E, 0x40, 0x42, 0x44, 0x46,
-                                                    0x80, 0xB8, 0xBC, 0xBE, 0xC0, 0xC2, 0xC4, 0xC6};
+// The bfloat16 e2m1 values 0, 0.5, 1, 1.5, 2, 3, 4, 6, then the same negated: upper and lower bytes.
+alignas(16) constexpr uint8_t kBf16HighBytes[16] = {0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,
+                                                    0x80, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0};
+alignas(16) constexpr uint8_t kBf16LowBytes[16] = {0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0,
+                                                   0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0};
 
-// A piece's four vectors of halves: [2 t + z] = nibble t (0: low, even K) through zip z (0: lower).
-// Their lower and upper halves widen to fp32 vectors 4 h + 2 t + z (see lane_value).
-HWY_INLINE void widen_halves(const uint8_t* HWY_RESTRICT src, VF16* halves) {
+// A piece's four vectors of bf16 values: [2 t + z] = nibble t (0: low, even K) through zip z (0:
+// lower). Their even and odd 16-bit lanes widen to fp32 vectors 4 h + 2 t + z (see lane_value).
+HWY_INLINE void widen_bf16(const uint8_t* HWY_RESTRICT src, VU16* bf16) {
   const DU8 du8;
-  const auto table = hn::LoadDup128(du8, kHalfHighBytes);
+  const auto high = hn::LoadDup128(du8, kBf16HighBytes);
+  const auto low = hn::LoadDup128(du8, kBf16LowBytes);
   const auto x = hn::LoadU(du8, src);
   const auto nib = hn::Set(du8, 0x0F);
-  const auto lo = hn::TableLookupBytes(table, hn::And(x, nib));
-  const auto hi =
-      hn::TableLookupBytes(table, hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(DU16(), x))), nib));
-  const auto z = hn::Zero(du8);
-  halves[0] = hn::BitCast(DF16(), hn::ZipLower(DU16(), z, lo));
-  halves[1] = hn::BitCast(DF16(), hn::ZipUpper(DU16(), z, lo));
-  halves[2] = hn::BitCast(DF16(), hn::ZipLower(DU16(), z, hi));
-  halves[3] = hn::BitCast(DF16(), hn::ZipUpper(DU16(), z, hi));
+  const auto lo = hn::And(x, nib);
+  const auto hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(DU16(), x))), nib);
+  const auto lo_low = hn::TableLookupBytes(low, lo), lo_high = hn::TableLookupBytes(high, lo);
+  const auto hi_low = hn::TableLookupBytes(low, hi), hi_high = hn::TableLookupBytes(high, hi);
+  bf16[0] = hn::ZipLower(DU16(), lo_low, lo_high);
+  bf16[1] = hn::ZipUpper(DU16(), lo_low, lo_high);
+  bf16[2] = hn::ZipLower(DU16(), hi_low, hi_high);
+  bf16[3] = hn::ZipUpper(DU16(), hi_low, hi_high);
 }
 
-template <int kHalf>
-HWY_INLINE V widen(VF16 halves) {
-  return promote_f16_half<kHalf != 0>(DF16(), halves);
+// The fp32 values of the even (kOdd = 0) or odd 16-bit lanes of a vector of bf16 values.
+template <int kOdd>
+HWY_INLINE V widen(VU16 bf16) {
+  const DU32 du32;
+  const auto pairs = hn::BitCast(du32, bf16);
+  return hn::BitCast(DF(), kOdd ? hn::And(pairs, hn::Set(du32, 0xFFFF0000u)) : hn::ShiftLeft<16>(pairs));
 }
 
 // The value (0 .. kPiece-1 within the piece) lane l of fp32 vector 4 h + 2 t + z holds: the zips take
-// bytes 8 z .. 8 z + 7 of each 16-byte block, the halves split those words in two.
+// bytes 8 z .. 8 z + 7 of each 16-byte block into 16-bit lanes, lane l takes 16-bit lane 2 l + h.
 int64_t lane_value(int vec, int64_t l) {
   const int h = vec / 4, t = (vec / 2) % 2, z = vec % 2;
-  const int64_t word = h * kL + l;
+  const int64_t word = 2 * l + h;
   const int64_t byte = 16 * (word / 8) + 8 * z + word % 8;
   return 2 * byte + t;
 }
 
-// The 32-value block (0..3 of the chunk) lane l of the vectors with half h in piece `piece` comes from.
+// The 32-value block (0..3 of the chunk) lane l of the vectors with parity h in piece `piece` comes from
+// (16 bytes of a 128-bit block are one block).
 int64_t lane_block(int piece, int h, int64_t l) {
-  return piece * (kPiece / 32) + (h * kL + l) / 8;
+  return piece * (kPiece / 32) + (2 * l + h) / 8;
 }
 
 // Activation rows as fp32 in the weights' lane order, zero from K on: row m at dst + m * k_pad.
@@ -173,8 +179,8 @@ bool row_block(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad,
 #pragma GCC unroll 4
         for (int j = 0; j < NB; ++j) {
           if (next && ((kp / 2) & 63) == 0) hwy::Prefetch(w[j] + next + kp / 2);
-          VF16 halves[4];
-          widen_halves(2 * row_bytes_full > kp ? w[j] + kp / 2 : tail[j] + (kp / 2 - row_bytes_full), halves);
+          VU16 bf16[4];
+          widen_bf16(2 * row_bytes_full > kp ? w[j] + kp / 2 : tail[j] + (kp / 2 - row_bytes_full), bf16);
           const auto bits = hn::Set(du32, word[j]);
 #pragma GCC unroll 2
           for (int h = 0; h < 2; ++h) {
@@ -182,7 +188,7 @@ bool row_block(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad,
             const V scale =
                 hn::BitCast(df, hn::ShiftLeft<23>(hn::And(hn::Shr(bits, shift[pc][h]), hn::Set(du32, 0xFF))));
             V wv[4];
-            for (int q = 0; q < 4; ++q) wv[q] = h ? widen<1>(halves[q]) : widen<0>(halves[q]);
+            for (int q = 0; q < 4; ++q) wv[q] = h ? widen<1>(bf16[q]) : widen<0>(bf16[q]);
             const float* ah = a + kp + 4 * h * kL;
 #pragma GCC unroll 8
             for (int m = 0; m < M; ++m) {
