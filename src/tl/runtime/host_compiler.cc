@@ -67,6 +67,15 @@ void compile_shared_object(const std::string& src_path, const std::string& out_p
   cmd += " -I" + quote(include_dir) + " " + quote(src_path) + " -o " + quote(out_path);
   std::string output;
   const int status = run(cmd, &output);
+  // GCC 12's loop vectoriser crashes (veclower2, "internal compiler error") on some generated kernels
+  // under -mtune=haswell or znver3 (a SIMT kernel with per-thread carries, on a Zen 3 host): retry once
+  // without it. The kernels' arithmetic is explicit vector code, and GCC vectorises no floating-point
+  // reduction without -ffast-math, so the retry gives the same bits.
+  if (status != 0 && output.find("internal compiler error") != std::string::npos) {
+    std::string retry_output;
+    if (run(cmd + " -fno-tree-loop-vectorize", &retry_output) == 0) return;
+    output += "\n(retried with -fno-tree-loop-vectorize: failed too)\n" + retry_output;
+  }
   if (status != 0)
     fail(ErrorCode::kRuntime, "tl: the host compiler failed (status ", status, ") on ", src_path, "\ncommand: ", cmd,
          "\n", output.substr(0, 8000));
