@@ -1,7 +1,7 @@
-// Widening one half of a vector of binary16 lanes to fp32, for the kernels that convert fp8/fp4 codes
-// through binary16 (gemv.cc, gemv_fp4.cc, tl_gemv.cc). Highway 1.0.3's NEON target has no
-// LowerHalf/UpperHalf for float16 lanes, so the halves are taken on the same bits as uint16 lanes (a
-// bit cast costs nothing on any target).
+// Widening one half of a vector of binary16 lanes to fp32, for the kernels that convert fp8 codes
+// through binary16 (gemv.cc, tl_gemv.cc). Highway 1.0.3's NEON target has no LowerHalf/UpperHalf for
+// float16 lanes, so the halves are taken on the same bits as uint16 lanes (a bit cast costs nothing
+// on any target).
 #if defined(TESSERA_HWY_F16_HALVES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TESSERA_HWY_F16_HALVES_INL_H_
 #undef TESSERA_HWY_F16_HALVES_INL_H_
