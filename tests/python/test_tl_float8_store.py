@@ -58,3 +58,45 @@ def test_boundaries_ties_subnormals_and_specials():
     x = np.concatenate([boundary_values(), specials]).astype(np.float32)
     got = store_e4m3()(x).view(np.uint8)
     np.testing.assert_array_equal(got, expected_codes(x))
+
+
+@tessera.jit(out_idx=[-1])
+def store_scaled_e4m3(scale):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(x: T.Tensor((n,), "float32"), y: T.Tensor((n,), "float8_e4m3")):
+        with T.Kernel(T.ceildiv(n, 256), threads=128) as b:
+            for i in T.Parallel(256):
+                # written out three times (a Python variable would become one let-bound vector)
+                y[b * 256 + i] = T.if_then_else(T.isnan(x[b * 256 + i] * scale), T.abs(x[b * 256 + i] * scale),
+                                                T.clamp(x[b * 256 + i] * scale, -448.0, 448.0))
+    return main
+
+
+def mask_arguments(src, load):
+    """The text of every `load(...)` call in src (balanced parentheses)."""
+    calls, start = [], src.find(load + "(")
+    while start >= 0:
+        depth, end = 0, start + len(load)
+        for end in range(start + len(load), len(src)):
+            depth += {"(": 1, ")": -1}.get(src[end], 0)
+            if depth == 0:
+                break
+        calls.append(src[start:end + 1])
+        start = src.find(load + "(", end)
+    return calls
+
+
+def test_select_sides_reuse_the_condition_load(rng):
+    """The FP8 casts' NaN-preserving clamp: the sides read x where the condition did (the same load, so
+    no per-side masked loads), and the codes match the scaled values' with NaN made positive."""
+    kernel = store_scaled_e4m3(0.75)
+    x = (rng.standard_normal(1000) * 600).astype(np.float32)
+    x[[3, 500, 999]] = [np.nan, -np.nan, np.inf]
+    got = kernel(x).view(np.uint8)
+    v = np.float32(0.75) * x
+    want = expected_codes(np.where(np.isnan(v), np.abs(v), np.clip(v, -448, 448)).astype(np.float32))
+    np.testing.assert_array_equal(got, want)
+    masked = mask_arguments(kernel.get_kernel_source(), "tlrt::ld_f32_m")
+    assert not [m for m in masked if "visnan" in m], masked

@@ -62,6 +62,8 @@ class CpuEmitter {
   std::string as_vector(const VExpr& v);
   std::string vconvert(const VExpr& v, DataType to);
   std::string vload(const LoadNode* op, const std::string& mask);
+  std::string contiguous_address(const LoadNode* op);  // "ptr + base + lane var", or "" (not contiguous)
+  std::string load_key(const LoadNode* op, const std::string& address);
   bool raw_copy(const StoreNode* st, const std::string& mask);
   Expr inline_vector_lets(const Expr& e);
 
@@ -97,6 +99,10 @@ class CpuEmitter {
   const VarNode* vec_var_ = nullptr;
   Expr names_vec_var_;
   std::map<const VarNode*, Expr> vector_lets_;
+  // Inside a select's sides: contiguous loads its condition already made, by address, with the mask
+  // they were made under (vload gives such a load that mask, not its side's).
+  std::map<std::string, std::string> loaded_by_condition_;
+  std::map<std::string, std::string>* condition_loads_ = nullptr;  // while a select's condition is emitted
   // Inside a transposed-read loop: the column read, the outer variable and the address of row i of the
   // strip (add j). Reads are recognised by their form: simplification rebuilds load nodes.
   ColumnRead strip_;

@@ -205,19 +205,31 @@ std::string CpuEmitter::vconvert(const VExpr& v, DataType to) {
   }
 }
 
+std::string CpuEmitter::contiguous_address(const LoadNode* op) {
+  const Expr off = inline_vector_lets(offset_expr(op->buffer, op->indices));
+  Expr base;
+  int64_t coeff = 0;
+  if (!linear_in(off, Expr(names_vec_var_), &base, &coeff) || coeff != 1) return "";
+  return name_of(op->buffer) + " + " + expr(base) + " + " + name_of(names_vec_var_);
+}
+
+std::string CpuEmitter::load_key(const LoadNode* op, const std::string& address) {
+  return std::string(dtype_suffix(op->buffer->dtype)) + ":" + address;
+}
+
 std::string CpuEmitter::vload(const LoadNode* op, const std::string& mask) {
   const std::string ptr = name_of(op->buffer), sfx = dtype_suffix(op->buffer->dtype);
   ColumnRead read;
   if (strip_.buffer.get() == op->buffer.get() && column_read(op, strip_i_, names_vec_var_, &read) &&
       read.base == strip_.base && read.stride == strip_.stride)
     return "tlrt::ld_" + sfx + "(" + strip_row_ + " + " + name_of(names_vec_var_) + ")";
-  const Expr off = inline_vector_lets(offset_expr(op->buffer, op->indices));
-  Expr base;
-  int64_t coeff = 0;
-  if (linear_in(off, Expr(names_vec_var_), &base, &coeff) && coeff == 1) {
-    const std::string addr = ptr + " + " + expr(base) + " + " + name_of(names_vec_var_);
-    return mask.empty() ? "tlrt::ld_" + sfx + "(" + addr + ")" : "tlrt::ld_" + sfx + "_m(" + addr + ", " + mask + ")";
+  if (const std::string addr = contiguous_address(op); !addr.empty()) {
+    const auto made = loaded_by_condition_.find(load_key(op, addr));
+    const std::string& m = made != loaded_by_condition_.end() ? made->second : mask;
+    if (condition_loads_) condition_loads_->emplace(load_key(op, addr), m);
+    return m.empty() ? "tlrt::ld_" + sfx + "(" + addr + ")" : "tlrt::ld_" + sfx + "_m(" + addr + ", " + m + ")";
   }
+  const Expr off = inline_vector_lets(offset_expr(op->buffer, op->indices));
   const VExpr offs = vexpr(CastNode::make(DataType::kInt64, off), mask);
   return "tlrt::ld_" + sfx + "_g(" + ptr + ", " + vconvert(offs, DataType::kInt64) + ", " +
          (mask.empty() ? "tlrt::all_m()" : mask) + ")";
@@ -294,15 +306,28 @@ CpuEmitter::VExpr CpuEmitter::vexpr(const Expr& e, const std::string& mask) {
       return vec("(~" + as_vector(vexpr(e.as<NotNode>()->a, mask)) + ")");
     case NodeKind::kSelect: {
       const SelectNode* s = e.as<SelectNode>();
+      // The contiguous loads the condition makes, with their masks (an enclosing condition's record
+      // gets them too).
+      std::map<std::string, std::string> made;
+      std::map<std::string, std::string>* const enclosing = condition_loads_;
+      condition_loads_ = &made;
       const VExpr c = vexpr(s->cond, mask);
+      condition_loads_ = enclosing;
+      if (enclosing) enclosing->insert(made.begin(), made.end());
       if (!c.vec) {
         return vec("(" + c.code + " ? " + vconvert(vexpr(s->t, mask), t) + " : " + vconvert(vexpr(s->f, mask), t) +
                    ")");
       }
-      // Each side's loads only touch the lanes that select it.
+      // Each side's loads only touch the lanes that select it, except loads the condition made already:
+      // those keep the condition's mask, so the host compiler sees the same load twice and keeps one
+      // (FP8 casts test the scaled value for NaN, then scale it again on both sides: three loads and
+      // multiplies). Lanes a side does not select are discarded, whatever such a load gave them.
+      const std::map<std::string, std::string> outer = loaded_by_condition_;
+      loaded_by_condition_.insert(made.begin(), made.end());
       const std::string tm = and_mask(c.code, mask), fm = and_mask("(~" + c.code + ")", mask);
-      return vec("tlrt::vsel(" + c.code + ", " + vconvert(vexpr(s->t, tm), t) + ", " + vconvert(vexpr(s->f, fm), t) +
-                 ")");
+      const std::string sides = vconvert(vexpr(s->t, tm), t) + ", " + vconvert(vexpr(s->f, fm), t);
+      loaded_by_condition_ = outer;
+      return vec("tlrt::vsel(" + c.code + ", " + sides + ")");
     }
     case NodeKind::kCast: {
       const CastNode* c = e.as<CastNode>();
