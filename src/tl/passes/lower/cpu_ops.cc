@@ -222,9 +222,59 @@ Stmt lower_atomic(const Stmt& s, const Target&) {
       loc);
 }
 
+// ---- copy: a global tile of short rows prefetches its rows ahead ----
+// A tile whose rows are short pieces of longer tensor rows (a transpose's source, a cast's 1 x 128 blocks)
+// reads a few cache lines per row, a tensor row apart: the hardware prefetcher does not cross the page
+// and restarts on every row, so the copy waits on DRAM row after row. Each row iteration prefetches the
+// row kPrefetchRows ahead. Rows longer than kPrefetchMaxRowBytes keep the plain copy (the hardware
+// prefetcher follows them).
+constexpr int64_t kPrefetchRows = 16;
+constexpr int64_t kPrefetchMaxRowBytes = 1024;
+
+std::string refuse_copy(const Stmt& s, const Target&) {
+  const CopyNode* op = s.as<CopyNode>();
+  if (op->src.buffer->scope != Scope::kGlobal) return "the source is not a global tensor";
+  const std::vector<int> dims = tile_dims(op->src);
+  if (dims.size() != 2 || size_t(dims[1]) + 1 != op->src.extent.size() || tile_dims(op->dst).size() != 2)
+    return "not a 2-D tile of row pieces";
+  int64_t rows = 0, cols = 0;
+  if (!is_const_int(op->src.extent[size_t(dims[0])], &rows) || !is_const_int(op->src.extent[size_t(dims[1])], &cols))
+    return "the tile's extents are not constants";
+  if (rows < 2 * kPrefetchRows) return "fewer than " + std::to_string(2 * kPrefetchRows) + " rows";
+  if (cols * type_bytes(op->src.buffer->dtype) > kPrefetchMaxRowBytes)
+    return "rows longer than " + std::to_string(kPrefetchMaxRowBytes) + " bytes";
+  return "";
+}
+
+Stmt lower_copy(const Stmt& s, const Target&) {
+  const CopyNode* op = s.as<CopyNode>();
+  const Loc loc = op->loc;
+  const std::vector<Expr> extents = tile_extents(op->dst);
+  const Expr row = VarNode::make("i0", DataType::kInt32, loc), col = VarNode::make("i1", DataType::kInt32, loc);
+  const Stmt copy =
+      ForNode::make(col, make_int(0, loc), extents[1], ForKind::kParallel,
+                    StoreNode::make(op->dst.buffer, region_index(op->dst, {row, col}),
+                                    LoadNode::make(op->src.buffer, region_index(op->src, {row, col}), loc), loc),
+                    loc);
+  const Expr ahead = BinaryNode::make(BinOp::kAdd, row, make_int(kPrefetchRows, loc), loc);
+  int64_t cols = 0;
+  is_const_int(op->src.extent[size_t(tile_dims(op->src)[1])], &cols);  // refuse_copy checked it
+  const Expr row_bytes = IntImmNode::make(DataType::kInt64, cols * type_bytes(op->src.buffer->dtype));
+  const Stmt prefetch = EvaluateNode::make(
+      CallNode::make_extern(DataType::kInt32, "tlrt::prefetch_2d",
+                            {AddressOfNode::make(op->src.buffer, region_index(op->src, {ahead, make_int(0, loc)}), loc),
+                             IntImmNode::make(DataType::kInt64, 1), row_bytes, IntImmNode::make(DataType::kInt64, 0)},
+                            loc),
+      loc);
+  const Stmt body = SeqNode::make(
+      {IfThenElseNode::make(CompareNode::make(CmpOp::kLT, ahead, extents[0], loc), prefetch, {}, loc), copy}, loc);
+  return ForNode::make(row, make_int(0, loc), extents[0], ForKind::kParallel, body, loc);
+}
+
 }  // namespace
 
 void register_cpu_tile_ops(std::vector<TileOpImpl>* out) {
+  out->push_back({"cpu", NodeKind::kCopy, "cpu.copy_prefetch_rows", 10, refuse_copy, lower_copy});
   out->push_back({"cpu", NodeKind::kGemm, "cpu.gemm_microkernel", 10, refuse_gemm, lower_gemm});
   out->push_back({"cpu", NodeKind::kReduce, "cpu.reduce_rows", 10, refuse_reduce, lower_reduce});
   out->push_back({"cpu", NodeKind::kAtomic, "cpu.atomic_cas", 10, refuse_atomic, lower_atomic});
