@@ -191,6 +191,11 @@ inline void raw_store_nt(void* p, R v, bool stream) {
 #endif
     if constexpr (sizeof(R) == 32) return _mm256_stream_si256(static_cast<__m256i*>(p), (__m256i)v);
     if constexpr (sizeof(R) == 16) return _mm_stream_si128(static_cast<__m128i*>(p), (__m128i)v);
+    if constexpr (sizeof(R) == 8) {  // eight FP8 or uint8 lanes of an AVX2 kernel: movnti
+      long long bits;
+      std::memcpy(&bits, &v, 8);
+      return _mm_stream_si64(static_cast<long long*>(p), bits);
+    }
   }
   // numpy and glibc's malloc align large arrays to 16 bytes only: wider vectors there stream in
   // 16-byte pieces (consecutive stores still fill whole lines in the write-combining buffers).
