@@ -1,6 +1,7 @@
 // Region helpers (see region_utils.h).
 #include "tl/passes/region_utils.h"
 
+#include "tl/ir/visitor.h"
 #include "tl/passes/simplify.h"
 
 namespace tessera::tl {
@@ -63,6 +64,30 @@ bool covers_whole(const Region& r) {
       return false;
   }
   return true;
+}
+
+Stmt prefetch_rows_ahead(const Region& src, const Expr& var, int64_t dist, Loc loc) {
+  const std::vector<int> dims = tile_dims(src);
+  const size_t last = src.extent.size() - 1;
+  if (dims.empty() || dims.size() > 2 || size_t(dims.back()) != last) return {};
+  const int64_t es = type_bytes(src.buffer->dtype);
+  Expr rows = make_int(1), stride = IntImmNode::make(DataType::kInt64, 0);
+  if (dims.size() == 2) {
+    rows = src.extent[size_t(dims[0])];
+    stride =
+        BinaryNode::make(BinOp::kMul, src.buffer->strides[size_t(dims[0])], IntImmNode::make(DataType::kInt64, es));
+  }
+  const Expr ahead = BinaryNode::make(BinOp::kAdd, var, make_int(dist));
+  std::vector<Expr> mins;
+  for (const Expr& m : src.min) mins.push_back(simplify(substitute(m, {{var, ahead}})));
+  const Expr row_bytes = BinaryNode::make(BinOp::kMul, CastNode::make(DataType::kInt64, src.extent[last]),
+                                          IntImmNode::make(DataType::kInt64, es));
+  return EvaluateNode::make(
+      CallNode::make_extern(DataType::kInt32, "tlrt::prefetch_2d",
+                            {AddressOfNode::make(src.buffer, mins, loc), CastNode::make(DataType::kInt64, rows),
+                             simplify(row_bytes), simplify(stride)},
+                            loc),
+      loc);
 }
 
 }  // namespace tessera::tl

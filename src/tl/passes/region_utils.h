@@ -20,5 +20,8 @@ bool same_extent(const Expr& a, const Expr& b);
 bool covers_whole(const Region& r);
 // Element (loop indices over the tile dims) -> full index vector of the region's buffer.
 std::vector<Expr> region_index(const Region& r, const std::vector<Expr>& tile_index);
+// A prefetch (tlrt::prefetch_2d) of the rows of `src` as they will be at iteration var + dist of the
+// loop over var; undefined when the tile is not a set of contiguous rows.
+Stmt prefetch_rows_ahead(const Region& src, const Expr& var, int64_t dist, Loc loc);
 
 }  // namespace tessera::tl

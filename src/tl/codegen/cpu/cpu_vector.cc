@@ -224,9 +224,10 @@ std::string CpuEmitter::vload(const LoadNode* op, const std::string& mask) {
       read.base == strip_.base && read.stride == strip_.stride)
     return "tlrt::ld_" + sfx + "(" + strip_row_ + " + " + name_of(names_vec_var_) + ")";
   if (const std::string addr = contiguous_address(op); !addr.empty()) {
-    const auto made = loaded_by_condition_.find(load_key(op, addr));
+    const std::string key = load_key(op, addr);
+    const auto made = loaded_by_condition_.find(key);
     const std::string& m = made != loaded_by_condition_.end() ? made->second : mask;
-    if (condition_loads_) condition_loads_->emplace(load_key(op, addr), m);
+    if (condition_loads_) condition_loads_->emplace(key, m);
     return m.empty() ? "tlrt::ld_" + sfx + "(" + addr + ")" : "tlrt::ld_" + sfx + "_m(" + addr + ", " + m + ")";
   }
   const Expr off = inline_vector_lets(offset_expr(op->buffer, op->indices));

@@ -256,16 +256,13 @@ Stmt lower_copy(const Stmt& s, const Target&) {
                     StoreNode::make(op->dst.buffer, region_index(op->dst, {row, col}),
                                     LoadNode::make(op->src.buffer, region_index(op->src, {row, col}), loc), loc),
                     loc);
+  // the source row of this iteration, as a one-row region, prefetched kPrefetchRows iterations ahead
+  Region src_row = op->src;
+  const size_t row_dim = size_t(tile_dims(op->src)[0]);
+  src_row.min[row_dim] = simplify(BinaryNode::make(BinOp::kAdd, src_row.min[row_dim], row, loc));
+  src_row.extent[row_dim] = make_int(1, loc);
+  const Stmt prefetch = prefetch_rows_ahead(src_row, row, kPrefetchRows, loc);
   const Expr ahead = BinaryNode::make(BinOp::kAdd, row, make_int(kPrefetchRows, loc), loc);
-  int64_t cols = 0;
-  is_const_int(op->src.extent[size_t(tile_dims(op->src)[1])], &cols);  // refuse_copy checked it
-  const Expr row_bytes = IntImmNode::make(DataType::kInt64, cols * type_bytes(op->src.buffer->dtype));
-  const Stmt prefetch = EvaluateNode::make(
-      CallNode::make_extern(DataType::kInt32, "tlrt::prefetch_2d",
-                            {AddressOfNode::make(op->src.buffer, region_index(op->src, {ahead, make_int(0, loc)}), loc),
-                             IntImmNode::make(DataType::kInt64, 1), row_bytes, IntImmNode::make(DataType::kInt64, 0)},
-                            loc),
-      loc);
   const Stmt body = SeqNode::make(
       {IfThenElseNode::make(CompareNode::make(CmpOp::kLT, ahead, extents[0], loc), prefetch, {}, loc), copy}, loc);
   return ForNode::make(row, make_int(0, loc), extents[0], ForKind::kParallel, body, loc);
