@@ -47,3 +47,41 @@ def test_synthetic_context_then_decode(tiny):
         m.fill_synthetic_context(0, 301)
     with pytest.raises(InvalidArgumentError, match="slot"):
         m.fill_synthetic_context(2, 10)
+
+
+def test_synthetic_context_same_for_any_thread_count(tiny):
+    # The fill is split over the pool; each position's entries depend on its own key only.
+    import tessera
+
+    path, _ = tiny
+    m = Model(path, max_batch_size=1, max_seq_len=300)
+    before = tessera.num_threads()
+    logits = []
+    try:
+        for threads in (1, 3):
+            tessera.set_num_threads(threads)
+            m.fill_synthetic_context(0, 293, seed=7)
+            tessera.set_num_threads(1)  # the step itself on one thread both times
+            logits.append(m.decode([0], [5]))
+    finally:
+        tessera.set_num_threads(before)
+    assert np.array_equal(logits[0], logits[1])
+
+
+def test_code_lookup_by_pairs_matches_the_code_table():
+    from tessera.model import random_checkpoint as rc
+
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 2, 7, 4096, 12345):
+        draws = rng.integers(0, 256, size=n, dtype=np.uint8)
+        assert np.array_equal(rc._codes_of(draws), rc._CODE_TABLE[draws]), n
+
+
+def test_checkpoint_bytes_do_not_depend_on_the_chunk_size(tiny, tmp_path, monkeypatch):
+    from tessera.model import random_checkpoint as rc
+
+    path, config = tiny  # written with the default chunk size, seed 5
+    monkeypatch.setattr(rc, "_CHUNK_BYTES", 1000)  # every tensor in many chunks, row by row
+    write_random_checkpoint(config, tmp_path, seed=5)
+    with open(os.path.join(path, "model.safetensors"), "rb") as a, open(os.path.join(tmp_path, "model.safetensors"), "rb") as b:
+        assert a.read() == b.read()
