@@ -8,6 +8,7 @@
 
 #include "tessera/core/dtype.h"
 #include "tessera/core/error.h"
+#include "tessera/core/thread_pool.h"
 #include "tessera/flash_mla.h"
 
 namespace tessera::model {
@@ -100,20 +101,23 @@ void random_codes(uint64_t key, uint8_t* out, int64_t n) {
 
 void KvCache::fill_random(int64_t layer, int64_t slot, int64_t len, uint64_t seed) {
   const float scale = 1.0f / 64;  // a power of two, as the V32 quantiser's scales are
-  for (int64_t pos = 0; pos < len; ++pos) {
-    const uint64_t key = mix(seed ^ mix(uint64_t(layer) << 48 ^ uint64_t(slot) << 32 ^ uint64_t(pos))) << 12;
-    uint8_t* tok = latent_[size_t(layer)].data() + int64_t(flat_slot(slot, pos)) * kLatentBytes;
-    random_codes(key, tok, 512);
-    for (int i = 0; i < 4; ++i) std::memcpy(tok + 512 + 4 * i, &scale, 4);
-    for (int i = 0; i < 64; ++i) {  // the rope part: bf16 in [-1, 1)
-      const float v = float(int32_t(mix(key + 1024 + uint64_t(i)) >> 41) - (1 << 22)) / float(1 << 22);
-      const uint16_t b = f32_to_bf16(v);
-      std::memcpy(tok + 528 + 2 * i, &b, 2);
+  // Each position's bytes come from its own key, so the split over threads does not change them.
+  parallel_for(len, [&](int64_t p0, int64_t p1) {
+    for (int64_t pos = p0; pos < p1; ++pos) {
+      const uint64_t key = mix(seed ^ mix(uint64_t(layer) << 48 ^ uint64_t(slot) << 32 ^ uint64_t(pos))) << 12;
+      uint8_t* tok = latent_[size_t(layer)].data() + int64_t(flat_slot(slot, pos)) * kLatentBytes;
+      random_codes(key, tok, 512);
+      for (int i = 0; i < 4; ++i) std::memcpy(tok + 512 + 4 * i, &scale, 4);
+      for (int i = 0; i < 64; ++i) {  // the rope part: bf16 in [-1, 1)
+        const float v = float(int32_t(mix(key + 1024 + uint64_t(i)) >> 41) - (1 << 22)) / float(1 << 22);
+        const uint16_t b = f32_to_bf16(v);
+        std::memcpy(tok + 528 + 2 * i, &b, 2);
+      }
+      uint8_t codes[kIndexDim];
+      random_codes(key + 2048, codes, kIndexDim);
+      write_index_key(layer, slot, pos, codes, scale);
     }
-    uint8_t codes[kIndexDim];
-    random_codes(key + 2048, codes, kIndexDim);
-    write_index_key(layer, slot, pos, codes, scale);
-  }
+  });
 }
 
 TensorView KvCache::latent_view(int64_t layer) const {
