@@ -33,7 +33,7 @@ struct GemmOperand {
 };
 
 GemmOperand random_bf16_operand(int64_t rows, int64_t cols, uint64_t seed);
-// Quantises standard normal values: per block amax (at least 1e-4), scale = amax / 448,
+// Quantises near-standard-normal values: per block amax (at least 1e-4), scale = amax / 448,
 // q = e4m3(x * (1 / scale)) saturated - DeepGEMM's per_token / per_block casts.
 GemmOperand random_fp8_operand(int64_t rows, int64_t cols, int64_t gran_rows, uint64_t seed);
 GemmOperand clone_operand(const GemmOperand& src);
