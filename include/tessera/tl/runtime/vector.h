@@ -285,10 +285,21 @@ inline vf dec_half_bits(vu u) {  // u: float16 bit patterns in the low 16 bits o
 inline vf dec_f16(vh h) {
   return dec_half_bits(convert<vu>(h));
 }
+// scalar.h's f32_to_f16 in lane arithmetic, as enc_e4m3 below: magnitudes >= 2^-14 drop 13 mantissa
+// bits with ties to even and rebias by 112 exponents (inf lands past 0x7C00 and is clamped there);
+// below, |x| * 2^24 rounds to the subnormal code by adding and subtracting 2^23. NaN lanes (rare: one
+// compare for the vector) keep their payload's top bits, as the scalar rule (and numpy) do.
 inline vh enc_f16(vf x) {
-  vh r;
-  for (int l = 0; l < VW; ++l) r[l] = f32_to_f16(x[l]);
-  return r;
+  const vu u = (vu)x, a = u & 0x7FFFFFFFu, sign = (u >> 16) & 0x8000u;
+  const vu v = a - (112u << 23);
+  const vi normal = (vi)((v + 0xFFFu + ((v >> 13) & 1u)) >> 13);
+  const vi small = convert<vi>(((vf)a * 16777216.0f + 8388608.0f) - 8388608.0f);
+  const vi code = (vi)a >= int32_t(113u << 23) ? normal : small;
+  const vi r = (code < 0x7C00 ? code : 0x7C00) | (vi)sign;
+  if (__builtin_expect(!any(x != x), 1)) return convert<vh>(r);
+  const vu payload = (a & 0x7FFFFFu) >> 13;
+  const vi nan = (vi)(sign | 0x7C00u | (payload != 0u ? payload : 1u));
+  return convert<vh>((vi)a > int32_t(0x7F800000u) ? nan : r);
 }
 inline vf dec_e4m3(vb b) {
   const vu u = convert<vu>(b);
@@ -316,10 +327,15 @@ inline vb enc_e4m3(vf x) {
 inline vf dec_e5m2(vb b) {
   return dec_half_bits(convert<vu>(b) << 8);
 }
+// scalar.h's f32_to_e5m2 in lane arithmetic (as enc_f16, 21 bits dropped; subnormals |x| * 2^16).
 inline vb enc_e5m2(vf x) {
-  vb r;
-  for (int l = 0; l < VW; ++l) r[l] = f32_to_e5m2(x[l]);
-  return r;
+  const vu u = (vu)x, a = u & 0x7FFFFFFFu;
+  const vu v = a - (112u << 23);
+  const vi normal = (vi)((v + 0xFFFFFu + ((v >> 21) & 1u)) >> 21);
+  const vi small = convert<vi>(((vf)a * 65536.0f + 8388608.0f) - 8388608.0f);
+  const vi code = (vi)a >= int32_t(113u << 23) ? normal : small;
+  const vi mag = (vi)a > int32_t(0x7F800000u) ? 0x7E : (code < 0x7C ? code : 0x7C);
+  return convert<vb>(mag | (vi)((u >> 24) & 0x80u));
 }
 inline vi dec_i8(vsb x) {
   return convert<vi>(x);
