@@ -31,37 +31,24 @@ constexpr CodePairs make_code_pairs() {
 }
 constexpr CodePairs kCodePairs = make_code_pairs();
 
-// Rows [r0, r1) of the e4m3 copy. The packed bytes of a row (along K) or of a row pair (along rows) are
-// contiguous when stride_k == 1, the layouts DeepGEMM's FP4 operands have: one lookup per packed byte
-// gives both codes (element by element, with the nibble arithmetic per element, the copy took more of
-// a Mega MoE step on AVX2 than its micro-kernel did).
+// Rows [r0, r1) of the e4m3 copy, one table lookup per packed byte (element by element, with the
+// nibble arithmetic per value, the copy took more of a Mega MoE step on AVX2 than its micro-kernel did).
+// Packed along K a row's bytes are contiguous (operands.cc takes that layout only when stride_k == 1,
+// and K is twice the bytes); packed along rows, byte (r / 2, j) holds row r & ~1 in its low nibble and
+// r | 1 in its high one, at any stride_k.
 void widen_rows(const cpu::GemmSrc& s, int64_t r0, int64_t r1, int64_t k, uint8_t* out) {
   const auto* bytes = static_cast<const uint8_t*>(s.data);
-  if (s.stride_k == 1 && !s.fp4_along_r) {
-    for (int64_t r = r0; r < r1; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
+    uint8_t* dst = out + r * k;
+    if (!s.fp4_along_r) {
       const uint8_t* src = bytes + r * s.stride_r;
-      uint8_t* dst = out + r * k;
       for (int64_t j = 0; j < k / 2; ++j) std::memcpy(dst + 2 * j, kCodePairs.pair[src[j]], 2);
-      if (k & 1) dst[k - 1] = kE2m1ToE4m3[src[k / 2] & 0xF];
-    }
-    return;
-  }
-  if (s.stride_k == 1) {  // packed along rows: byte (r / 2, j) holds rows r & ~1 (low) and r | 1 (high)
-    for (int64_t r = r0; r < r1; ++r) {
+    } else {
       const uint8_t* src = bytes + (r / 2) * s.stride_r;
       const int side = int(r & 1);
-      uint8_t* dst = out + r * k;
-      for (int64_t j = 0; j < k; ++j) dst[j] = kCodePairs.pair[src[j]][side];
+      for (int64_t j = 0; j < k; ++j) dst[j] = kCodePairs.pair[src[j * s.stride_k]][side];
     }
-    return;
   }
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t j = 0; j < k; ++j) {
-      const uint8_t v =
-          s.fp4_along_r ? bytes[(r / 2) * s.stride_r + j * s.stride_k] : bytes[r * s.stride_r + (j / 2) * s.stride_k];
-      const bool high = s.fp4_along_r ? (r & 1) : (j & 1);
-      out[r * k + j] = kE2m1ToE4m3[high ? v >> 4 : v & 0xF];
-    }
 }
 
 cpu::GemmSrc widen(const cpu::GemmSrc& s, int64_t rows, int64_t k, std::vector<std::vector<uint8_t>>* storage) {
