@@ -285,16 +285,26 @@ inline vf dec_half_bits(vu u) {  // u: float16 bit patterns in the low 16 bits o
 inline vf dec_f16(vh h) {
   return dec_half_bits(convert<vu>(h));
 }
-// scalar.h's f32_to_f16 in lane arithmetic, as enc_e4m3 below: magnitudes >= 2^-14 drop 13 mantissa
-// bits with ties to even and rebias by 112 exponents (inf lands past 0x7C00 and is clamped there);
-// below, |x| * 2^24 rounds to the subnormal code by adding and subtracting 2^23. NaN lanes (rare: one
-// compare for the vector) keep their payload's top bits, as the scalar rule (and numpy) do.
+// Codes of the small float formats (scalar.h's f32_to_f16 / f32_to_e4m3 / f32_to_e5m2) in lane
+// arithmetic. For |x| with exponent e, adding c = 2^(max(e, kMinExp) + 23 - kMan) rounds |x| to the
+// format's step with ties to even (the subnormal step below 2^kMinExp, fp32 subnormal inputs to 0),
+// and the sum's low mantissa bits then hold 2^kMan + m for a normal result, m for a subnormal one, so
+// the code is ((max(e, kMinExp) - kMinExp) << kMan) plus those bits. Magnitudes past the format's range
+// (inf and NaN included) give codes above its largest one. Every lane is compared as signed: AVX2 has
+// no unsigned minimum or compare.
+template <int kMan, int kMinExp>
+inline vi small_float_magnitude_code(vu a) {  // a: |x|'s bits
+  constexpr int32_t kMinNormal = (127 + kMinExp) << 23;
+  const vi exponent = (vi)(a & 0x7F800000u), e = exponent > kMinNormal ? exponent : kMinNormal;
+  const vf c = (vf)((vu)e + (uint32_t(23 - kMan) << 23));
+  const vi low = (vi)((vf)a + c) & ((4 << kMan) - 1);
+  return ((e - kMinNormal) >> (23 - kMan)) + low;
+}
+// Past 65504 the code rounds to inf (0x7C00); NaN lanes (rare: one compare for the vector) keep their
+// payload's top bits, as the scalar rule (and numpy) do.
 inline vh enc_f16(vf x) {
   const vu u = (vu)x, a = u & 0x7FFFFFFFu, sign = (u >> 16) & 0x8000u;
-  const vu v = a - (112u << 23);
-  const vi normal = (vi)((v + 0xFFFu + ((v >> 13) & 1u)) >> 13);
-  const vi small = convert<vi>(((vf)a * 16777216.0f + 8388608.0f) - 8388608.0f);
-  const vi code = (vi)a >= int32_t(113u << 23) ? normal : small;
+  const vi code = small_float_magnitude_code<10, -14>(a);
   const vi r = (code < 0x7C00 ? code : 0x7C00) | (vi)sign;
   if (__builtin_expect(!any(x != x), 1)) return convert<vh>(r);
   const vu payload = (a & 0x7FFFFFu) >> 13;
@@ -309,31 +319,19 @@ inline vf dec_e4m3(vb b) {
   const vu r = (vu)value | ((u & 0x80u) << 24);
   return (vf)(mag == 0x7Fu ? ((r & 0x80000000u) | 0x7FC00000u) : r);
 }
-// scalar.h's f32_to_e4m3 in lane arithmetic (lane by lane, an FP8 store cost more than computing the
-// codes in vector arithmetic). Codes of magnitudes >= 2^-6: drop 20 mantissa bits with ties to even, rebias by
-// 120 exponents; below: |x| * 2^9 rounded to an integer by adding and subtracting 2^23 (exact scaling,
-// ties to even; float32 subnormal inputs give 0 like the scalar rule). Past 448 (and inf / NaN) the
-// code exceeds 0x7E and becomes 0x7F, as in the scalar rule.
-// Every lane below 2^31 is compared and converted as signed: AVX2 has no unsigned compare, minimum or
-// float-to-unsigned conversion, which GCC otherwise builds from three to five instructions each.
+// Past 448 (and inf / NaN) the code exceeds 0x7E and becomes 0x7F, as in the scalar rule.
 inline vb enc_e4m3(vf x) {
-  const vu u = (vu)x, a = u & 0x7FFFFFFFu;
-  const vu v = a - (120u << 23);
-  const vi normal = (vi)((v + 0x7FFFFu + ((v >> 20) & 1u)) >> 20);
-  const vi small = convert<vi>(((vf)a * 512.0f + 8388608.0f) - 8388608.0f);
-  const vi code = (vi)a >= int32_t(121u << 23) ? normal : small;
+  const vu u = (vu)x;
+  const vi code = small_float_magnitude_code<3, -6>(u & 0x7FFFFFFFu);
   return convert<vb>((code < 0x7F ? code : 0x7F) | (vi)((u >> 24) & 0x80u));
 }
 inline vf dec_e5m2(vb b) {
   return dec_half_bits(convert<vu>(b) << 8);
 }
-// scalar.h's f32_to_e5m2 in lane arithmetic (as enc_f16, 21 bits dropped; subnormals |x| * 2^16).
+// Past 57344 the code rounds to inf (0x7C); NaN becomes 0x7E, as in the scalar rule.
 inline vb enc_e5m2(vf x) {
   const vu u = (vu)x, a = u & 0x7FFFFFFFu;
-  const vu v = a - (112u << 23);
-  const vi normal = (vi)((v + 0xFFFFFu + ((v >> 21) & 1u)) >> 21);
-  const vi small = convert<vi>(((vf)a * 65536.0f + 8388608.0f) - 8388608.0f);
-  const vi code = (vi)a >= int32_t(113u << 23) ? normal : small;
+  const vi code = small_float_magnitude_code<2, -14>(a);
   const vi mag = (vi)a > int32_t(0x7F800000u) ? 0x7E : (code < 0x7C ? code : 0x7C);
   return convert<vb>(mag | (vi)((u >> 24) & 0x80u));
 }
