@@ -24,16 +24,16 @@ import sys
 
 from . import _cases_layout, _cases_moe, _cases_quant, _cases_simt
 from ._case import next_row, reserve_arena
-from ._timing import copies_beyond, interleaved_medians
+from ._timing import SETTLE_S, copies_beyond, interleaved_medians
 
 # (tokens, hidden, ...) per size: quick (the default), --full, and --tiny (tests: seconds, no rotation)
 _SIZES = {
     "quick": dict(tokens=1024, hidden=7168, moe_tokens=256, alignment=16, batches=8, batch_tokens=256,
-                  engram_tokens=65536, softmax_rows=512, softmax_n=8192, budget_s=0.5),
+                  engram_tokens=65536, softmax_rows=512, softmax_n=8192, budget_s=0.5, settle_s=SETTLE_S),
     "full": dict(tokens=8192, hidden=7168, moe_tokens=2048, alignment=64, batches=8, batch_tokens=2048,
-                 engram_tokens=1 << 20, softmax_rows=4096, softmax_n=8192, budget_s=2.0),
+                 engram_tokens=1 << 20, softmax_rows=4096, softmax_n=8192, budget_s=2.0, settle_s=SETTLE_S),
     "tiny": dict(tokens=256, hidden=384, moe_tokens=37, alignment=8, batches=3, batch_tokens=77,
-                 engram_tokens=1001, softmax_rows=5, softmax_n=256, budget_s=0.0),
+                 engram_tokens=1001, softmax_rows=5, softmax_n=256, budget_s=0.0, settle_s=0.0),
 }
 
 
@@ -53,7 +53,7 @@ def build_cases(size: str, l3_bytes: int, torch):
     yield "softmax_simt", lambda: _cases_simt.softmax_pair(s["softmax_rows"], s["softmax_n"], copies)
 
 
-def measure_row(case, budget_s: float, measure_copy_gbps):
+def measure_row(case, budget_s: float, measure_copy_gbps, settle_s: float = SETTLE_S):
     """(time_ms, copy_gbps, check, [(peer, ms)]) of one case; a peer whose result fails its check gets
     NaN (and a note on stderr)."""
     check = case.check(case.ours(0))
@@ -68,7 +68,7 @@ def measure_row(case, budget_s: float, measure_copy_gbps):
     if check > 1:
         return math.nan, math.nan, check, [(name, math.nan) for name in case.peers]
     times = interleaved_medians({"ours": case.ours, **peers}, case.copies, budget_s,
-                                ours_per_round=1 if case.op == "softmax_simt" else 3)
+                                ours_per_round=1 if case.op == "softmax_simt" else 3, settle_s=settle_s)
     copy_gbps = measure_copy_gbps()
     return times["ours"], copy_gbps, check, [(name, times.get(name, math.nan)) for name in case.peers]
 
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
             continue
         next_row()
         case = make()
-        ms, copy_gbps, check, peers = measure_row(case, _SIZES[size]["budget_s"], measure_copy)
+        ms, copy_gbps, check, peers = measure_row(case, _SIZES[size]["budget_s"], measure_copy, _SIZES[size]["settle_s"])
         peer_text = " ".join(f"{name}={t:.4f}" for name, t in peers)
         if opts.human:
             gbps = case.moved_bytes / ms * 1e-6
