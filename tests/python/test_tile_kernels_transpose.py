@@ -55,13 +55,14 @@ def random_bits(rng, shape, dtype):
 def test_every_dtype_at_every_isa_level(rng, isa):
     """Tails in both dimensions (not multiples of the 64 x 128 tile nor of the vector lanes), whole
     tiles, a single row and column, short output rows (blocks walk rows first) and long ones (columns
-    first); bit-exact against numpy's transpose."""
+    first), row counts that let 1- and 2-byte values go 4 or 2 rows to a 32-bit word (1100, 128, 64),
+    only 2 (130) or neither (131, 7); bit-exact against numpy's transpose."""
     from tessera.tile_kernels import _kernels_transpose as K
 
     tessera.set_isa(isa)
     try:
         for dtype in ALL_DTYPES:
-            for shape in [(2, 131, 201), (1, 128, 256), (3, 64, 64), (1, 1, 9), (2, 7, 1), (1, 1100, 75)]:
+            for shape in [(2, 131, 201), (1, 128, 256), (3, 64, 64), (1, 1, 9), (2, 7, 1), (1, 1100, 75), (2, 130, 67)]:
                 x = random_bits(rng, shape, dtype)
                 got = TR.batched_transpose(x)
                 assert got.dtype == x.dtype and got.shape == (shape[0], shape[2], shape[1])

@@ -2,9 +2,11 @@
 
 A block reads a 64 x 128 tile (64 x 64 for 8-byte values) row by row into an on-chip buffer and writes
 it out row by row of the output, so both DRAM streams are contiguous and the transposition happens in
-L1. The buffer holds 4- or 8-byte values (int32 for 16- and 8-bit elements): the code generation reads
-its columns through register-block transposes of such values (docs/tl.md, "transposed reads").
-Byte-sized dtypes (fp8) travel as uint8 and bf16 as int16, so the bits are moved, never converted.
+L1. The buffer holds 4- or 8-byte values: the code generation reads its columns through register-block
+transposes of such values (docs/tl.md, "transposed reads"). 16- and 8-bit elements go 2 or 4 input rows
+to an int32 word when the row count is a multiple of that (batched_transpose_packed; the output viewed
+as int32), else one to an int32. Byte-sized dtypes (fp8) travel as uint8 and bf16 as int16, so the
+bits are moved, never converted.
 """
 
 from .. import language as T
@@ -40,5 +42,33 @@ def batched_transpose(dtype: str, buffer_dtype: str, rows_first: bool = False):
             T.copy(x[b, bx * tr:(bx + 1) * tr, by * tc:(by + 1) * tc], tile)
             for i, j in T.Parallel(tc, tr):
                 out[b, by * tc + i, bx * tr + j] = T.cast(tile[j, i], dtype)
+
+    return tl_compile(main)
+
+
+@kernel_cache
+def batched_transpose_packed(dtype: str, pack: int):
+    """The transpose of 1- or 2-byte values with ``pack`` = 4 / itemsize input rows joined per 32-bit
+    value: the block's buffer holds one int32 per column of each row group, so one int32 transpose
+    moves ``pack`` values and the output (viewed as int32 [B, N, M / pack]) takes them unwidened.
+    x's rows must be a multiple of ``pack`` (the caller's rule). Blocks walk along the input's columns
+    (rows first measured equal up to one block of rows, slower beyond)."""
+    batches, rows, cols = T.dynamic("num_batches"), T.dynamic("shape_x"), T.dynamic("shape_y")
+    groups = T.dynamic("row_groups")  # rows / pack
+    bits = 32 // pack
+    tr, tc = _TILE, _WIDE_TILE_COLS  # tr row groups: pack * tr input rows
+
+    @T.prim_func
+    def main(x: T.Tensor((batches, rows, cols), dtype), out: T.Tensor((batches, cols, groups), "int32")):
+        with T.Kernel(T.ceildiv(cols, tc), T.ceildiv(groups, tr), batches, threads=256) as (by, bx, b):
+            tile = T.alloc_shared((tr, tc), "int32")
+            for i, j in T.Parallel(tr, tc):
+                r = (bx * tr + i) * pack
+                word = T.cast(x[b, r, by * tc + j], "int32") & ((1 << bits) - 1)
+                for k in range(1, pack):
+                    word = word | ((T.cast(x[b, r + k, by * tc + j], "int32") & ((1 << bits) - 1)) << (bits * k))
+                tile[i, j] = word
+            for i, j in T.Parallel(tc, tr):
+                out[b, by * tc + i, bx * tr + j] = tile[j, i]
 
     return tl_compile(main)

@@ -24,8 +24,12 @@ def batched_transpose(x):
     if b and m and n:
         dtype, buffer = _KERNEL[A.dtype_name(x)]
         as_kernel = (lambda a: A.view_as(a, dtype)) if dtype in ("uint8", "int16") else (lambda a: a)
-        rows_first = m * np.dtype(dtype).itemsize <= K.ROWS_FIRST_MAX_OUT_ROW_BYTES
-        K.batched_transpose(dtype, buffer, rows_first).call_all([as_kernel(x), as_kernel(out)])
+        pack = 4 // np.dtype(dtype).itemsize
+        if pack > 1 and m % pack == 0:  # out's rows hold whole int32 words
+            K.batched_transpose_packed(dtype, pack).call_all([as_kernel(x), A.view_as(out, "int32")])
+        else:
+            rows_first = m * np.dtype(dtype).itemsize <= K.ROWS_FIRST_MAX_OUT_ROW_BYTES
+            K.batched_transpose(dtype, buffer, rows_first).call_all([as_kernel(x), as_kernel(out)])
     return out
 
 
