@@ -40,3 +40,23 @@ def test_float32_bits_as_uint32_match_numpy():
 def test_float32_bits_as_int32_are_signed():
     x = np.array([-2.0, 2.0, -1e-40], np.float32)
     np.testing.assert_array_equal(float_bits(3, T.int32)(x), x.view(np.int32).astype(np.int64))
+
+
+@tessera.jit(out_idx=[-1])
+def negative_zero_where_positive(n):
+    @T.prim_func
+    def main(x: T.Tensor((n,), "float32"), y: T.Tensor((n,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(n):
+                y[i] = T.if_then_else(x[i] > 0, T.float32(-0.0), x[i])
+    return main
+
+
+def test_negative_zero_constant_keeps_its_sign_in_vector_lanes():
+    """A -0.0 constant broadcast into vector lanes stays -0.0 (a broadcast built as 0 + c gave +0.0),
+    in whole vectors and the tail."""
+    n = 67
+    x = RNG.standard_normal(n).astype(np.float32)
+    y = negative_zero_where_positive(n)(x)
+    want = np.where(x > 0, np.float32(-0.0), x)
+    assert np.array_equal(y.view(np.uint32), want.view(np.uint32))

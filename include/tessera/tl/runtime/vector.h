@@ -43,9 +43,16 @@ typedef vi vm;
 template <class V>
 using elem_t = std::remove_cv_t<std::remove_reference_t<decltype(std::declval<V>()[0])>>;
 
+// Every lane s, bit for bit (V{} + s turned -0.0 into +0.0 and cost an addition per use). A vector
+// built from VW copies is one broadcast to GCC (a lane loop became insert chains and constants
+// rebuilt inside loops).
+template <class V, size_t... I>
+inline V splat_lanes(elem_t<V> s, std::index_sequence<I...>) {
+  return V{((void)I, s)...};
+}
 template <class V>
 inline V splat(elem_t<V> s) {
-  return V{} + s;
+  return splat_lanes<V>(s, std::make_index_sequence<VW>{});
 }
 inline vi iota() {
   vi r;
