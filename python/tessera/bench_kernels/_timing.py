@@ -12,7 +12,7 @@ def copies_beyond(bytes_per_call: int, l3_bytes: int, over_l3: float = 4.0) -> i
 
 # Idle libgomp (torch) and OpenBLAS workers busy-wait for a while before they block, and so may ours: the
 # first calls after another library's ran slower while they spun. Each group of calls starts after this
-# pause, as in the C++ benches' settle_threads.
+# pause (as in the C++ benches' settle_threads) and one untimed call that wakes the group's threads.
 SETTLE_S = 0.02
 
 
@@ -21,7 +21,8 @@ def interleaved_medians(calls, copies: int, budget_s: float, min_rounds: int = 3
     """Medians (ms) of each call in ``calls`` (name -> f(copy index)), timed round by round so a shared
     machine slows all alike. The first call is ours and runs ``ours_per_round`` times a round (it is
     the fastest, the peers take most of the budget). One warm-up call of each first; with several calls,
-    each name's calls in a round start ``settle_s`` after the previous name's."""
+    each name's calls in a round start ``settle_s`` after the previous name's, behind one untimed call
+    (on the copy used last, not the next one)."""
     names = list(calls)
     for name in names:
         calls[name](copies - 1)
@@ -31,6 +32,7 @@ def interleaved_medians(calls, copies: int, budget_s: float, min_rounds: int = 3
         for name in names:
             if len(names) > 1:
                 time.sleep(settle_s)
+                calls[name]((i + copies - 1) % copies)
             for _ in range(ours_per_round if name == names[0] else 1):
                 t = time.perf_counter()
                 calls[name](i % copies)
