@@ -2,9 +2,10 @@
 
 The block's GPU threads run as loops over thread ids split at barriers (_simt.py), so a register of
 one thread cannot be a single C variable once a barrier lies between its store and its load. Such
-storage gets one copy per thread: a ``T.alloc_local((n,))`` becomes a ``[threads, n]`` array whose
-first index is the thread loop's variable wherever it is used, and a per-thread value bound before a
-barrier and used after it is stored into a ``[threads, 1]`` array where it is bound. The plan of the
+storage gets one copy per thread: a ``T.alloc_local((n,))`` becomes an ``[n, threads]`` array whose
+last index is the thread loop's variable wherever it is used (consecutive threads, which share a
+vector, use consecutive elements), and a per-thread value bound before a barrier and used after it is
+stored into a ``[1, threads]`` array where it is bound. The plan of the
 kernel (_simt.Plan) names which storage and values need this.
 """
 from .. import _C
@@ -21,7 +22,7 @@ def _thread_var(what):
 
 class ThreadLocalBuffer(Buffer):
     """Local storage kept per thread: indexed like the buffer the kernel allocated (``shape``), stored
-    as ``[threads, *shape]``."""
+    as ``[*shape, threads]``."""
 
     def __init__(self, handle, shape, threads):
         super().__init__(handle)
@@ -37,13 +38,13 @@ class ThreadLocalBuffer(Buffer):
         t = ctx.current("storing to a buffer")
         if _thread_var(self.name) is None:
             # block-level code before the thread loop (T.alloc_var(init=...)): every thread's copy
-            mins = [as_node(0)] + [as_node(i) for i in indices]
-            extents = [as_node(self.threads)] + [as_node(1) for _ in indices]
+            mins = [as_node(i) for i in indices] + [as_node(0)]
+            extents = [as_node(1) for _ in indices] + [as_node(self.threads)]
             v = as_node(value)
             ctx.set_loc()
             t.builder.fill(_C.tl_region(self.handle, mins, extents), v)
             return
-        nodes = [self.thread_node("storing to")] + [as_node(i) for i in indices]
+        nodes = [as_node(i) for i in indices] + [self.thread_node("storing to")]
         v = as_node(value)
         ctx.set_loc()
         t.builder.store(self.handle, nodes, v)
@@ -60,8 +61,8 @@ class ThreadLocalBuffer(Buffer):
         T.get_thread_binding()), every thread's copy."""
         var = _thread_var(f"'{self.name}'")
         first = (Expr(var), 1) if var is not None else (0, self.threads)
-        mins = [as_node(first[0])] + [as_node(0) for _ in self.shape]
-        extents = [as_node(first[1])] + [as_node(d) for d in self.shape]
+        mins = [as_node(0) for _ in self.shape] + [as_node(first[0])]
+        extents = [as_node(d) for d in self.shape] + [as_node(first[1])]
         ctx.set_loc()
         return _C.tl_region(self.handle, mins, extents)
 
@@ -76,15 +77,15 @@ class ThreadLocalRef(BufferRef):
     def node(self):
         if any(isinstance(i, slice) for i in self.indices):
             raise ctx.error(f"a slice of '{self.buffer.name}' is a tile, not a value; index single elements")
-        nodes = [self.buffer.thread_node("loading")] + [as_node(i) for i in self.indices]
+        nodes = [as_node(i) for i in self.indices] + [self.buffer.thread_node("loading")]
         ctx.set_loc()
         return _C.tl_load(self.buffer.handle, nodes)
 
     def region(self):
         mins, extents, _ = self.region_bounds()
         ctx.set_loc()
-        return _C.tl_region(self.buffer.handle, [self.buffer.thread_node("a tile of")] + mins,
-                            [as_node(1)] + extents)
+        return _C.tl_region(self.buffer.handle, mins + [self.buffer.thread_node("a tile of")],
+                            extents + [as_node(1)])
 
 
 def threads_of(t):
@@ -98,13 +99,13 @@ def alloc_per_thread(t, name, shape, dtype):
     """A ThreadLocalBuffer of the T.Kernel being traced (allocations are hoisted to the kernel)."""
     threads = threads_of(t)
     ctx.set_loc()
-    handle = t.builder.alloc(name, [threads] + list(shape), dtype, "local")
+    handle = t.builder.alloc(name, list(shape) + [threads], dtype, "local")
     t.local_names.add(handle.name)
     return ThreadLocalBuffer(handle, shape, threads)
 
 
 def spill(t, name, node):
-    """A per-thread value that lives across a barrier: stored into a [threads, 1] array here, loaded
+    """A per-thread value that lives across a barrier: stored into a [1, threads] array here, loaded
     wherever it is used."""
     buf = alloc_per_thread(t, f"{name}_per_thread", (1,), node.dtype)
     buf[0] = Expr(node)
