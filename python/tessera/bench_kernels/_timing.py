@@ -20,9 +20,9 @@ def interleaved_medians(calls, copies: int, budget_s: float, min_rounds: int = 3
                         settle_s: float = SETTLE_S):
     """Medians (ms) of each call in ``calls`` (name -> f(copy index)), timed round by round so a shared
     machine slows all alike. The first call is ours and runs ``ours_per_round`` times a round (it is
-    the fastest, the peers take most of the budget). One warm-up call of each first; with several calls,
-    each name's calls in a round start ``settle_s`` after the previous name's, behind one untimed call
-    (on the copy used last, not the next one)."""
+    the fastest, the peers take most of the budget). One warm-up call of each first; with several calls
+    and ``settle_s`` > 0, each name's calls in a round start ``settle_s`` after the previous name's,
+    behind one untimed call (on the copy used last, not the next one)."""
     names = list(calls)
     for name in names:
         calls[name](copies - 1)
@@ -30,7 +30,7 @@ def interleaved_medians(calls, copies: int, budget_s: float, min_rounds: int = 3
     start, i = time.perf_counter(), 0
     while len(times[names[-1]]) < min_rounds or time.perf_counter() - start < budget_s:
         for name in names:
-            if len(names) > 1:
+            if len(names) > 1 and settle_s > 0:
                 time.sleep(settle_s)
                 calls[name]((i + copies - 1) % copies)
             for _ in range(ours_per_round if name == names[0] else 1):

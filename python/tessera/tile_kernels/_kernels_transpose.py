@@ -56,6 +56,7 @@ def batched_transpose_packed(dtype: str, pack: int):
     batches, rows, cols = T.dynamic("num_batches"), T.dynamic("shape_x"), T.dynamic("shape_y")
     groups = T.dynamic("row_groups")  # rows / pack
     bits = 32 // pack
+    mask = (1 << bits) - 1
     tr, tc = _TILE, _WIDE_TILE_COLS  # tr row groups: pack * tr input rows
 
     @T.prim_func
@@ -64,9 +65,9 @@ def batched_transpose_packed(dtype: str, pack: int):
             tile = T.alloc_shared((tr, tc), "int32")
             for i, j in T.Parallel(tr, tc):
                 r = (bx * tr + i) * pack
-                word = T.cast(x[b, r, by * tc + j], "int32") & ((1 << bits) - 1)
+                word = T.cast(x[b, r, by * tc + j], "int32") & mask
                 for k in range(1, pack):
-                    word = word | ((T.cast(x[b, r + k, by * tc + j], "int32") & ((1 << bits) - 1)) << (bits * k))
+                    word = word | ((T.cast(x[b, r + k, by * tc + j], "int32") & mask) << (bits * k))
                 tile[i, j] = word
             for i, j in T.Parallel(tc, tr):
                 out[b, by * tc + i, bx * tr + j] = tile[j, i]
