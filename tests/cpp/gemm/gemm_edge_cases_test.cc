@@ -127,9 +127,10 @@ TEST_P(GemmEdgeCases, E4m3NanCodesGiveNanOutputs) {
   }
 }
 
-// Subnormal e4m3 codes (and zeros) between normal ones, as a quantiser leaves them: the decode GEMVs
-// give the same bits whether or not MXCSR flushes denormals (DAZ and FTZ, as torch.set_flush_denormal
-// sets them), and match the float64 reference both times.
+// Subnormal e4m3 codes (and zeros) between normal ones, as a quantiser leaves them, and more: the
+// decode GEMVs give the same bits whether or not MXCSR flushes denormals (DAZ and FTZ, as
+// torch.set_flush_denormal sets them), match the float64 reference both times, and leave MXCSR as
+// they found it.
 TEST_P(GemmEdgeCases, E4m3SubnormalCodesIgnoreFlushDenormals) {
 #if defined(__x86_64__)
   if (layout() != Layout::kNT) GTEST_SKIP() << "K-major operands only (the decode GEMV's layout)";
@@ -137,11 +138,31 @@ TEST_P(GemmEdgeCases, E4m3SubnormalCodesIgnoreFlushDenormals) {
   for (const GemmShape& s : {GemmShape{1, 37, 1088, kKm, kKm, 0, kF32, CMode::kNone},
                              GemmShape{4, 29, 704, kKm, kKm, 0, kF32, CMode::kNone}}) {
     PreparedGemm g = prepare_scaled(scale_recipe("fp8 token(1,128) x block(128,128) f32"), layout(), s, rng);
+    // Every 5th weight code subnormal (the avx2 GEMV's planes turn them into fp32 denormals), and the
+    // float64 reference again.
+    for (int64_t j = 0; j < s.n; ++j)
+      for (int64_t k = j % 5; k < s.k; k += 5) {
+        uint8_t& code = g.b.storage[size_t(j * s.k + k)];  // K-major rows of k codes (pad 0)
+        code = uint8_t((code & 0x80) | (1 + (j + k) % 7));
+        g.b.values[size_t(j * s.k + k)] = e4m3_to_f32(code);
+      }
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        double sum = 0.0, mag = 0.0;
+        for (int64_t k = 0; k < s.k; ++k) {
+          const double term = g.a.at(i, k) * g.sa->at(i, k) * g.b.at(j, k) * g.sb->at(j, k);
+          sum += term;
+          mag += std::fabs(term);
+        }
+        g.ref[size_t(i * s.n + j)] = sum;
+        g.ref_abs[size_t(i * s.n + j)] = mag;
+      }
     ASSERT_TRUE(run_and_check(g));
     const std::vector<uint8_t> plain = g.d.storage;
     const unsigned int csr = _mm_getcsr();
     _mm_setcsr(csr | 0x8040u);  // FTZ and DAZ
     g.run();
+    EXPECT_EQ(_mm_getcsr() & ~0x3Fu, (csr | 0x8040u) & ~0x3Fu) << g.what << ": MXCSR not restored";
     _mm_setcsr(csr);
     EXPECT_TRUE(g.d.storage == plain) << g.what << ": other bits under DAZ/FTZ";
     EXPECT_TRUE(g.check());
