@@ -149,6 +149,30 @@ def test_expand_and_reduce_fused(rng):
     np.testing.assert_allclose(fp8.astype(np.float64), plain * 0.75, rtol=2 ** -4, atol=2 ** -9)
 
 
+@pytest.mark.parametrize("dtype,cols,view,words", [
+    ("bfloat16", 201, "whole", False),     # 402-byte rows: not whole words, the element-wise copy
+    ("bfloat16", 200, "strided", True),    # rows of a wider array: int32 words with a row stride
+    ("bfloat16", 200, "shifted", False),   # starts 2 bytes into a word: the element-wise copy
+    ("float8_e4m3fn", 204, "whole", True),  # 4 codes per word
+    ("float8_e4m3fn", 203, "whole", False),
+    ("float32", 37, "strided", True),
+])
+def test_expand_to_fused_copies_rows_of_any_size_and_layout(rng, dtype, cols, view, words):
+    from tessera.tile_kernels import _arrays
+
+    idx = routing(rng)
+    p2e, _, _, tk2p, *_ = M.get_fused_mapping(idx, 16, 0, 8)
+    wide = rng.standard_normal((37, cols + 6)).astype(np.float32).astype(getattr(ml_dtypes, dtype, dtype))
+    x = {"whole": np.ascontiguousarray(wide[:, :cols]), "strided": wide[:, :cols],
+         "shifted": wide[:, 1:cols + 1]}[view]
+    assert (_arrays.as_words(x) is not None) == words  # both copies are covered
+    out = M.expand_to_fused(x, tk2p, p2e)
+    want = np.zeros((p2e.shape[0], cols), x.dtype)
+    want[tk2p[tk2p >= 0]] = np.repeat(x, 6, axis=0)[(tk2p >= 0).reshape(-1)]
+    bits = {1: np.uint8, 2: np.uint16, 4: np.uint32}[x.dtype.itemsize]
+    assert np.array_equal(out.view(bits), want.view(bits))
+
+
 def test_torch_inputs_give_the_numpy_results(rng):
     torch = pytest.importorskip("torch")
     idx = routing(rng)

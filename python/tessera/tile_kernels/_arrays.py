@@ -118,6 +118,19 @@ def view_as(x, dtype: str):
     return x.view(NUMPY_DTYPES[dtype])
 
 
+def as_words(x):
+    """A 2-D array's rows as int32 words (the same bytes), or None where the rows are not whole,
+    contiguous, 4-byte aligned words: copies of words take full vectors for any element size."""
+    if is_torch_tensor(x):
+        itemsize, offset, address = x.element_size(), x.storage_offset(), x.data_ptr()
+    else:
+        itemsize, offset, address = x.dtype.itemsize, 0, x.__array_interface__["data"][0]
+    if (x.ndim != 2 or stride(x, 1) != 1 or (x.shape[1] * itemsize) % 4 or (stride(x, 0) * itemsize) % 4
+            or (offset * itemsize) % 4 or address % 4):
+        return None
+    return view_as(x, "int32")
+
+
 def transpose(x):
     return x.T if isinstance(x, np.ndarray) else x.t()
 

@@ -173,8 +173,15 @@ def expand_to_fused(x, token_topk_to_pos, pos_to_expert):
                                  f"{token_topk_to_pos.shape[0]}")
     out = A.alloc(x, (pos_to_expert.shape[0], x.shape[1]), A.dtype_name(x))
     if out.shape[0] and x.shape[1]:
-        K.expand_rows(x.shape[1], token_topk_to_pos.shape[1], _tl(A.dtype_name(x)), map_dtype).call_all(
-            [x, token_topk_to_pos, pos_to_expert, out])
+        # A pure copy: rows of whole 4-byte words move as int32 (full-width vectors for 1- and 2-byte
+        # elements).
+        x_words = A.as_words(x)
+        if x_words is not None:
+            x, out_kernel, dtype = x_words, A.view_as(out, "int32"), "int32"
+        else:
+            out_kernel, dtype = out, _tl(A.dtype_name(x))
+        K.expand_rows(x.shape[1], token_topk_to_pos.shape[1], dtype, map_dtype).call_all(
+            [x, token_topk_to_pos, pos_to_expert, out_kernel])
     return out
 
 
