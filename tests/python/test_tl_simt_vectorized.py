@@ -50,3 +50,40 @@ def test_the_thread_loop_inside_a_uniform_loop_is_vectorized():
         pytest.skip("the scalar level has no vector loops")
     src = strided_row_stats(256, 128).get_kernel_source()
     assert re.search(r"for \(; tid\w* \+ (8|16) <= tid\w*_end; tid\w* \+= (8|16)\)", src), src
+
+
+@tessera.jit(out_idx=[-1])
+def block_base_reads(threads):
+    @T.prim_func
+    def main(x: T.Tensor((threads,), "float32"), out: T.Tensor((7, threads), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            tid = T.get_thread_binding()
+            out[0, tid] = x[tid - tid % 32]  # one address per vector of lanes: a broadcast load
+            out[1, tid] = x[tid - tid % 16 + 3]
+            out[2, tid] = x[tid // 8 * 8]
+            out[3, tid] = x[(tid // 16) * 2]
+            out[4, tid] = x[tid - tid % 4]  # a group smaller than a vector: a gather
+            out[5, tid] = x[tid // 2]
+            if threads % 32 == 0:  # a warp reduction reads its lanes at the warp's base
+                out[6, tid] = T.warp_reduce_sum(x[tid])
+            else:
+                out[6, tid] = 0.0
+    return main
+
+
+@pytest.mark.parametrize("threads", [128, 40])  # 40: a tail of lanes past the last whole vector
+def test_reads_at_a_group_base_match_reference(rng, threads):
+    x = rng.standard_normal(threads).astype(np.float32)
+    out = block_base_reads(threads)(x)
+    t = np.arange(threads)
+    for row, index in enumerate([t - t % 32, t - t % 16 + 3, t // 8 * 8, (t // 16) * 2, t - t % 4, t // 2]):
+        np.testing.assert_array_equal(out[row], x[index])
+    if threads % 32 == 0:
+        np.testing.assert_allclose(out[6], np.repeat(x.reshape(-1, 32).sum(axis=1, dtype=np.float64), 32), atol=1e-5)
+
+
+def test_warp_reductions_read_their_lanes_without_gathers():
+    if tessera.cpu_info()["active_isa"] == "scalar":
+        pytest.skip("the scalar level has no vector loops")
+    src = block_base_reads(128).get_kernel_source()
+    assert not re.search(r"_g\(warp_exchange", src), src

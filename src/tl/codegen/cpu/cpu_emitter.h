@@ -38,6 +38,7 @@ class CpuEmitter {
   std::string expr(const Expr& e);
   std::string literal(const Expr& e);
   std::string load(const Buffer& b, const std::vector<Expr>& indices);
+  std::string load_at(const Buffer& b, const Expr& offset);  // the element at a flat offset, as a scalar
   std::string encode(DataType buffer_type, const std::string& value, DataType value_type);
   std::string cast(DataType to, const std::string& v, DataType from);
   Expr offset_expr(const Buffer& b, const std::vector<Expr>& indices);  // flattened element offset (int64)
@@ -63,6 +64,7 @@ class CpuEmitter {
   std::string vconvert(const VExpr& v, DataType to);
   std::string vload(const LoadNode* op, const std::string& mask);
   std::string contiguous_address(const LoadNode* op);  // "ptr + base + lane var", or "" (not contiguous)
+  bool same_on_chunk_lanes(const Expr& e) const;
   std::string load_key(const LoadNode* op, const std::string& address);
   bool raw_copy(const StoreNode* st, const std::string& mask);
   Expr inline_vector_lets(const Expr& e);
@@ -98,6 +100,7 @@ class CpuEmitter {
   // Inside a vectorized loop: the loop variable and the let-bound variables holding vectors.
   const VarNode* vec_var_ = nullptr;
   Expr names_vec_var_;
+  bool vec_chunks_aligned_ = false;  // every chunk of the loop starts at a multiple of the lane count
   std::map<const VarNode*, Expr> vector_lets_;
   // Inside a select's sides: contiguous loads its condition already made, by address, with the mask
   // they were made under (vload gives such a load that mask, not its side's).

@@ -113,7 +113,11 @@ Expr CpuEmitter::offset_expr(const Buffer& b, const std::vector<Expr>& indices) 
 }
 
 std::string CpuEmitter::load(const Buffer& b, const std::vector<Expr>& indices) {
-  const std::string ref = name_of(b) + "[" + expr(offset_expr(b, indices)) + "]";
+  return load_at(b, offset_expr(b, indices));
+}
+
+std::string CpuEmitter::load_at(const Buffer& b, const Expr& offset) {
+  const std::string ref = name_of(b) + "[" + expr(offset) + "]";
   switch (b->dtype) {
     case DataType::kBFloat16:
       return "tlrt::bf16_to_f32(" + ref + ")";

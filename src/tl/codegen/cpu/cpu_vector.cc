@@ -213,6 +213,41 @@ std::string CpuEmitter::contiguous_address(const LoadNode* op) {
   return name_of(op->buffer) + " + " + expr(base) + " + " + name_of(names_vec_var_);
 }
 
+// Whether e has one value on all lanes of every chunk of the vector loop: with chunks starting at
+// multiples of the lane count, v - v mod c and v div c (c a multiple of it) do, as do sums and
+// products of such terms. (A warp's base thread, tid - tid % 32, is one.)
+bool CpuEmitter::same_on_chunk_lanes(const Expr& e) const {
+  if (!uses_var(e, names_vec_var_)) return true;
+  if (!vec_chunks_aligned_) return false;
+  const int64_t lanes = target_.vector_lanes;
+  auto lane_var = [&](const Expr& x) { return x.as<VarNode>() == vec_var_; };
+  auto chunk_multiple = [&](const Expr& x) {
+    int64_t c = 0;
+    return is_const_int(x, &c) && c > 0 && c % lanes == 0;
+  };
+  if (const CastNode* c = e.as<CastNode>())
+    return is_int(e.type()) && is_int(c->value.type()) && same_on_chunk_lanes(c->value);
+  const BinaryNode* b = e.as<BinaryNode>();
+  if (b == nullptr) return false;
+  switch (b->op) {
+    case BinOp::kSub: {
+      const BinaryNode* m = b->b.as<BinaryNode>();
+      if (lane_var(b->a) && m != nullptr && m->op == BinOp::kFloorMod && lane_var(m->a) && chunk_multiple(m->b))
+        return true;
+      return same_on_chunk_lanes(b->a) && same_on_chunk_lanes(b->b);
+    }
+    case BinOp::kDiv:
+    case BinOp::kFloorDiv:
+      if (lane_var(b->a) && chunk_multiple(b->b)) return true;
+      return same_on_chunk_lanes(b->a) && same_on_chunk_lanes(b->b);
+    case BinOp::kAdd:
+    case BinOp::kMul:
+      return same_on_chunk_lanes(b->a) && same_on_chunk_lanes(b->b);
+    default:
+      return false;
+  }
+}
+
 std::string CpuEmitter::load_key(const LoadNode* op, const std::string& address) {
   return std::string(dtype_suffix(op->buffer->dtype)) + ":" + address;
 }
@@ -231,6 +266,8 @@ std::string CpuEmitter::vload(const LoadNode* op, const std::string& mask) {
     return m.empty() ? "tlrt::ld_" + sfx + "(" + addr + ")" : "tlrt::ld_" + sfx + "_m(" + addr + ", " + m + ")";
   }
   const Expr off = inline_vector_lets(offset_expr(op->buffer, op->indices));
+  if (mask.empty() && same_on_chunk_lanes(off))  // one element for the whole chunk: load it once
+    return as_vector(VExpr{load_at(op->buffer, off), false, compute_type(op->buffer->dtype)});
   const VExpr offs = vexpr(CastNode::make(DataType::kInt64, off), mask);
   return "tlrt::ld_" + sfx + "_g(" + ptr + ", " + vconvert(offs, DataType::kInt64) + ", " +
          (mask.empty() ? "tlrt::all_m()" : mask) + ")";
@@ -480,6 +517,7 @@ void CpuEmitter::vector_loop(const ForNode* op) {
   const bool known = is_const_int(op->min, &mn) && is_const_int(op->extent, &ext);
   vec_var_ = op->var.as<VarNode>();
   names_vec_var_ = op->var;
+  vec_chunks_aligned_ = is_const_int(op->min, &mn) && mn >= 0 && mn % lanes == 0;
   open("");
   line("const int32_t " + end + " = " + expr(op->min) + " + " + expr(op->extent) + ";");
   line("int32_t " + v + " = " + expr(op->min) + ";");
@@ -508,6 +546,7 @@ void CpuEmitter::vector_loop(const ForNode* op) {
   }
   close();
   vec_var_ = nullptr;
+  vec_chunks_aligned_ = false;
   vector_lets_.clear();
 }
 
