@@ -49,3 +49,15 @@ def test_int64_floormod_with_large_or_negative_divisors(rng):
     d[16 * 30:16 * 31] = -rng.integers(1, 2 ** 40, size=16)
     a = dividends(rng, d)
     np.testing.assert_array_equal(floormod(n)(a, d), np.mod(a, d))
+
+
+def test_int64_floormod_edges_against_every_divisor_range():
+    """Each edge dividend against divisors at the ends of the AVX-512 path's range [1, 2^31) and
+    beyond, in whole vectors of one divisor."""
+    edges = np.array([0, 1, -1, I64_MAX, I64_MIN, I64_MAX - 1, I64_MIN + 1, 2 ** 62, -(2 ** 62), 2 ** 53 + 1,
+                      2 ** 51, -(2 ** 51), 2 ** 51 + 4095, 12345678901234567, -98765432109876543, 4096 * 4097 - 1],
+                     dtype=np.int64)
+    divisors = [1, 2, 4095, 4096, 4097, 65537, 1000003, 2 ** 30 + 3, 2 ** 31 - 1, 2 ** 31, 2 ** 40 + 7]
+    a = np.tile(edges, len(divisors))
+    d = np.repeat(np.array(divisors, dtype=np.int64), edges.size)
+    np.testing.assert_array_equal(floormod(a.size)(a, d), np.mod(a, d))
