@@ -44,6 +44,18 @@ void finish(PreparedGemm* g, const GemmShape& s, Rng& rng) {
   g->d = s.c_mode == CMode::kInPlace ? make_random_matrix(s.d_dtype, s.m, s.n, s.pad, rng)
                                      : make_poisoned_matrix(s.d_dtype, s.m, s.n, s.pad);
   g->d_initial = g->d.storage;
+  compute_reference(g, s);
+  std::ostringstream os;
+  os << family_function(g->family, g->layout) << " " << describe(s) << " isa=" << isa_name(active_isa())
+     << " threads=" << num_threads() << " a=" << dtype_name(g->a.view.dtype) << g->a.view.shape_str()
+     << g->a.view.strides_str() << " b=" << dtype_name(g->b.view.dtype) << g->b.view.shape_str()
+     << g->b.view.strides_str();
+  g->what = os.str() + g->what;
+}
+
+}  // namespace
+
+void compute_reference(PreparedGemm* g, const GemmShape& s) {
   const Matrix* c = s.c_mode == CMode::kSeparate ? &*g->c : s.c_mode == CMode::kInPlace ? &g->d : nullptr;
 
   // Scaled operands once, then D[m, n] = C[m, n] + sum_k A'[m, k] * B'[n, k] in float64.
@@ -78,15 +90,7 @@ void finish(PreparedGemm* g, const GemmShape& s, Rng& rng) {
         g->ref_abs[size_t(i * s.n + j0 + t)] = mag[t];
       }
     }
-  std::ostringstream os;
-  os << family_function(g->family, g->layout) << " " << describe(s) << " isa=" << isa_name(active_isa())
-     << " threads=" << num_threads() << " a=" << dtype_name(g->a.view.dtype) << g->a.view.shape_str()
-     << g->a.view.strides_str() << " b=" << dtype_name(g->b.view.dtype) << g->b.view.shape_str()
-     << g->b.view.strides_str();
-  g->what = os.str() + g->what;
 }
-
-}  // namespace
 
 const char* layout_name(Layout l) {
   switch (l) {

@@ -134,6 +134,10 @@ struct PreparedGemm : MoveOnly {
   ::testing::AssertionResult check() const;
 };
 
+// g's float64 reference (ref, ref_abs) from its operands' values, scales and C; call it again after
+// editing operand values, before run() (an in-place C is read from d).
+void compute_reference(PreparedGemm* g, const GemmShape& s);
+
 // run() then check(); an exception from the call is a failure that names the case.
 ::testing::AssertionResult run_and_check(PreparedGemm& g);
 
