@@ -514,10 +514,11 @@ void CpuEmitter::vector_loop(const ForNode* op) {
   const int lanes = target_.vector_lanes;
   const std::string v = name_of(op->var), end = unique(v + "_end");
   int64_t mn = 0, ext = 0;
-  const bool known = is_const_int(op->min, &mn) && is_const_int(op->extent, &ext);
+  const bool known_min = is_const_int(op->min, &mn);
+  const bool known = known_min && is_const_int(op->extent, &ext);
   vec_var_ = op->var.as<VarNode>();
   names_vec_var_ = op->var;
-  vec_chunks_aligned_ = is_const_int(op->min, &mn) && mn >= 0 && mn % lanes == 0;
+  vec_chunks_aligned_ = known_min && mn >= 0 && mn % lanes == 0;
   open("");
   line("const int32_t " + end + " = " + expr(op->min) + " + " + expr(op->extent) + ";");
   line("int32_t " + v + " = " + expr(op->min) + ";");
