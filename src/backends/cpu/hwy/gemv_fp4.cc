@@ -9,8 +9,9 @@
 //    per group of 4 lanes. The products of a piece are summed per lane, then multiplied lane-wise by
 //    the blocks' powers of two (exact for exponents 1..254, as the contract asks) into a running total
 //    per activation-scale group, which the activation scale multiplies once per group.
-// The activations are put into the same lane order once per call. Every weight row is its own chain,
-// so its bits do not depend on the rows beside it or on how rows were split between threads.
+// The activations are put into the same lane order once per call. Every weight row is its own chain
+// (one row at a time: two rows' sums and pieces spilled on AVX2's 16 registers), so its bits do not
+// depend on the rows beside it, on how rows were split between threads, or on the K blocks below.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/hwy/gemv_fp4.cc"
 #include <hwy/cache_control.h>
@@ -115,8 +116,8 @@ void prepare_activations(const GemvFp4Args& p, float* HWY_RESTRICT dst, int64_t 
   }
 }
 
-// A chunk's four exponent bytes (127, the factor 1, for blocks past K), and whether one is 0 or 255.
-HWY_INLINE uint32_t exponent_word(const GemvFp4Args& p, const uint8_t* exp_row, int64_t k, bool* bad) {
+// A chunk's four exponent bytes, 127 (the factor 1) for blocks past K.
+HWY_INLINE uint32_t exponent_word(const GemvFp4Args& p, const uint8_t* exp_row, int64_t k) {
   const uint8_t* e = exp_row + (k / kChunk) * p.exp_word_bytes;
   uint32_t w;
   if (k + kChunk <= p.k) {
@@ -126,101 +127,143 @@ HWY_INLINE uint32_t exponent_word(const GemvFp4Args& p, const uint8_t* exp_row, 
     w = 0;
     for (int b = 0; b < 4; ++b) w |= uint32_t(b < blocks ? e[b] : 127) << (8 * b);
   }
-  auto has_zero_byte = [](uint32_t x) { return ((x - 0x01010101u) & ~x & 0x80808080u) != 0; };
-  *bad |= has_zero_byte(w) || has_zero_byte(~w);
   return w;
 }
 
-template <int M, int NB, bool kScaled>
-bool row_block(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad, int64_t n) {
+// Bit 7 of byte i is set where byte i of x is 0 (and possibly where a lower byte is): a word check
+// that costs a few integer operations per chunk, beside the vector work.
+HWY_INLINE uint32_t zero_byte_bits(uint32_t x) {
+  return (x - 0x01010101u) & ~x & 0x80808080u;
+}
+
+// The sums of one weight row between K blocks: per activation row, the open activation-scale
+// group's sum (weight scales applied) and the total over the closed groups.
+template <int M>
+struct RowSums {
+  V grp[M];
+  V tot[M];
+};
+
+// Adds values [k0, k1) of weight row n (k0, k1 multiples of kChunk) to its sums, and writes its
+// outputs when k1 is the end. `pf` (or null) is fetched at the offset of each chunk. Returns false
+// where a block exponent in the span is 0 or 255.
+template <int M, bool kScaled>
+bool row_span(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad, int64_t n, int64_t k0, int64_t k1,
+              const uint8_t* pf, RowSums<M>* sums) {
   const DF df;
   const DU32 du32;
   const int64_t row_bytes_full = p.k / kPiece * kPiece / 2;  // pieces before it are read in place
-  const uint8_t* w[NB];
-  const uint8_t* exps[NB];
-  alignas(64) uint8_t tail[NB][kChunk / 2];  // the K tail's pieces, zero past K
-  for (int j = 0; j < NB; ++j) {
-    w[j] = p.w + (n + j) * p.ldw;
-    exps[j] = p.w_exp + (p.w_row0 + n + j) * p.exp_row_bytes;
-    if (row_bytes_full * 2 < p.k) {
-      memset(tail[j], 0, sizeof tail[j]);
-      memcpy(tail[j], w[j] + row_bytes_full, size_t(p.k / 2 - row_bytes_full));
-    }
+  const uint8_t* w = p.w + n * p.ldw;
+  const uint8_t* exps = p.w_exp + (p.w_row0 + n) * p.exp_row_bytes;
+  alignas(64) uint8_t tail[kChunk / 2];  // the K tail's pieces, zero past K
+  if (row_bytes_full * 2 < p.k && k1 * 2 > row_bytes_full * 4) {
+    memset(tail, 0, sizeof tail);
+    memcpy(tail, w + row_bytes_full, size_t(p.k / 2 - row_bytes_full));
   }
-  // Software pipeline: the same K offset of the block of rows at least kPrefetchBytes on is fetched
-  // while this block is read (rows of a few KiB are too short for the hardware prefetcher to ramp up).
-  const int64_t block_bytes = NB * (p.k / 2);
-  const int64_t ahead = (kPrefetchBytes + block_bytes - 1) / block_bytes * NB;
-  const int64_t next = n + ahead + NB <= p.n1 ? ahead * p.ldw : 0;
-  // Per (piece, half): the bit offset of each lane's exponent byte in the chunk's word.
-  hn::Vec<DU32> shift[kPiecesPerChunk][2];
-  for (int pc = 0; pc < kPiecesPerChunk; ++pc)
-    for (int h = 0; h < 2; ++h) {
-      alignas(64) uint32_t s[kL];
-      for (int64_t l = 0; l < kL; ++l) s[l] = uint32_t(8 * lane_block(pc, h, l));
-      shift[pc][h] = hn::Load(du32, s);
+  // Per piece: the bit offset of each lane's exponent byte in the chunk's word (both halves' lanes
+  // come from the same 128-bit block, so the same block: lane_block does not depend on h).
+  hn::Vec<DU32> shift[kPiecesPerChunk];
+  for (int pc = 0; pc < kPiecesPerChunk; ++pc) {
+    alignas(64) uint32_t s[kL];
+    for (int64_t l = 0; l < kL; ++l) s[l] = uint32_t(8 * lane_block(pc, 0, l));
+    shift[pc] = hn::Load(du32, s);
+  }
+  const int64_t a_group = kScaled ? p.a_group : k_pad;                             // a multiple of 128: whole chunks
+  int64_t group_end = k0 == 0 ? a_group : (k0 + a_group - 1) / a_group * a_group;  // the next group to close
+  uint32_t bad_bytes = 0;
+  V grp[M], tot[M];
+  for (int m = 0; m < M; ++m) {
+    grp[m] = sums->grp[m];
+    tot[m] = sums->tot[m];
+  }
+  auto close_group = [&](int64_t group) {
+    for (int m = 0; m < M; ++m) {
+      tot[m] = kScaled ? hn::MulAdd(grp[m], hn::Set(df, p.a_scale[group * p.a_scale_stride + m]), tot[m])
+                       : hn::Add(tot[m], grp[m]);
+      grp[m] = hn::Zero(df);
     }
-  const int64_t a_group = kScaled ? p.a_group : k_pad;  // a multiple of 128: whole chunks
-  bool bad = false;
-  V tot[M][NB];
-  for (int m = 0; m < M; ++m)
-    for (int j = 0; j < NB; ++j) tot[m][j] = hn::Zero(df);
-  for (int64_t kb = 0; kb < k_pad; kb += a_group) {
-    const int64_t ke = kb + a_group < k_pad ? kb + a_group : k_pad;
-    V grp[M][NB];  // sums of the activation-scale group, weight scales applied
-    for (int m = 0; m < M; ++m)
-      for (int j = 0; j < NB; ++j) grp[m][j] = hn::Zero(df);
-    for (int64_t k = kb; k < ke; k += kChunk) {
-      uint32_t word[NB];
-      for (int j = 0; j < NB; ++j) word[j] = exponent_word(p, exps[j], k, &bad);
+  };
+  for (int64_t k = k0; k < k1; k += kChunk) {
+    if (k == group_end) {
+      close_group(k / a_group - 1);
+      group_end += a_group;
+    }
+    if (pf) hwy::Prefetch(pf + (k - k0) / 2);  // a chunk is one 64-byte line
+    const uint32_t exp_word = exponent_word(p, exps, k);
+    bad_bytes |= zero_byte_bits(exp_word) | zero_byte_bits(~exp_word);  // an exponent of 0 or 255
+    const auto word = hn::Set(du32, exp_word);
 #pragma GCC unroll 2
-      for (int pc = 0; pc < kPiecesPerChunk; ++pc) {
-        const int64_t kp = k + pc * kPiece;
-#pragma GCC unroll 4
-        for (int j = 0; j < NB; ++j) {
-          if (next && ((kp / 2) & 63) == 0) hwy::Prefetch(w[j] + next + kp / 2);
-          VU16 bf16[4];
-          widen_bf16(2 * row_bytes_full > kp ? w[j] + kp / 2 : tail[j] + (kp / 2 - row_bytes_full), bf16);
-          const auto bits = hn::Set(du32, word[j]);
-#pragma GCC unroll 2
-          for (int h = 0; h < 2; ++h) {
-            // 2^(e - 127) per lane: the lane's exponent byte moved into the fp32 exponent field.
-            const V scale =
-                hn::BitCast(df, hn::ShiftLeft<23>(hn::And(hn::Shr(bits, shift[pc][h]), hn::Set(du32, 0xFF))));
-            V wv[4];
-            for (int q = 0; q < 4; ++q) wv[q] = h ? widen<1>(bf16[q]) : widen<0>(bf16[q]);
-            const float* ah = a + kp + 4 * h * kL;
+    for (int pc = 0; pc < kPiecesPerChunk; ++pc) {
+      const int64_t kp = k + pc * kPiece;
+      VU16 bf16[4];
+      widen_bf16(2 * row_bytes_full > kp ? w + kp / 2 : tail + (kp / 2 - row_bytes_full), bf16);
+      // 2^(e - 127) per lane: the lane's exponent byte moved into the fp32 exponent field.
+      const V scale = hn::BitCast(df, hn::ShiftLeft<23>(hn::And(hn::Shr(word, shift[pc]), hn::Set(du32, 0xFF))));
+      V wv[8];
+      for (int q = 0; q < 4; ++q) {
+        wv[q] = widen<0>(bf16[q]);
+        wv[4 + q] = widen<1>(bf16[q]);
+      }
+      const float* ak = a + kp;
 #pragma GCC unroll 8
-            for (int m = 0; m < M; ++m) {
-              const float* am = ah + m * k_pad;
-              V part = hn::Mul(hn::LoadU(df, am), wv[0]);
-              part = hn::MulAdd(hn::LoadU(df, am + kL), wv[1], part);
-              part = hn::MulAdd(hn::LoadU(df, am + 2 * kL), wv[2], part);
-              part = hn::MulAdd(hn::LoadU(df, am + 3 * kL), wv[3], part);
-              grp[m][j] = hn::MulAdd(part, scale, grp[m][j]);
-            }
-          }
+      for (int m = 0; m < M; ++m) {
+        const float* am = ak + m * k_pad;
+        // Two chains of four products (vectors 0-3 and 4-7), added, then scaled into the group.
+        V part0 = hn::Mul(hn::LoadU(df, am), wv[0]);
+        V part1 = hn::Mul(hn::LoadU(df, am + 4 * kL), wv[4]);
+        for (int q = 1; q < 4; ++q) {
+          part0 = hn::MulAdd(hn::LoadU(df, am + q * kL), wv[q], part0);
+          part1 = hn::MulAdd(hn::LoadU(df, am + (4 + q) * kL), wv[4 + q], part1);
         }
+        grp[m] = hn::MulAdd(hn::Add(part0, part1), scale, grp[m]);
       }
     }
-    for (int m = 0; m < M; ++m)
-      for (int j = 0; j < NB; ++j)
-        tot[m][j] =
-            kScaled ? hn::MulAdd(grp[m][j], hn::Set(df, p.a_scale[(kb / a_group) * p.a_scale_stride + m]), tot[m][j])
-                    : hn::Add(tot[m][j], grp[m][j]);
   }
-  for (int m = 0; m < M; ++m)
-    for (int j = 0; j < NB; ++j) p.out[m * p.ldo + n + j] = hn::GetLane(hn::SumOfLanes(df, tot[m][j]));
-  return !bad;
+  if (k1 == k_pad) {
+    close_group((k_pad - 1) / a_group);
+    for (int m = 0; m < M; ++m) p.out[m * p.ldo + n] = hn::GetLane(hn::SumOfLanes(df, tot[m]));
+  }
+  for (int m = 0; m < M; ++m) {
+    sums->grp[m] = grp[m];
+    sums->tot[m] = tot[m];
+  }
+  return bad_bytes == 0;
 }
 
+// Rows [n0, n1) in tiles of kTile rows, each tile over K in blocks whose activations (M rows of
+// fp32) stay within half of L1. Every weight row re-reads all M activation rows; from L2 those reads
+// bound M >= 2 (64 KiB per weight row at M = 4, K = 4096), where one row's (M = 1) do not, and there
+// whole rows read faster from DRAM (M = 1, K = 16384: 28.5 against 25.5 G weights/s in blocks).
 template <int M, bool kScaled>
 bool rows(const GemvFp4Args& p, const float* a, int64_t k_pad) {
-  constexpr int kNb = M == 1 ? 2 : 1;
+  constexpr int64_t kTile = 16;
+  constexpr int64_t kActivationBytes = 16384;
+  const int64_t k_block = M == 1 ? k_pad : HWY_MAX(kChunk, kActivationBytes / (4 * M) / kChunk * kChunk);
+  RowSums<M> sums[kTile];
   bool ok = true;
-  int64_t n = p.n0;
-  for (; n + kNb <= p.n1; n += kNb) ok &= row_block<M, kNb, kScaled>(p, a, k_pad, n);
-  for (; n < p.n1; ++n) ok &= row_block<M, 1, kScaled>(p, a, k_pad, n);
+  for (int64_t n = p.n0; n < p.n1; n += kTile) {
+    const int64_t tile = HWY_MIN(kTile, p.n1 - n);
+    for (int64_t r = 0; r < tile; ++r)
+      for (int m = 0; m < M; ++m) sums[r].grp[m] = sums[r].tot[m] = hn::Zero(DF());
+    for (int64_t k0 = 0; k0 < k_pad; k0 += k_block) {
+      const int64_t k1 = HWY_MIN(k_pad, k0 + k_block);
+      // Software pipeline: the span read about kPrefetchBytes later in this order (rows of a tile,
+      // then the tile's next K block, then the next tile) is fetched while this one is read.
+      const int64_t span_bytes = (k1 - k0) / 2;
+      const int64_t ahead = (kPrefetchBytes + span_bytes - 1) / span_bytes;
+      for (int64_t r = 0; r < tile; ++r) {
+        const uint8_t* pf = nullptr;
+        if (r + ahead < tile) {
+          pf = p.w + (n + r + ahead) * p.ldw + k0 / 2;
+        } else if (k1 < k_pad) {
+          pf = p.w + (n + r + ahead - tile) * p.ldw + k1 / 2;
+        } else if (n + r + ahead < p.n1) {
+          pf = p.w + (n + r + ahead) * p.ldw;
+        }
+        ok &= row_span<M, kScaled>(p, a, k_pad, n + r, k0, k1, pf, &sums[r]);
+      }
+    }
+  }
   return ok;
 }
 
