@@ -20,7 +20,7 @@ namespace {
 constexpr const char* kHelp =
     "usage: tessera run --checkpoint DIR (--prompt IDS ... | --prompt-len N [--batch B] [--seed S])\n"
     "                   [--max-new-tokens N] [--max-seq-len N] [--threads N] [--prefault] [--quiet]\n"
-    "                   [--batch-invariant] [--ep-timeout S]\n"
+    "                   [--lock-weights] [--batch-invariant] [--ep-timeout S]\n"
     "\n"
     "Loads a DeepSeek-V3.2 checkpoint (config.json + *.safetensors, docs/model.md), prefills the prompts\n"
     "as one batch, then decodes greedily. Prints each sequence's new token ids, the prefill time, the\n"
@@ -35,6 +35,9 @@ constexpr const char* kHelp =
     "  --threads N         worker threads (default: all, or TESSERA_NUM_THREADS)\n"
     "  --prefault          map every page of the checkpoint at load (no page faults in the steps; for\n"
     "                      checkpoints that fit in memory)\n"
+    "  --lock-weights      lock every page of the checkpoint in memory (mlock; implies --prefault): the\n"
+    "                      kernel may not page weights out between steps. Needs ulimit -l above the\n"
+    "                      checkpoint's size, or CAP_IPC_LOCK\n"
     "  --quiet             no progress lines on stderr\n"
     "  --batch-invariant   every GEMM row computed as in a batch of >= 9 rows: a sequence's tokens do not\n"
     "                      depend on its batch, so 1 and R expert-parallel ranks print the same bits\n"
@@ -91,7 +94,7 @@ int run_run(int argc, char** argv) {
   std::string checkpoint;
   std::vector<std::vector<int32_t>> prompts;
   long long prompt_len = 0, batch = 1, seed = 0, max_new = 16, max_seq = 0, threads = 0, ep_timeout = 300;
-  bool quiet = false, prefault = false, batch_invariant = false;
+  bool quiet = false, prefault = false, lock_weights = false, batch_invariant = false;
   auto usage_error = [](const std::string& msg) {
     std::fprintf(stderr, "tessera run: %s\n\n%s", msg.c_str(), kHelp);
     return kExitUsage;
@@ -108,6 +111,8 @@ int run_run(int argc, char** argv) {
       batch_invariant = true;
     } else if (a == "--prefault") {
       prefault = true;
+    } else if (a == "--lock-weights") {
+      lock_weights = true;
     } else if (!has_value) {
       return usage_error("'" + a + "' needs a value or is unknown");
     } else if (a == "--checkpoint") {
@@ -141,6 +146,7 @@ int run_run(int argc, char** argv) {
   model::ModelOptions opt;
   opt.ranks = launcher_ranks();
   opt.prefault_weights = prefault;
+  opt.lock_weights = lock_weights;
   opt.batch_invariant = batch_invariant;
   const size_t longest =
       prompts.empty() ? size_t(prompt_len) : std::max_element(prompts.begin(), prompts.end(), [](auto& x, auto& y) {

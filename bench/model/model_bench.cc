@@ -9,12 +9,14 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 
 #include "limit_pct.h"
 #include "model/model_roofline.h"
 #include "python/python_interpreter.h"
+#include "tessera/core/error.h"
 #include "tessera/model.h"
 #include "timing.h"
 
@@ -30,7 +32,10 @@ decode_b<B>  one decode step of B sequences that each hold a long context (M = B
              FP8 weights with 128x128 scales) with 2 layers, one dense and one MoE. Its random checkpoint
              (15.8 GB: 11.3 of routed experts, 3.7 of bf16 embedding and head) is written once by
              `python -m tessera.model.random_checkpoint` into $XDG_CACHE_HOME/tessera/model (else
-             ~/.cache/tessera/model) and mapped whole at load (Model's prefault_weights) before timing.
+             ~/.cache/tessera/model) and mapped whole at load before timing: locked in memory
+             (Model's lock_weights) where it fits in 80% of the available memory and the locked-memory
+             limit allows, so memory reclaim cannot page experts out between steps; else prefaulted
+             (prefault_weights), and the report says which.
              The caches are filled with random FP8 entries (Model::fill_synthetic_context) instead of
              running the prefill; each step feeds random tokens, so the routed experts change
              from step to step as in real decoding.
@@ -355,14 +360,29 @@ std::vector<Row> run_model_bench(const Options& options, const MachineLimits& li
       mo.max_seq_len = max_context + 64;  // room for the timed steps
       // Steady state of a serving process: every weight page read and mapped at load (from disk if it is
       // not cached), so no step reads the disk or takes a page fault on a routed expert's first use
-      // (about 10 ms per batch-1 step otherwise).
+      // (about 10 ms per batch-1 step otherwise); locked where it fits, so that reclaim (DAMON's
+      // pageout on some VMs) cannot take experts back between steps.
       mo.prefault_weights = true;
+      std::error_code ec;
+      const double checkpoint_gb = double(std::filesystem::file_size(dir + "/model.safetensors", ec)) / 1e9;
+      mo.lock_weights = !ec && checkpoint_gb < 0.8 * available_gb();
+      std::string how = mo.lock_weights ? "locked in memory (mlock)" : "prefaulted (too large to lock here)";
       const auto load_start = std::chrono::steady_clock::now();
-      model::Model m(dir, mo);
-      std::fprintf(stderr, "[bench model] model loaded (weights prefaulted) in %.1f s\n",
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+      std::unique_ptr<model::Model> loaded;
+      try {
+        loaded = std::make_unique<model::Model>(dir, mo);
+      } catch (const Error& e) {
+        if (!mo.lock_weights || e.code() != ErrorCode::kRuntime) throw;
+        mo.lock_weights = false;
+        how = "prefaulted, not locked: " + std::string(e.what());
+        loaded = std::make_unique<model::Model>(dir, mo);
+      }
+      model::Model& m = *loaded;
+      std::fprintf(stderr, "[bench model] model loaded in %.1f s, weights %s\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(), how.c_str());
+      note("weights: %s", how.c_str());
       warn_if_not_resident(dir);
-      warn_if_damon_pageout();
+      if (!mo.lock_weights) warn_if_damon_pageout();
       for (const DecodeCase& dc : kDecodeCases) {
         if (dc.full_only && !options.full) continue;
         std::fprintf(stderr, "[bench model] decode b=%lld context %lld\n", (long long)dc.batch, (long long)dc.context);

@@ -123,6 +123,11 @@ struct ModelOptions {
   // cache): steps then take no page faults on weights they touch for the first time (routed experts).
   // For checkpoints that fit in memory; the load takes longer.
   bool prefault_weights = false;
+  // Lock every page of the checkpoint in memory at load (mlock; implies prefault_weights): the kernel
+  // may then not page weights out between steps, as memory reclaim does with file pages no recent step
+  // touched (for example Linux's DAMON with a pageout scheme). Needs the locked-memory limit
+  // (ulimit -l) above the checkpoint's size or CAP_IPC_LOCK; the load throws kRuntime otherwise.
+  bool lock_weights = false;
 };
 
 // What a step returns. logits: [rows, vocab_size] f32. hidden (when asked for): the f32 residual stream

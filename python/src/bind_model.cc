@@ -80,13 +80,16 @@ void bind_model(nb::module_& m) {
       .def(
           "__init__",
           [](model::Model* self, const std::string& path, int64_t max_batch_size, int64_t max_seq_len, int ranks,
-             std::shared_ptr<ep::Group> ep_group, int64_t ep_max_tokens, double ep_timeout, bool batch_invariant) {
+             std::shared_ptr<ep::Group> ep_group, int64_t ep_max_tokens, double ep_timeout, bool batch_invariant,
+             bool prefault_weights, bool lock_weights) {
             nb::gil_scoped_release unlocked;
             model::ModelOptions opt;
             opt.max_batch_size = max_batch_size;
             opt.max_seq_len = max_seq_len;
             opt.ranks = ranks;
             opt.batch_invariant = batch_invariant;
+            opt.prefault_weights = prefault_weights;
+            opt.lock_weights = lock_weights;
             // The exchange is collective over the group; the config comes from the checkpoint.
             if (ep_group)
               opt.exchange = model::make_ep_exchange(ep_group, model::Config::from_file(path + "/config.json"),
@@ -95,7 +98,7 @@ void bind_model(nb::module_& m) {
           },
           nb::arg("path"), nb::arg("max_batch_size"), nb::arg("max_seq_len"), nb::arg("ranks"),
           nb::arg("ep_group").none() = nullptr, nb::arg("ep_max_tokens") = 0, nb::arg("ep_timeout") = 300.0,
-          nb::arg("batch_invariant") = false)
+          nb::arg("batch_invariant") = false, nb::arg("prefault_weights") = false, nb::arg("lock_weights") = false)
       .def("config", [](const model::Model& self) { return config_dict(self.config()); })
       .def_prop_ro("max_batch_size", &model::Model::max_batch_size)
       .def_prop_ro("max_seq_len", &model::Model::max_seq_len)

@@ -33,7 +33,10 @@ struct Model::Impl {
               0,
               nullptr,
               {}} {
-    if (opt.prefault_weights) store.prefault();
+    if (opt.lock_weights)
+      store.lock();
+    else if (opt.prefault_weights)
+      store.prefault();
     state.exchange = opt.exchange;
     batch_invariant = opt.batch_invariant;
     max_batch = state.cache.slots();

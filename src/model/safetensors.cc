@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -137,8 +138,30 @@ void SafetensorsFile::prefault() const {
   (void)sink;
 }
 
+void SafetensorsFile::lock() const {
+  if (::mlock(map_, size_) == 0) return;
+  const int err = errno;
+  struct rlimit limit {};
+  ::getrlimit(RLIMIT_MEMLOCK, &limit);
+  const std::string limit_text =
+      limit.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_cur / 1024) + " KiB";
+  fail(ErrorCode::kRuntime, "safetensors '", path_, "': locking its ", size_ >> 20,
+       " MiB in memory (mlock) failed: ", std::strerror(err), " (the locked-memory limit, ulimit -l, is ", limit_text,
+       "; raise it, run with CAP_IPC_LOCK, or leave lock_weights off)");
+}
+
 void TensorStore::prefault() const {
   for (const auto& f : files_) f->prefault();
+}
+
+void TensorStore::lock() const {
+  for (const auto& f : files_) f->lock();
+}
+
+size_t TensorStore::bytes() const {
+  size_t total = 0;
+  for (const auto& f : files_) total += f->size();
+  return total;
 }
 
 TensorStore::TensorStore(const std::string& dir) {

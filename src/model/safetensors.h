@@ -32,6 +32,10 @@ class SafetensorsFile {
   // Maps every page of the file into this process now (reading it from disk if it is not cached), so
   // that steps do not take a page fault the first time they touch each weight.
   void prefault() const;
+  // Locks the file's pages in memory (mlock: maps them all, and the kernel may not page them out while
+  // the file is mapped). Throws Error naming the file, its size and the locked-memory limit on failure.
+  void lock() const;
+  size_t size() const { return size_; }
 
  private:
   std::string path_;
@@ -51,6 +55,8 @@ class TensorStore {
                               const std::vector<int64_t>& shape) const;
   size_t size() const { return by_name_.size(); }
   void prefault() const;  // every file's prefault()
+  void lock() const;      // every file's lock()
+  size_t bytes() const;   // the files' total size
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

@@ -67,6 +67,27 @@ def test_generate_is_prefill_then_argmax_decode(checkpoint):
     assert got == want
 
 
+def _locked_kb():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmLck:"))
+
+
+def test_prefault_and_lock_weights_give_the_same_tokens(checkpoint):
+    path, _ = checkpoint
+    prompts = [[3, 1, 4, 1, 5], [9, 2]]
+    want = Model(path).generate(prompts, 3)
+    assert Model(path, prefault_weights=True).generate(prompts, 3) == want
+    files = [os.path.join(path, f) for f in os.listdir(path) if f.endswith(".safetensors")]
+    before = _locked_kb()
+    try:
+        locked = Model(path, lock_weights=True)
+    except RuntimeError as e:  # a locked-memory limit below the checkpoint's size, without CAP_IPC_LOCK
+        assert "mlock" in str(e) and "ulimit -l" in str(e)
+        return
+    assert _locked_kb() - before >= sum(os.path.getsize(f) for f in files) // 1024
+    assert locked.generate(prompts, 3) == want
+
+
 def test_bad_arguments_are_named(checkpoint):
     path, c = checkpoint
     m = Model(path, max_batch_size=2, max_seq_len=32)

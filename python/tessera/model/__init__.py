@@ -76,13 +76,18 @@ class Model:
         ep_timeout: with ``ep_group``, seconds a rank waits for a peer before it raises an error naming it.
         batch_invariant: compute every GEMM row as in a batch of >= 9 rows, so a sequence's bits do not
             depend on its batch (1 and R ranks then agree bitwise); costs small-batch decode speed.
+        prefault_weights: map every page of the checkpoint at load, so steps take no page faults on
+            weights they touch first (a routed expert's first use); for checkpoints that fit in memory.
+        lock_weights: lock every page of the checkpoint in memory (mlock; implies ``prefault_weights``),
+            so the kernel may not page weights out between steps. Needs ``ulimit -l`` above the
+            checkpoint's size or CAP_IPC_LOCK; otherwise the load raises ``TesseraRuntimeError`` saying so.
 
     Raises ``InvalidArgumentError`` naming the file, tensor or config key for a bad checkpoint.
     """
 
     def __init__(self, path, max_batch_size: int | None = None, max_seq_len: int | None = None, ranks: int = 1, *,
                  ep_group=None, ep_max_tokens: int | None = None, ep_timeout: float = 300.0,
-                 batch_invariant: bool = False):
+                 batch_invariant: bool = False, prefault_weights: bool = False, lock_weights: bool = False):
         fn = "tessera.model.Model"
         if not isinstance(path, (str, os.PathLike)):
             raise ArgumentTypeError(f"{fn}: argument 'path' must be a path, got {type(path).__name__}")
@@ -96,7 +101,7 @@ class Model:
             from tessera.deep_ep import _group
             native_group = _group.resolve(ep_group, fn=fn)._native
         self._m = _C.Model(os.fspath(path), mb, ms, _int(fn, "ranks", ranks, 1), native_group, max_tokens,
-                           float(ep_timeout), bool(batch_invariant))
+                           float(ep_timeout), bool(batch_invariant), bool(prefault_weights), bool(lock_weights))
         self._config = self._m.config()
 
     @property

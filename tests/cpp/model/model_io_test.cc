@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "checkpoint_writer.h"
 #include "model/safetensors.h"
@@ -168,6 +169,34 @@ TEST_F(Safetensors, ModelNamesTheBadTensor) {
   // A bf16 config over FP8 weights: the dtype is named.
   std::ofstream(dir_ + "/config.json") << testing::config_json(testing::tiny_config(false));
   expect_error([&] { Model m(dir_); }, {"must have dtype BF16, got F8_E4M3"});
+}
+
+// Kilobytes of this process's memory locked in RAM (VmLck in /proc/self/status; -1 when unreadable).
+int64_t locked_kb() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmLck:", 0) == 0) return std::stoll(line.substr(6));
+  return -1;
+}
+
+// lock_weights locks every byte of the checkpoint while the model lives; where the locked-memory limit
+// does not allow it, the load fails naming mlock, the file and the limit.
+TEST_F(Safetensors, LockWeightsLocksTheWholeCheckpoint) {
+  testing::write_random_checkpoint(dir_, testing::tiny_config(true), 1, 1);
+  const auto file_kb = int64_t(std::filesystem::file_size(dir_ + "/model-0.safetensors") / 1024);
+  const int64_t before = locked_kb();
+  ASSERT_GE(before, 0) << "no VmLck in /proc/self/status";
+  ModelOptions opt;
+  opt.lock_weights = true;
+  try {
+    Model m(dir_, opt);
+    EXPECT_GE(locked_kb() - before, file_kb);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kRuntime) << e.what();
+    for (const char* n : {"model-0.safetensors", "mlock", "ulimit -l", "lock_weights"})
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " | " << n;
+  }
+  EXPECT_EQ(locked_kb(), before);  // unlocked with the model
 }
 
 }  // namespace
