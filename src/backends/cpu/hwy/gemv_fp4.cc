@@ -86,9 +86,23 @@ int64_t lane_value(int vec, int64_t l) {
 
 // The 32-value block (0..3 of the chunk) lane l of the vectors with parity h in piece `piece` comes from
 // (16 bytes of a 128-bit block are one block).
-int64_t lane_block(int piece, int h, int64_t l) {
+constexpr int64_t lane_block(int piece, int h, int64_t l) {
   return piece * (kPiece / 32) + (2 * l + h) / 8;
 }
+
+// Per piece of a chunk: the bit offset of each lane's exponent byte in the chunk's exponent word. Both
+// halves' lanes come from the same 128-bit block, so from the same 32-value block (lane_block does not
+// depend on h).
+struct ExponentShifts {
+  alignas(64) uint32_t bits[kPiecesPerChunk][kL];
+};
+constexpr ExponentShifts make_exponent_shifts() {
+  ExponentShifts t{};
+  for (int pc = 0; pc < kPiecesPerChunk; ++pc)
+    for (int64_t l = 0; l < kL; ++l) t.bits[pc][l] = uint32_t(8 * lane_block(pc, 0, l));
+  return t;
+}
+constexpr ExponentShifts kExponentShifts = make_exponent_shifts();
 
 // Activation rows as fp32 in the weights' lane order, zero from K on: row m at dst + m * k_pad.
 void prepare_activations(const GemvFp4Args& p, float* HWY_RESTRICT dst, int64_t k_pad) {
@@ -160,14 +174,6 @@ bool row_span(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad, 
     memset(tail, 0, sizeof tail);
     memcpy(tail, w + row_bytes_full, size_t(p.k / 2 - row_bytes_full));
   }
-  // Per piece: the bit offset of each lane's exponent byte in the chunk's word (both halves' lanes
-  // come from the same 128-bit block, so the same block: lane_block does not depend on h).
-  hn::Vec<DU32> shift[kPiecesPerChunk];
-  for (int pc = 0; pc < kPiecesPerChunk; ++pc) {
-    alignas(64) uint32_t s[kL];
-    for (int64_t l = 0; l < kL; ++l) s[l] = uint32_t(8 * lane_block(pc, 0, l));
-    shift[pc] = hn::Load(du32, s);
-  }
   const int64_t a_group = kScaled ? p.a_group : k_pad;                             // a multiple of 128: whole chunks
   int64_t group_end = k0 == 0 ? a_group : (k0 + a_group - 1) / a_group * a_group;  // the next group to close
   uint32_t bad_bytes = 0;
@@ -198,24 +204,41 @@ bool row_span(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad, 
       VU16 bf16[4];
       widen_bf16(2 * row_bytes_full > kp ? w + kp / 2 : tail + (kp / 2 - row_bytes_full), bf16);
       // 2^(e - 127) per lane: the lane's exponent byte moved into the fp32 exponent field.
-      const V scale = hn::BitCast(df, hn::ShiftLeft<23>(hn::And(hn::Shr(word, shift[pc]), hn::Set(du32, 0xFF))));
-      V wv[8];
-      for (int q = 0; q < 4; ++q) {
-        wv[q] = widen<0>(bf16[q]);
-        wv[4 + q] = widen<1>(bf16[q]);
-      }
+      const V scale = hn::BitCast(
+          df, hn::ShiftLeft<23>(hn::And(hn::Shr(word, hn::Load(du32, kExponentShifts.bits[pc])), hn::Set(du32, 0xFF))));
       const float* ak = a + kp;
-#pragma GCC unroll 8
-      for (int m = 0; m < M; ++m) {
-        const float* am = ak + m * k_pad;
-        // Two chains of four products (vectors 0-3 and 4-7), added, then scaled into the group.
-        V part0 = hn::Mul(hn::LoadU(df, am), wv[0]);
-        V part1 = hn::Mul(hn::LoadU(df, am + 4 * kL), wv[4]);
-        for (int q = 1; q < 4; ++q) {
-          part0 = hn::MulAdd(hn::LoadU(df, am + q * kL), wv[q], part0);
-          part1 = hn::MulAdd(hn::LoadU(df, am + (4 + q) * kL), wv[4 + q], part1);
+      if constexpr (M <= 2) {
+        // Two chains of four products (vectors 0-3 and 4-7) per row, added, then scaled into the group.
+        V wv[8];
+        for (int q = 0; q < 4; ++q) {
+          wv[q] = widen<0>(bf16[q]);
+          wv[4 + q] = widen<1>(bf16[q]);
         }
-        grp[m] = hn::MulAdd(hn::Add(part0, part1), scale, grp[m]);
+        for (int m = 0; m < M; ++m) {
+          const float* am = ak + m * k_pad;
+          V part0 = hn::Mul(hn::LoadU(df, am), wv[0]);
+          V part1 = hn::Mul(hn::LoadU(df, am + 4 * kL), wv[4]);
+          for (int q = 1; q < 4; ++q) {
+            part0 = hn::MulAdd(hn::LoadU(df, am + q * kL), wv[q], part0);
+            part1 = hn::MulAdd(hn::LoadU(df, am + (4 + q) * kL), wv[4 + q], part1);
+          }
+          grp[m] = hn::MulAdd(hn::Add(part0, part1), scale, grp[m]);
+        }
+      } else {
+        // One half of the piece at a time (four widened vectors live, not eight: the rows' sums need
+        // the registers), each half's chain of four scaled into the group.
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          V wv[4];
+          for (int q = 0; q < 4; ++q) wv[q] = h ? widen<1>(bf16[q]) : widen<0>(bf16[q]);
+#pragma GCC unroll 8
+          for (int m = 0; m < M; ++m) {
+            const float* am = ak + m * k_pad + 4 * h * kL;
+            V part = hn::Mul(hn::LoadU(df, am), wv[0]);
+            for (int q = 1; q < 4; ++q) part = hn::MulAdd(hn::LoadU(df, am + q * kL), wv[q], part);
+            grp[m] = hn::MulAdd(part, scale, grp[m]);
+          }
+        }
       }
     }
   }
@@ -231,14 +254,16 @@ bool row_span(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad, 
 }
 
 // Rows [n0, n1) in tiles of kTile rows, each tile over K in blocks whose activations (M rows of
-// fp32) stay within half of L1. Every weight row re-reads all M activation rows; from L2 those reads
-// bound M >= 2 (64 KiB per weight row at M = 4, K = 4096), where one row's (M = 1) do not, and there
-// whole rows read faster from DRAM (M = 1, K = 16384: 28.5 against 25.5 G weights/s in blocks).
+// fp32) stay within half of L1 when they do not fit the whole L1. Every weight row re-reads all M
+// activation rows; from L2 those reads bound M >= 2 (64 KiB per weight row at M = 4, K = 4096), where
+// one row's (M = 1) do not, and there whole rows read faster from DRAM (M = 1, K = 16384: 28.5
+// against 25.5 G weights/s in blocks).
 template <int M, bool kScaled>
 bool rows(const GemvFp4Args& p, const float* a, int64_t k_pad) {
   constexpr int64_t kTile = 16;
   constexpr int64_t kActivationBytes = 16384;
-  const int64_t k_block = M == 1 ? k_pad : HWY_MAX(kChunk, kActivationBytes / (4 * M) / kChunk * kChunk);
+  const bool whole_rows = M == 1 || 4 * M * k_pad <= 2 * kActivationBytes;  // within L1 anyway
+  const int64_t k_block = whole_rows ? k_pad : HWY_MAX(kChunk, kActivationBytes / (4 * M) / kChunk * kChunk);
   RowSums<M> sums[kTile];
   bool ok = true;
   for (int64_t n = p.n0; n < p.n1; n += kTile) {
