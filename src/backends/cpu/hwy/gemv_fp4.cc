@@ -154,8 +154,8 @@ HWY_INLINE uint32_t zero_byte_bits(uint32_t x) {
 // group's sum (weight scales applied) and the total over the closed groups.
 template <int M>
 struct RowSums {
-  V grp[M];
-  V tot[M];
+  alignas(64) float grp[M][kL];  // plain floats: a struct of vectors gets a constructor without the
+  alignas(64) float tot[M][kL];  // target's attributes (NEON builds refuse to inline into it)
 };
 
 // Adds values [k0, k1) of weight row n (k0, k1 multiples of kChunk) to its sums, and writes its
@@ -179,8 +179,8 @@ bool row_span(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad, 
   uint32_t bad_bytes = 0;
   V grp[M], tot[M];
   for (int m = 0; m < M; ++m) {
-    grp[m] = sums->grp[m];
-    tot[m] = sums->tot[m];
+    grp[m] = hn::Load(df, sums->grp[m]);
+    tot[m] = hn::Load(df, sums->tot[m]);
   }
   auto close_group = [&](int64_t group) {
     for (int m = 0; m < M; ++m) {
@@ -247,8 +247,8 @@ bool row_span(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad, 
     for (int m = 0; m < M; ++m) p.out[m * p.ldo + n] = hn::GetLane(hn::SumOfLanes(df, tot[m]));
   }
   for (int m = 0; m < M; ++m) {
-    sums->grp[m] = grp[m];
-    sums->tot[m] = tot[m];
+    hn::Store(grp[m], df, sums->grp[m]);
+    hn::Store(tot[m], df, sums->tot[m]);
   }
   return bad_bytes == 0;
 }
@@ -268,8 +268,7 @@ bool rows(const GemvFp4Args& p, const float* a, int64_t k_pad) {
   bool ok = true;
   for (int64_t n = p.n0; n < p.n1; n += kTile) {
     const int64_t tile = HWY_MIN(kTile, p.n1 - n);
-    for (int64_t r = 0; r < tile; ++r)
-      for (int m = 0; m < M; ++m) sums[r].grp[m] = sums[r].tot[m] = hn::Zero(DF());
+    for (int64_t r = 0; r < tile; ++r) memset(&sums[r], 0, sizeof sums[r]);
     for (int64_t k0 = 0; k0 < k_pad; k0 += k_block) {
       const int64_t k1 = HWY_MIN(k_pad, k0 + k_block);
       // Software pipeline: the span read about kPrefetchBytes later in this order (rows of a tile,
