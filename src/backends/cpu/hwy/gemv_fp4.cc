@@ -84,22 +84,21 @@ int64_t lane_value(int vec, int64_t l) {
   return 2 * byte + t;
 }
 
-// The 32-value block (0..3 of the chunk) lane l of the vectors with parity h in piece `piece` comes from
-// (16 bytes of a 128-bit block are one block).
-constexpr int64_t lane_block(int piece, int h, int64_t l) {
-  return piece * (kPiece / 32) + (2 * l + h) / 8;
+// The 32-value block (0..3 of the chunk) lane l of every vector of piece `piece` comes from: lane l
+// holds 16-bit lane 2 l + h of its 128-bit block (h = 0 or 1, see lane_value), and the 16 bytes of a
+// 128-bit block are one block, so both halves h agree.
+constexpr int64_t lane_block(int piece, int64_t l) {
+  return piece * (kPiece / 32) + (2 * l) / 8;
 }
 
-// Per piece of a chunk: the bit offset of each lane's exponent byte in the chunk's exponent word. Both
-// halves' lanes come from the same 128-bit block, so from the same 32-value block (lane_block does not
-// depend on h).
+// Per piece of a chunk: the bit offset of each lane's exponent byte in the chunk's exponent word.
 struct ExponentShifts {
   alignas(64) uint32_t bits[kPiecesPerChunk][kL];
 };
 constexpr ExponentShifts make_exponent_shifts() {
   ExponentShifts t{};
   for (int pc = 0; pc < kPiecesPerChunk; ++pc)
-    for (int64_t l = 0; l < kL; ++l) t.bits[pc][l] = uint32_t(8 * lane_block(pc, 0, l));
+    for (int64_t l = 0; l < kL; ++l) t.bits[pc][l] = uint32_t(8 * lane_block(pc, l));
   return t;
 }
 constexpr ExponentShifts kExponentShifts = make_exponent_shifts();
@@ -279,7 +278,7 @@ bool rows(const GemvFp4Args& p, const float* a, int64_t k_pad) {
         const uint8_t* pf = nullptr;
         if (r + ahead < tile) {
           pf = p.w + (n + r + ahead) * p.ldw + k0 / 2;
-        } else if (k1 < k_pad) {
+        } else if (k1 < k_pad && r + ahead - tile < tile) {
           pf = p.w + (n + r + ahead - tile) * p.ldw + k1 / 2;
         } else if (n + r + ahead < p.n1) {
           pf = p.w + (n + r + ahead) * p.ldw;
