@@ -8,7 +8,8 @@
 //    whose exponent bias is 8 larger, so the half holds the value x 2^-8 (subnormals included), then
 //    vcvtph2ps. The weights' 2^-8 is undone by one exact factor 256 on each sum. e4m3's NaN (S.1111.111)
 //    has no such counterpart: a row holding one gives NaN outputs, as the products would. At the avx2
-//    level, e4m3 weights with M <= 4 take byte planes instead (gemv_e4m3_planes-inl.h).
+//    level, e4m3 weights with M <= 4 (2 <= M <= 4 at avx512) take byte planes instead
+//    (gemv_e4m3_planes-inl.h).
 // Every weight row is one chain of accumulators per activation row, so its bits do not depend on the
 // other rows of its block or on how rows were split between threads.
 #undef HWY_TARGET_INCLUDE
@@ -297,8 +298,8 @@ void gemv_typed(const GemvArgs& p, float* a, int64_t k_pad) {
 void gemv(const GemvArgs& p) {
   const int64_t k_pad = (p.k + kChunk - 1) / kChunk * kChunk;
   float* a = static_cast<float*>(p.scratch);
-#if HWY_TARGET == HWY_AVX2
-  // e4m3 weights at M <= 4 as byte planes there (gemv_e4m3_planes-inl.h): the binary16 route below
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  // e4m3 weights at small M as byte planes there (gemv_e4m3_planes-inl.h): the binary16 route below
   // costs about 3 times the issue slots of the planes' shifts on the ports the FMAs use (Zen 3:
   // vcvtph2ps and vextracti128 one per cycle).
   if (e4m3_planes::takes(p)) return e4m3_planes::gemv(p, a, k_pad);

@@ -1,4 +1,5 @@
-// Decode GEMV over e4m3 weights read as byte planes, for the avx2 level (gemv.cc calls it there).
+// Decode GEMV over e4m3 weights read as byte planes, for the avx2 and avx512 levels (gemv.cc calls it
+// there).
 // Each 32-bit lane of a loaded vector holds 4 codes; plane J (J = 0..3) takes byte J of every lane
 // into an fp32 vector with shifts and a mask only: the code's sign goes to bit 31 and its exponent
 // and mantissa to bits 20..26, which is the code's value times 2^-120 as an fp32 (subnormal codes
@@ -30,7 +31,7 @@
 #include "backends/cpu/gemv_row_count.h"
 #include "backends/cpu/scalar_convert.h"
 
-#if HWY_TARGET == HWY_AVX2
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 #include <xmmintrin.h>  // _mm_getcsr, _mm_setcsr
 
 HWY_BEFORE_NAMESPACE();
@@ -61,8 +62,11 @@ constexpr int kBlockRows = M == 1   ? 2
                            : M == 2 ? 3
                                     : 2;
 // Above 4 activation rows the binary16 route's blocks (gemv.cc) are faster: one thread, 4096 x 7168
-// weights, M = 5-8 took 1.22-1.30x its time here.
+// weights, M = 5-8 took 1.22-1.30x its time here. At avx512 the binary16 route is also faster for one
+// row (Zen 4, two threads from DRAM: 1.25x the planes' time at M = 1; the planes 0.9x its time at M = 2
+// and 4).
 constexpr int kMaxRows = 4;
+constexpr int kMinRows = HWY_TARGET == HWY_AVX3 ? 2 : 1;
 template <int M>
 constexpr int kChains = M == 1 ? 2 : 1;
 
@@ -216,9 +220,9 @@ void rows(const GemvArgs& p, const float* a, int64_t k_pad) {
   for (; n < p.n1; ++n) row_block<M, 1, kScaled>(p, a, k_pad, n);
 }
 
-// Whether gemv below takes the problem: e4m3 weights (and activations), M <= kMaxRows.
+// Whether gemv below takes the problem: e4m3 weights (and activations), kMinRows <= M <= kMaxRows.
 inline bool takes(const GemvArgs& p) {
-  return p.w_type == GemmSrcType::kE4M3 && p.m <= kMaxRows;
+  return p.w_type == GemmSrcType::kE4M3 && p.m >= kMinRows && p.m <= kMaxRows;
 }
 
 // The GEMV of gemv.cc for the problems it takes; a = p.scratch, k_pad a multiple of kChunk.
@@ -243,6 +247,6 @@ inline void gemv(const GemvArgs& p, float* a, int64_t k_pad) {
 }  // namespace
 }  // namespace tessera::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
-#endif  // HWY_TARGET == HWY_AVX2
+#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 
 #endif  // include guard
