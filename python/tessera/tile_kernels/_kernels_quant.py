@@ -21,7 +21,10 @@ from ._kernel_cache import kernel_cache
 
 TL_DTYPE = {"bfloat16": "bfloat16", "float32": "float32", "float8_e4m3fn": "float8_e4m3", "int8": "int8",
             "uint8": "uint8"}
-_TILE_ELEMS = 4096  # elements of one per-token block: a 16 KiB float32 fragment
+_TILE_ELEMS = 4096  # elements of one float32 fragment of a block cast: 16 KiB
+# Elements of one per-token tile: a few rows, so a grid block reads few row streams at once (32 rows
+# of 128 took 1.3-1.5x the time of 4 rows from DRAM; docs/notes/2026-12-07-zen4-levels-side-by-side.md).
+_TOKEN_TILE_ELEMS = 512
 
 
 def _compile(prim):
@@ -101,7 +104,7 @@ def per_token_cast(hidden: int, npc: int, spec_key, fmt: str, round_sf: bool, sf
     spec = InputSpec(*spec_key)
     tokens = T.dynamic("num_tokens")
     k_blocks = L.ceil_div(hidden, npc)
-    rows = max(1, min(64, _TILE_ELEMS // npc))
+    rows = max(1, min(64, _TOKEN_TILE_ELEMS // npc))
     x_ann, x_sf_ann = _input_params(spec, hidden, tokens)
     out_ann = T.Tensor((tokens, hidden if fmt == "e4m3" else hidden // 2),
                        "float8_e4m3" if fmt == "e4m3" else "uint8")
@@ -389,7 +392,7 @@ def swiglu_per_token_cast(hidden: int, npc: int, in_dtype: str, round_sf: bool, 
     rows_total = T.dynamic("num_expanded_tokens")
     pairs = T.dynamic("num_token_topk")
     k_blocks = L.ceil_div(hidden, npc)
-    rows = max(1, min(64, _TILE_ELEMS // npc))
+    rows = max(1, min(64, _TOKEN_TILE_ELEMS // npc))
     x_ann = T.Tensor((rows_total, 2 * hidden), TL_DTYPE[in_dtype])
     out_ann = T.Tensor((rows_total, hidden), "uint8")
     sf_ann = T.Tensor(L.sf_param_shape(sf_layout, rows_total, k_blocks, T.dynamic("sf_cols")),
