@@ -170,14 +170,14 @@ def _make_prim(body, x_ann, x_sf_ann, out_ann, sf_ann):
     return main
 
 
-_CHUNK_ROWS = 32
+_CHUNK_ROWS = 4  # rows per chunk of a block cast: few row streams at once, as _TOKEN_TILE_ELEMS
 
 
 @T.macro
 def _chunked_block_cast(x, out, sf, bt, bc, k_blocks, tokens, fmt, round_sf, sf_layout, clamp_min):
     """A plain-input block cast whose float32 block would not fit L1 (128 x 128 is 64 KiB): the block is
-    read in 32-row chunks twice, once for its maximum and once to encode, through a 16 KiB fragment
-    (the second read finds the bf16 block in L1 / L2)."""
+    read in _CHUNK_ROWS-row chunks twice, once for its maximum and once to encode, through a small
+    fragment (the second read finds the bf16 block in L1 / L2)."""
     with T.Kernel(k_blocks, T.ceildiv(tokens, bt), threads=256) as (bk, bm):
         frag = T.alloc_fragment((_CHUNK_ROWS, bc), "float32")
         row_max = T.alloc_fragment((_CHUNK_ROWS,), "float32")
