@@ -242,13 +242,14 @@ def per_block_cast(hidden: int, bt: int, bc: int, spec_key, fmt: str, round_sf: 
 @kernel_cache
 def cast_back(hidden: int, spec_key, out_dtype: str):
     """Decodes FP8 / FP4 codes times their factors into bfloat16 / float32 (x, x_sf, out). A block is
-    bt rows (at least 8) by one factor block of columns: the factors are read once per row."""
+    bt rows (at least 4: few row streams at once, as _TOKEN_TILE_ELEMS) by one factor block of columns:
+    the factors are read once per row."""
     spec = InputSpec(*spec_key)
     bt, bc = spec.sf_block
     tokens = T.dynamic("num_tokens")
     x_ann, x_sf_ann = _input_params(spec, hidden, tokens)
     out_ann = T.Tensor((tokens, hidden), TL_DTYPE[out_dtype])
-    rows = max(8, bt)
+    rows = max(4, bt)
 
     @T.prim_func
     def main(x: x_ann, x_sf: x_sf_ann, out: out_ann):
