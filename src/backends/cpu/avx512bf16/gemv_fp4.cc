@@ -64,7 +64,9 @@ bool gemv_block(const GemvFp4Args& p, const uint16_t* a, int64_t lda, int64_t n)
     __m512 scale[NB];
 #pragma GCC unroll 4
     for (int j = 0; j < NB; ++j) {
-      if (next) _mm_prefetch(reinterpret_cast<const char*>(w[j] + next + k / 2), _MM_HINT_T0);
+      // Into L2, not L1: prefetcht0 filled the L1 miss buffers (Zen 4, masked decode of 5 rows over
+      // 4096 x 2048 e2m1 weights: 1.17-1.20 -> 0.70-0.72 ms).
+      if (next) _mm_prefetch(reinterpret_cast<const char*>(w[j] + next + k / 2), _MM_HINT_T1);
       __m512i bytes;
       uint32_t word;
       avx512bf16::fp4_weight_chunk(p, w[j], ex[j], k, &bytes, &word);
