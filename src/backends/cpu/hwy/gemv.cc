@@ -14,7 +14,6 @@
 // other rows of its block or on how rows were split between threads.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/hwy/gemv.cc"
-#include <hwy/cache_control.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <math.h>
@@ -24,6 +23,7 @@
 #include <type_traits>
 
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/gemv_prefetch.h"
 #include "backends/cpu/gemv_row_count.h"
 #include "backends/cpu/hwy/f16_halves-inl.h"
 #include "backends/cpu/hwy/gemv_e4m3_planes-inl.h"
@@ -42,7 +42,6 @@ using VU8 = hn::Vec<DU8>;
 
 constexpr int64_t kL = int64_t(hn::MaxLanes(DF()));  // fp32 lanes per vector
 constexpr int64_t kChunk = 64;                       // K padding unit (GemvArgs: groups are whole chunks)
-constexpr int64_t kPrefetchBytes = 8192;
 
 // How a weight row is cut into pieces and widened to fp32. A wide piece is one input vector: 2 (bf16)
 // or 4 (e4m3) fp32 vectors in a permuted lane order (see the top of the file). A narrow e4m3 piece is
@@ -177,10 +176,10 @@ void row_block(const GemvArgs& p, const float* HWY_RESTRICT a, int64_t k_pad, in
       memcpy(tail[j], w[j] + k_whole * es, size_t((p.k - k_whole) * es));
     }
   }
-  // Software pipeline: the same K offset of the block of rows at least kPrefetchBytes on is fetched
+  // Software pipeline: the same K offset of the block of rows at least kGemvPrefetchBytes on is fetched
   // while this block is read (rows of a few KiB are too short for the hardware prefetcher to ramp up).
   const int64_t block_bytes = NB * p.k * es;
-  const int64_t ahead = (kPrefetchBytes + block_bytes - 1) / block_bytes * NB;
+  const int64_t ahead = (kGemvPrefetchBytes + block_bytes - 1) / block_bytes * NB;
   const int64_t next = n + ahead + NB <= p.n1 ? ahead * p.ldw * es : 0;
   const float unit = kFp8 ? 256.0f : 1.0f;  // undoes the weights' 2^-8
   const int64_t group = kScaled ? p.group : k_pad;
@@ -206,8 +205,8 @@ void row_block(const GemvArgs& p, const float* HWY_RESTRICT a, int64_t k_pad, in
     for (int64_t kc = kb; kc < ke; kc += kChunk) {
       const uint8_t* src[NB];
       for (int j = 0; j < NB; ++j) {
-        if (next) hwy::Prefetch(w[j] + next + kc * es);
-        if (es == 2 && next) hwy::Prefetch(w[j] + next + kc * es + 64);
+        if (next) prefetch_weights_l2(w[j] + next + kc * es);
+        if (es == 2 && next) prefetch_weights_l2(w[j] + next + kc * es + 64);
         src[j] = kc < k_whole ? w[j] + kc * es : tail[j];
       }
       for (int64_t kp = 0; kp < kChunk; kp += kPiece) {

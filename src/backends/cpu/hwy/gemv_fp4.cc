@@ -14,13 +14,13 @@
 // depend on the rows beside it, on how rows were split between threads, or on the K blocks below.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/hwy/gemv_fp4.cc"
-#include <hwy/cache_control.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "backends/cpu/gemm_kernel_set.h"
+#include "backends/cpu/gemv_prefetch.h"
 #include "backends/cpu/gemv_row_count.h"
 #include "backends/cpu/scalar_convert.h"
 
@@ -41,7 +41,6 @@ constexpr int64_t kL = int64_t(hn::MaxLanes(DF()));  // fp32 lanes per vector
 constexpr int64_t kPiece = 8 * kL;                   // values per input vector (4 kL bytes)
 constexpr int64_t kChunk = 128;                      // values per exponent word (4 blocks of 32)
 constexpr int kPiecesPerChunk = int(kChunk / kPiece);
-constexpr int64_t kPrefetchBytes = 8192;
 
 // The bfloat16 e2m1 values 0, 0.5, 1, 1.5, 2, 3, 4, 6, then the same negated: upper and lower bytes.
 alignas(16) constexpr uint8_t kBf16HighBytes[16] = {0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,
@@ -193,7 +192,7 @@ bool row_span(const GemvFp4Args& p, const float* HWY_RESTRICT a, int64_t k_pad, 
       close_group(k / a_group - 1);
       group_end += a_group;
     }
-    if (pf) hwy::Prefetch(pf + (k - k0) / 2);  // a chunk is one 64-byte line
+    if (pf) prefetch_weights_l2(pf + (k - k0) / 2);  // a chunk is one 64-byte line
     const uint32_t exp_word = exponent_word(p, exps, k);
     bad_bytes |= zero_byte_bits(exp_word) | zero_byte_bits(~exp_word);  // an exponent of 0 or 255
     const auto word = hn::Set(du32, exp_word);
@@ -270,10 +269,10 @@ bool rows(const GemvFp4Args& p, const float* a, int64_t k_pad) {
     for (int64_t r = 0; r < tile; ++r) memset(&sums[r], 0, sizeof sums[r]);
     for (int64_t k0 = 0; k0 < k_pad; k0 += k_block) {
       const int64_t k1 = HWY_MIN(k_pad, k0 + k_block);
-      // Software pipeline: the span read about kPrefetchBytes later in this order (rows of a tile,
+      // Software pipeline: the span read about kGemvPrefetchBytes later in this order (rows of a tile,
       // then the tile's next K block, then the next tile) is fetched while this one is read.
       const int64_t span_bytes = (k1 - k0) / 2;
-      const int64_t ahead = (kPrefetchBytes + span_bytes - 1) / span_bytes;
+      const int64_t ahead = (kGemvPrefetchBytes + span_bytes - 1) / span_bytes;
       for (int64_t r = 0; r < tile; ++r) {
         const uint8_t* pf = nullptr;
         if (r + ahead < tile) {
