@@ -5,21 +5,15 @@
 
 #include <cstddef>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TESSERA_EP_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TESSERA_EP_ASAN 1
-#endif
-#endif
+#include "core/asan.h"
 
-#ifdef TESSERA_EP_ASAN
+#ifdef TESSERA_ASAN
 #include <sanitizer/asan_interface.h>
 #endif
 
 namespace tessera::ep::detail {
 
-#ifdef TESSERA_EP_ASAN
+#ifdef TESSERA_ASAN
 constexpr bool kAsanPoisons = true;
 inline void asan_poison(const void* p, size_t bytes) {
   ASAN_POISON_MEMORY_REGION(p, bytes);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "checkpoint_writer.h"
+#include "core/asan.h"
 #include "model/safetensors.h"
 #include "tessera/core/error.h"
 #include "tessera/core/json.h"
@@ -171,14 +172,6 @@ TEST_F(Safetensors, ModelNamesTheBadTensor) {
   expect_error([&] { Model m(dir_); }, {"must have dtype BF16, got F8_E4M3"});
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TESSERA_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TESSERA_TEST_UNDER_ASAN 1
-#endif
-#endif
-
 // Kilobytes of this process's memory locked in RAM (VmLck in /proc/self/status; -1 when unreadable).
 int64_t locked_kb() {
   std::ifstream in("/proc/self/status");
@@ -190,9 +183,7 @@ int64_t locked_kb() {
 // lock_weights locks every byte of the checkpoint while the model lives; where the locked-memory limit
 // does not allow it, the load fails naming mlock, the file and the limit.
 TEST_F(Safetensors, LockWeightsLocksTheWholeCheckpoint) {
-#ifdef TESSERA_TEST_UNDER_ASAN
-  GTEST_SKIP() << "AddressSanitizer intercepts mlock and returns 0 without locking anything";
-#endif
+  if (kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer intercepts mlock and returns 0 without locking anything";
   testing::write_random_checkpoint(dir_, testing::tiny_config(true), 1, 1);
   const auto file_kb = int64_t(std::filesystem::file_size(dir_ + "/model-0.safetensors") / 1024);
   const int64_t before = locked_kb();
