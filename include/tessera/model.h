@@ -120,8 +120,9 @@ struct ModelOptions {
   // the sequences differently, bitwise identical. Costs the decode GEMVs of small batches.
   bool batch_invariant = false;
   // Map every page of the checkpoint into the process at load (reads it all when it is not in the page
-  // cache): steps then take no page faults on weights they touch for the first time (routed experts).
-  // For checkpoints that fit in memory; the load takes longer.
+  // cache) and read one byte of each page: steps then take no page faults, and pay no hypervisor's
+  // first-touch cost, on weights they touch for the first time (routed experts). For checkpoints that
+  // fit in memory; the load takes longer.
   bool prefault_weights = false;
   // Lock every page of the checkpoint in memory at load (mlock; implies prefault_weights): the kernel
   // may then not page weights out between steps, as memory reclaim does with file pages no recent step

@@ -29,15 +29,17 @@ class SafetensorsFile {
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
   const std::vector<StoredTensor>& tensors() const { return tensors_; }
-  // Maps every page of the file into this process now (reading it from disk if it is not cached), so
-  // that steps do not take a page fault the first time they touch each weight.
+  // Maps every page of the file into this process now (reading it from disk if it is not cached) and
+  // reads one byte of each, so that steps do not pay for the first touch of each weight.
   void prefault() const;
   // Locks the file's pages in memory (mlock: maps them all, and the kernel may not page them out while
-  // the file is mapped). Throws Error naming the file, its size and the locked-memory limit on failure.
+  // the file is mapped), then reads one byte of each page as prefault() does. Throws Error naming the
+  // file, its size and the locked-memory limit on failure.
   void lock() const;
   size_t size() const { return size_; }
 
  private:
+  void touch_pages() const;
   std::string path_;
   void* map_ = nullptr;
   size_t size_ = 0;

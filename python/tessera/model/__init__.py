@@ -76,8 +76,9 @@ class Model:
         ep_timeout: with ``ep_group``, seconds a rank waits for a peer before it raises an error naming it.
         batch_invariant: compute every GEMM row as in a batch of >= 9 rows, so a sequence's bits do not
             depend on its batch (1 and R ranks then agree bitwise); costs small-batch decode speed.
-        prefault_weights: map every page of the checkpoint at load, so steps take no page faults on
-            weights they touch first (a routed expert's first use); for checkpoints that fit in memory.
+        prefault_weights: map every page of the checkpoint at load and read one byte of each, so steps
+            take no page faults (nor a hypervisor's first-touch cost) on weights they touch first (a
+            routed expert's first use); for checkpoints that fit in memory.
         lock_weights: lock every page of the checkpoint in memory (mlock; implies ``prefault_weights``),
             so the kernel may not page weights out between steps. Needs ``ulimit -l`` above the
             checkpoint's size or CAP_IPC_LOCK; otherwise the load raises ``TesseraRuntimeError`` saying so.
