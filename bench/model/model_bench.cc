@@ -42,8 +42,8 @@ decode_b<B>  one decode step of B sequences that each hold a long context (M = B
              quick: B in {1, 8, 64} at 32768 tokens; --full adds B = 1 and 8 at 4096 tokens.
 generate_tiny  greedy generation on the tiny config (python/tessera/model/configs/tiny.json; 4 prompts
              of 32 tokens, 32 new tokens each) in one Python process: tessera.model against the same model
-             in eager PyTorch (tessera.model.torch_eager, written as DeepSeek's inference code is); skipped
-             without torch.
+             in eager PyTorch (tessera.model.torch_eager, written as DeepSeek's inference code is); each
+             timed call follows an untimed one of the same model; medians of 3; skipped without torch.
 
 Columns (decode rows): time_ms = median step time (TPOT) over at least 3 s and 5 steps (quick: 3);
 GFLOP/s and GB/s = the step's counted flops and bytes (bench/model/model_roofline.cc: weights as stored,
