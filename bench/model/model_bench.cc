@@ -53,9 +53,10 @@ read bandwidth (measured right after the row) and flops / bf16 peak (measured at
 After each row: the per-component breakdown of the median step, the GEMM part (projections, MLPs,
 experts, gate, head) against its own roofline, and the 61-layer model (3 dense + 58 MoE layers)
 extrapolated from the slice's per-layer times and bytes. After the rows: the resident memory the model
-added against the KV cache, and the weights mapped. The rows need the whole checkpoint in memory: when less than 95% of
-it is resident after the load (too little memory free), a warning says the rows measure the disk; so does
-one when Linux's DAMON runs a pageout scheme (it pages out cold checkpoint pages between steps).
+added against the KV cache, and the weights mapped. The rows need the whole checkpoint in memory: when
+less than 95% of it is resident after the load (too little memory free), a warning says the rows
+measure the disk; so does one when Linux's DAMON runs a pageout scheme (it pages out cold checkpoint
+pages between steps).
 )";
 
 namespace {

@@ -127,10 +127,10 @@ SafetensorsFile::~SafetensorsFile() {
   if (map_) ::munmap(map_, size_);
 }
 
-// Reads one byte of every page on every pool thread. Mapping a page (MADV_POPULATE_READ, mlock) does not
-// read it, and under some hypervisors the first read of a page the disk just filled still costs
-// microseconds (measured on a Firecracker VM: 64 MiB regions read at 0.6-1.2 GB/s the first time,
-// 25-30 GB/s after one read per 4 KiB page), which would land in the first steps' times instead.
+// Reads one byte of every page, on the pool's threads. Mapping a page (MADV_POPULATE_READ, mlock) does not
+// read it, and under some hypervisors the first CPU read of a page the disk just filled costs
+// microseconds, which would otherwise land in the first steps that touch it
+// (docs/notes/2026-12-07-model-first-touch.md).
 void SafetensorsFile::touch_pages() const {
   const int64_t page = ::sysconf(_SC_PAGESIZE);
   const int64_t pages = int64_t((size_ + size_t(page) - 1) / size_t(page));

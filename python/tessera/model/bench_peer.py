@@ -5,9 +5,9 @@ Both run greedy generation of the same prompts from the same random checkpoint (
 this process with the same thread count, alternating run by run so a shared machine slows both alike;
 medians of the runs. In each run each model generates twice back to back and only the second call is
 timed, so that neither is timed while the other's worker threads still spin-wait for more work or its
-own threads wake from sleep (the tiny model's generation took 14 ms warm, ~17 ms right after torch's
-generation and 18-20 ms after a 0.2 s pause on a 2-vCPU VM). Prints ``generate_tiny <prompts> <prompt_len> <new_tokens> <tessera_ms> <torch_ms>``;
-without torch prints ``skip: torch is not installed`` and exits 0.
+own threads wake from sleep (docs/notes/2026-12-07-model-first-touch.md). Prints
+``generate_tiny <prompts> <prompt_len> <new_tokens> <tessera_ms> <torch_ms>``; without torch prints
+``skip: torch is not installed`` and exits 0.
 """
 import argparse
 import os
