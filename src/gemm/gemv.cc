@@ -91,19 +91,22 @@ bool folds_activation_scales(const GemmProblem& p) {
   return p.a.type == cpu::GemmSrcType::kE4M3 && scales_are_powers_of_two(p.sa, p.m, scale_groups(p), -117, 119);
 }
 
-// a[m][k] * scale(m, k) as bf16 rows of K values (exact: folds_activation_scales).
-std::vector<uint16_t> fold_activations(const GemmProblem& p) {
-  const int64_t a_group = activation_group(p);
-  std::vector<uint16_t> out(size_t(p.m * p.k));
-  for (int64_t m = 0; m < p.m; ++m) {
-    const uint8_t* row = static_cast<const uint8_t*>(p.a.data) + m * p.a.stride_r;
-    for (int64_t k0 = 0; k0 < p.k; k0 += a_group) {
-      const float s = p.sa.at((k0 / a_group) * p.sa.g_div, m);
-      for (int64_t k = k0; k < std::min(p.k, k0 + a_group); ++k)
-        out[size_t(m * p.k + k)] = f32_to_bf16(e4m3_to_f32(row[k * p.a.stride_k]) * s);
+// Every e4m3 code as bf16 bits (exact: 4 significant bits), and 0xFFFF for the codes whose value a
+// power-of-two scale may move by its exponent field (not zero, not NaN).
+struct E4m3Bf16Table {
+  uint16_t bits[256];
+  uint16_t scalable[256];
+};
+const E4m3Bf16Table& e4m3_bf16_table() {
+  static const E4m3Bf16Table t = [] {
+    E4m3Bf16Table r{};
+    for (int b = 0; b < 256; ++b) {
+      r.bits[b] = f32_to_bf16(e4m3_to_f32(uint8_t(b)));
+      r.scalable[b] = (b & 0x7F) != 0 && (b & 0x7F) != 0x7F ? 0xFFFF : 0;
     }
-  }
-  return out;
+    return r;
+  }();
+  return t;
 }
 
 // The FP4-weight kernel over chunks [c0, c1) of p; false if an exponent was out of its range. With
@@ -145,6 +148,27 @@ bool run_fp4_chunks(const GemmProblem& p, const std::vector<float>& a_scale, con
 }
 
 }  // namespace
+
+// a[m][k] * scale(m, k) as bf16 rows of K values (exact: folds_activation_scales). The scale 2^e adds e
+// to the exponent field of each nonzero finite value, which stays a normal bf16 for the exponents
+// folds_activation_scales allows: the same bits as rounding e4m3_to_f32(a) * 2^e to bf16.
+std::vector<uint16_t> fold_activations(const GemmProblem& p) {
+  const E4m3Bf16Table& t = e4m3_bf16_table();
+  const int64_t a_group = activation_group(p);
+  std::vector<uint16_t> out(size_t(p.m * p.k));
+  for (int64_t m = 0; m < p.m; ++m) {
+    const uint8_t* row = static_cast<const uint8_t*>(p.a.data) + m * p.a.stride_r;
+    for (int64_t k0 = 0; k0 < p.k; k0 += a_group) {
+      const int exponent = int((f32_bits(p.sa.at((k0 / a_group) * p.sa.g_div, m)) >> 23) & 0xFF) - 127;
+      const uint16_t add = uint16_t(uint32_t(exponent) << 7);  // modulo 2^16: a negative e subtracts
+      for (int64_t k = k0; k < std::min(p.k, k0 + a_group); ++k) {
+        const uint8_t b = row[k * p.a.stride_k];
+        out[size_t(m * p.k + k)] = uint16_t(t.bits[b] + (t.scalable[b] & add));
+      }
+    }
+  }
+  return out;
+}
 
 const char* gemv_fp4_refusal(const GemmProblem& p) {
   if (p.m > kGemvMaxM) return "M > 8";

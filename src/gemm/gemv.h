@@ -17,6 +17,10 @@ void run_gemv(const GemmProblem& p, cpu::GemvFn gemv);
 // range (their outputs must be recomputed another way).
 const char* gemv_fp4_refusal(const GemmProblem& p);
 std::vector<GemmProblem> run_gemv_fp4_batch(const GemmProblem* problems, int64_t count, cpu::GemvFp4Fn gemv);
+// The e4m3 activations of p times their power-of-two scales, as bf16 rows of K values, for the FP4 GEMV's
+// activation scale groups narrower than its 128-value steps. Exact; p must pass folds_activation_scales
+// (gemv.cc): per-32 UE8M0 scales 2^e with -117 <= e <= 119.
+std::vector<uint16_t> fold_activations(const GemmProblem& p);
 
 // Independent problems (all passing gemv_refusal) in one parallel region.
 void run_gemv_batch(const GemmProblem* problems, int64_t count, cpu::GemvFn gemv);

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "gemm/gemm_cases.h"
+#include "gemm/gemv.h"
 #include "gemm/plan.h"
+#include "tessera/core/dtype.h"
 
 namespace tessera::test {
 namespace {
@@ -96,6 +98,35 @@ TEST(GemmFoldedScales, FoldedAndUnfoldedMatchTheReference) {
       g.run();
       ASSERT_TRUE(g.check()) << recipe << ", unfolded";
     }
+  }
+}
+
+// The FP4 GEMV folds per-32 power-of-two activation scales into bf16 activations by adding the exponent
+// to each value's exponent field: for every e4m3 code (zeros, subnormals, NaN included) and every
+// exponent the fold allows, the bits must be those of rounding e4m3 value * 2^e to bf16.
+TEST(GemmFoldedScales, Fp4GemvActivationFoldIsExactForEveryCodeAndExponent) {
+  constexpr int64_t kK = 256 + 32;  // every code once, then a group of codes with a stride
+  std::vector<uint8_t> a(2 * kK);
+  for (int64_t k = 0; k < kK; ++k) a[k] = uint8_t(k < 256 ? k : (k * 37) & 0xFF);
+  for (int64_t k = 0; k < kK; ++k) a[kK + k] = uint8_t(255 - a[k]);
+  for (int e = -117; e <= 119; ++e) {
+    const int64_t groups = kK / 32;
+    std::vector<float> sa(size_t(groups * 2));
+    for (int64_t g = 0; g < groups; ++g) {
+      sa[size_t(g * 2)] = std::ldexp(1.0f, e);
+      sa[size_t(g * 2 + 1)] = std::ldexp(1.0f, g % 2 ? e : -e / 2);  // the second row: another exponent per group
+    }
+    gemm::GemmProblem p;
+    p.m = 2, p.n = 1, p.k = kK, p.group = 32;
+    p.a = {a.data(), cpu::GemmSrcType::kE4M3, kK, 1};
+    p.sa.data = sa.data(), p.sa.stride_g = 2;
+    const std::vector<uint16_t> got = gemm::fold_activations(p);
+    ASSERT_EQ(got.size(), size_t(2 * kK));
+    for (int64_t m = 0; m < 2; ++m)
+      for (int64_t k = 0; k < kK; ++k) {
+        const uint16_t want = f32_to_bf16(e4m3_to_f32(a[size_t(m * kK + k)]) * sa[size_t((k / 32) * 2 + m)]);
+        ASSERT_EQ(got[size_t(m * kK + k)], want) << "code " << int(a[size_t(m * kK + k)]) << " row " << m << " e " << e;
+      }
   }
 }
 
