@@ -40,10 +40,16 @@ void build_query_panel(const cpu::MqaLogitsKernels& k, const QuerySource& q, int
       k.e4m3_to_bf16(row, q.dim, dst);
       continue;
     }
-    uint32_t word = 0;
+    uint32_t word = 0x7F7F7F7Fu;  // without scale factors: 2^0 for every block
     if (q.sf) {
       const int32_t* w = q.sf + (i / q.inner) * q.sf_outer + (i % q.inner) * q.sf_inner + h * q.sf_head;
       std::memcpy(&word, w, 4);
+    }
+    if (k.key_bytes == 2 && q.stride_d == 1) {  // the set's MX conversion writes bf16 rows: the same bits
+      uint8_t scales[4];
+      std::memcpy(scales, &word, 4);
+      k.mx_keys({row, 0, scales, 0, 1, q.dim, q.fp4, dst});
+      continue;
     }
     for (int d = 0; d < q.dim; ++d)
       dst[d] = element_bf16(row, d, q.fp4, q.stride_d, q.sf ? ue8m0_scale(word, d / 32) : 1.0f);

@@ -80,9 +80,12 @@ struct MqaLogitsKernels {
 
 // The bf16 sets. The scalar one is the reference; its panel layout ("pair-interleaved by head",
 // element (h, d) at panel[(d / 2) * (32 * head_vectors) + h * 2 + d % 2], zero for h >= heads) is the
-// one the vdpbf16ps kernel reads, and both share its pack_query, panel_bytes and mx_keys.
+// one the vdpbf16ps kernel reads, and both share its pack_query and panel_bytes.
 const MqaLogitsKernels* mqa_kernels_scalar();
 const MqaLogitsKernels* mqa_kernels_avx512bf16();  // nullptr when built without that level
+// The vdpbf16ps set's MX key conversion (avx512bf16/mqa_mx_keys.cc; the AMX set shares it): the scalar
+// set's bits, by table lookups and exponent adds.
+void mqa_mx_keys_avx512bf16(const MqaMxKeyArgs& args);
 // The AMX set (amx/mqa_logits_amx.cc): the bf16 panel layout (its own pack_query), the vdpbf16ps
 // set's MX key conversion, its own FP8 one (same bits), rows by tdpbf16ps (with rows_prefetch).
 const MqaLogitsKernels* mqa_kernels_amx();

@@ -87,7 +87,8 @@ TEST_P(MqaKernels, MxKeyRowsMatchTheScaledCodes) {
   if (!isa_supported(GetParam())) GTEST_SKIP() << "ISA not supported here";
   const cpu::MqaLogitsKernels& k = set();
   Rng rng = Rng::for_current_test();
-  const uint8_t exponents[] = {0, 1, 100, 127, 140, 254, 255};
+  // Both ends of the ranges that keep every product a normal bf16 (FP8 10..246, FP4 2..252), and past them.
+  const uint8_t exponents[] = {0, 1, 2, 9, 10, 100, 127, 140, 246, 247, 252, 253, 254, 255};
   for (bool fp4 : {false, true})
     for (int dim : {32, 64, 128}) {
       if (fp4 && dim == 32) continue;
@@ -96,7 +97,8 @@ TEST_P(MqaKernels, MxKeyRowsMatchTheScaledCodes) {
       for (auto& v : values) v = uint8_t(rng.bits32());
       std::vector<uint8_t> scales(size_t(rows * 8));
       for (int r = 0; r < rows; ++r)
-        for (int b = 0; b < 4; ++b) scales[size_t(r * 8 + b)] = exponents[rng.index(7)];
+        for (int b = 0; b < 4; ++b)
+          scales[size_t(r * 8 + b)] = exponents[size_t(r * 4 + b) % sizeof(exponents)];  // each at least twice
       std::vector<char> tile(size_t(rows * dim * k.key_bytes));
       k.mx_keys({values.data(), stride, scales.data(), 8, rows, dim, fp4, tile.data()});
       for (int r = 0; r < rows; ++r)

@@ -137,10 +137,9 @@ void e4m3_keys(const uint8_t* src, int64_t n, void* dst) {
   e4m3_to_bf16(src, n, static_cast<uint16_t*>(dst));
 }
 
-// Panels, panel size and MX keys are the scalar set's (plain C, defined in scalar/mqa_logits.cc).
-const MqaLogitsKernels kSet = {
-    "mqa_avx512bf16", 2, mqa_panel_bytes_bf16, mqa_pack_query_bf16, e4m3_to_bf16, e4m3_keys, mqa_mx_keys_bf16, rows,
-};
+// Panels and panel size are the scalar set's (plain C, defined in scalar/mqa_logits.cc).
+const MqaLogitsKernels kSet = {"mqa_avx512bf16", 2,         mqa_panel_bytes_bf16,   mqa_pack_query_bf16,
+                               e4m3_to_bf16,     e4m3_keys, mqa_mx_keys_avx512bf16, rows};
 
 }  // namespace
 
