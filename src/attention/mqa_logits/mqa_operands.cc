@@ -45,10 +45,16 @@ void build_query_panel(const cpu::MqaLogitsKernels& k, const QuerySource& q, int
       const int32_t* w = q.sf + (i / q.inner) * q.sf_outer + (i % q.inner) * q.sf_inner + h * q.sf_head;
       std::memcpy(&word, w, 4);
     }
-    if (k.key_bytes == 2 && q.stride_d == 1) {  // the set's MX conversion writes bf16 rows: the same bits
+    if (q.stride_d == 1) {  // the set's MX conversion: bf16 rows (the same bits), or fp32 products to round
       uint8_t scales[4];
       std::memcpy(scales, &word, 4);
-      k.mx_keys({row, 0, scales, 0, 1, q.dim, q.fp4, dst});
+      if (k.key_bytes == 2) {
+        k.mx_keys({row, 0, scales, 0, 1, q.dim, q.fp4, dst});
+      } else {
+        float products[128];
+        k.mx_keys({row, 0, scales, 0, 1, q.dim, q.fp4, products});
+        for (int d = 0; d < q.dim; ++d) dst[d] = f32_to_bf16(products[d]);
+      }
       continue;
     }
     for (int d = 0; d < q.dim; ++d)
