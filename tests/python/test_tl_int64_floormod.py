@@ -1,6 +1,8 @@
 """int64 `%` in a vectorized T.Parallel loop (floor modulo, Python's rule) against numpy: divisors in
 [1, 2^31) take the runtime's float64 quotient steps at AVX-512, vectors with any other divisor the
-scalar loop. Lengths are whole vectors: masked-off tail lanes would divide by the 0 they load."""
+scalar loop. Integer `//` and `%` are total, as numpy's are: a zero divisor gives 0 (masked-off tail
+lanes load zeros) and MIN // -1 wraps, where x86's division instruction would trap."""
+import pytest
 import numpy as np
 
 import test_tl_common  # noqa: F401 - kernel cache
@@ -17,6 +19,18 @@ def floormod(n):
     def main(a: T.Tensor((n,), "int64"), b: T.Tensor((n,), "int64"), r: T.Tensor((n,), "int64")):
         with T.Kernel(1) as _:
             for i in T.Parallel(n):
+                r[i] = a[i] % b[i]
+    return main
+
+
+@tessera.jit(out_idx=[-2, -1])
+def floordiv_and_mod(n, dtype):
+    @T.prim_func
+    def main(a: T.Tensor((n,), dtype), b: T.Tensor((n,), dtype), q: T.Tensor((n,), dtype),
+             r: T.Tensor((n,), dtype)):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(n):
+                q[i] = a[i] // b[i]
                 r[i] = a[i] % b[i]
     return main
 
@@ -61,3 +75,20 @@ def test_int64_floormod_edges_against_every_divisor_range():
     a = np.tile(edges, len(divisors))
     d = np.repeat(np.array(divisors, dtype=np.int64), edges.size)
     np.testing.assert_array_equal(floormod(a.size)(a, d), np.mod(a, d))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_division_by_zero_and_min_by_minus_one_do_not_trap(rng, dtype):
+    """A tail of 5 lanes past whole vectors, every seventh divisor 0, and MIN against -1: the results
+    numpy gives (0 for a zero divisor, MIN // -1 = MIN, MIN % -1 = 0), and no SIGFPE."""
+    info = np.iinfo(dtype)
+    n = 16 * 9 + 5
+    d = rng.integers(-50, 50, size=n).astype(dtype)
+    d[::7] = 0
+    d[3] = d[n - 1] = -1
+    a = rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
+    a[3] = a[n - 1] = info.min
+    q, r = floordiv_and_mod(n, dtype)(a, d)
+    with np.errstate(divide="ignore", over="ignore"):
+        np.testing.assert_array_equal(q, np.floor_divide(a, d))
+        np.testing.assert_array_equal(r, np.mod(a, d))

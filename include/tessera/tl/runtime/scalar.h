@@ -113,13 +113,24 @@ inline float decode_e2m1(int32_t code) {
 }
 
 // ---- integer helpers (Python semantics: floor division) ----
+// Defined for every divisor, as numpy's integer // and % are: x // 0 = x % 0 = 0, MIN // -1 = MIN
+// (wrapping), MIN % -1 = 0. x86's division traps on those, and vector code computes lanes a GPU thread
+// would skip: masked-off tail lanes and untaken branches hold divisors of 0.
+template <class T>
+inline bool division_traps(T a, T b) {
+  if (b == 0) return true;
+  if constexpr (T(-1) < T(0)) return b == T(-1) && a == T(T(1) << (sizeof(T) * 8 - 1));
+  return false;
+}
 template <class T>
 inline T floordiv(T a, T b) {
+  if (__builtin_expect(division_traps(a, b), 0)) return b == 0 ? T(0) : a;
   const T q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 template <class T>
 inline T floormod(T a, T b) {
+  if (__builtin_expect(division_traps(a, b), 0)) return T(0);
   const T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
