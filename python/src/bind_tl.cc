@@ -167,6 +167,9 @@ void bind_tl(nb::module_& m) {
       .def("alloc",
            [](KernelBuilder& b, const std::string& name, const std::vector<int64_t>& shape, const std::string& dtype,
               const std::string& scope) { return b.alloc(name, shape, type_from_name(dtype), scope_from(scope)); })
+      .def("tensor_at",
+           [](KernelBuilder& b, const std::string& name, const std::vector<Expr>& shape, const std::string& dtype,
+              const Expr& address) { return b.tensor_at(name, shape, type_from_name(dtype), address); })
       .def("begin_for",
            [](KernelBuilder& b, const std::string& var, const Expr& mn, const Expr& extent, const std::string& kind,
               int stages) { return b.begin_for(var, mn, extent, for_kind_from(kind), stages); })

@@ -66,3 +66,23 @@ def test_library_functions_still_refuse_uint32():
 
     with pytest.raises(InvalidArgumentError, match="f: argument 'x' has unsupported dtype uint32"):
         to_ref(np.zeros(3, np.uint32), "f", "x")
+
+
+@tessera.jit(out_idx=[-1])
+def row_max(dtype, rows, cols):
+    @T.prim_func
+    def main(a: T.Tensor((rows, cols), dtype), out: T.Tensor((rows,), dtype)):
+        with T.Kernel(1) as _:
+            tile = T.alloc_fragment((rows, cols), dtype)
+            best = T.alloc_fragment((rows,), dtype)
+            T.copy(a[0, 0], tile)
+            T.reduce_max(tile, best, dim=1)
+            T.copy(best, out[0])
+    return main
+
+
+@pytest.mark.parametrize("dtype", ["uint32", "uint64"])
+def test_row_max_of_unsigned_values(dtype):
+    """TileKernels' lossless block cast takes the largest uint32 exponent of each block."""
+    a = random_bits(dtype, (5, 67))
+    np.testing.assert_array_equal(row_max(dtype, 5, 67)(a), a.max(axis=1))

@@ -62,6 +62,9 @@ class KernelBuilder {
   std::vector<Buffer> kernel_allocs() const;  // the buffers allocated so far in the open T.Kernel
   // On-chip buffers (inside the kernel). kLocal buffers live in registers/stack of the block.
   Buffer alloc(const std::string& name, const std::vector<int64_t>& shape, DataType dtype, Scope scope);
+  // T.make_tensor: a row-major global tensor at a run-time address (an int64 value, e.g. read from a table
+  // of tensor addresses), usable from here to the end of the enclosing loop, if or kernel body.
+  Buffer tensor_at(const std::string& name, const std::vector<Expr>& shape, DataType dtype, Expr address);
 
   // ---- loops and conditionals ----
   Expr begin_for(const std::string& var, Expr min, Expr extent, ForKind kind, int num_stages = 0);

@@ -103,6 +103,9 @@ struct BufferNode {
   Scope scope;
   std::vector<Expr> shape;    // int expressions: constants for on-chip buffers, symbols allowed for global
   std::vector<Expr> strides;  // elements; global: the last is 1, the others are runtime symbols
+  // T.make_tensor: a row-major global tensor whose first element is at this address (an int64 variable
+  // bound by a let around the tensor's AllocateNode). Undefined for parameters and on-chip buffers.
+  Expr address;
   Loc loc;
   int64_t numel_const() const;  // product of the shape when every dim is a constant, else -1
 };
@@ -284,7 +287,7 @@ struct SeqNode : StmtNode {
   std::vector<Stmt> stmts;
   static Stmt make(std::vector<Stmt> stmts, Loc loc = {});  // flattens nested sequences
 };
-struct AllocateNode : StmtNode {  // an on-chip buffer that lives for the body
+struct AllocateNode : StmtNode {  // an on-chip buffer (or a T.make_tensor view) that lives for the body
   TESSERA_TL_NODE_HEADER(Allocate, StmtNode)
   Buffer buffer;
   Stmt body;

@@ -10,10 +10,12 @@
 //   runtime/transpose.h  VW x VW block transposes in registers (transposed reads of on-chip buffers),
 //                        on the shuffles of runtime/transpose_blocks.h
 //   runtime/ops.h     row reductions, atomics, prefetch, the tile GEMM call
+//   runtime/packed_fp4.h  global float4 e2m1 tensors (two codes per byte) as `nibbles` pointers
 #pragma once
 
 #include "tessera/tl/runtime/abi.h"
 #include "tessera/tl/runtime/ops.h"
+#include "tessera/tl/runtime/packed_fp4.h"
 #include "tessera/tl/runtime/scalar.h"
 #include "tessera/tl/runtime/transpose.h"
 #include "tessera/tl/runtime/vector.h"

@@ -25,13 +25,16 @@ enum class DataType : uint8_t {
   kFloat64,
   kFloat8E4M3,  // float8_e4m3fn
   kFloat8E5M2,
+  // float4_e2m1fn. On-chip buffers hold one code per byte (low nibble); a global tensor is packed like
+  // DeepGEMM's and TileKernels' FP4 (two codes per byte, element 2i in the low nibble).
+  kFloat4E2M1,
   kHandle,  // an address (only produced by lowering: operands of runtime calls)
 };
 
 const char* type_name(DataType t);  // "float32", "bfloat16", ...
 // TileLang's names and aliases ("float", "half", "float8_e4m3fn", "int", ...). Throws kInvalidArgument.
 DataType type_from_name(std::string_view name);
-int type_bytes(DataType t);  // storage bytes; 8 for handles
+int type_bytes(DataType t);  // storage bytes; 8 for handles; 1 for float4 (on-chip: a code per byte)
 bool is_float(DataType t);   // every floating type including float8
 bool is_int(DataType t);     // signed or unsigned integers and bool
 bool is_signed_int(DataType t);

@@ -23,8 +23,8 @@ from TileLang.
                 T.copy(C_l, C[by * block_M, bx * block_N])
         return main
 """
-from ._dtypes import (DType, bfloat16, bool, double, dtype, float, float8_e4m3, float8_e4m3fn, float8_e5m2,  # noqa: A004
-                      float16, float32, float64, half, int, int8, int16, int32, int64, tfloat32, uint, uint8, uint16,
+from ._dtypes import (DType, bfloat16, bool, double, dtype, float, float4_e2m1, float4_e2m1fn,  # noqa: A004
+                      float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32, float64, half, int, int8, int16, int32, int64, tfloat32, uint, uint8, uint16,
                       uint32, uint64)
 from ._eager import const, empty
 from ._expr import Buffer as BufferProxy
@@ -36,6 +36,7 @@ from ._extern import call_extern
 from ._reducers import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from ._threads import (get_lane_idx, get_thread_binding, get_warp_group_idx, get_warp_idx, get_warp_idx_sync,
                        thread_return)
+from ._pointers import make_tensor, ptr
 from ._views import im2col, reshape, view
 from ._warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp_reduce_bitand, warp_reduce_bitor, warp_reduce_max,
                     warp_reduce_min, warp_reduce_sum)

@@ -86,10 +86,13 @@ def canonical(dtype) -> str:
 
 
 _NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
-          "bfloat16", "float32", "float64", "float8_e4m3", "float8_e5m2"]
+          "bfloat16", "float32", "float64", "float8_e4m3", "float8_e5m2", "float4_e2m1"]
 for _n in _NAMES:
     globals()[_n] = DType(_n)
 float8_e4m3fn = DType("float8_e4m3")
+# A global float4 tensor is packed, two codes per byte (element 2i in the low nibble): an int8 / uint8 /
+# torch.float4_e2m1fn_x2 tensor whose last dimension is half the declared one (docs/tl.md).
+float4_e2m1fn = DType("float4_e2m1")
 half = DType("float16")
 float = DType("float32")  # noqa: A001 - TileLang spells it this way too
 double = DType("float64")
@@ -98,9 +101,9 @@ uint = DType("uint32")
 
 _BITS = {"bool": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16, "uint32": 32,
          "uint64": 64, "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64, "float8_e4m3": 8,
-         "float8_e5m2": 8}
+         "float8_e5m2": 8, "float4_e2m1": 4}
 dtype = DType  # TileLang's T.dtype: the dtype class, callable on any dtype spelling
 # tf32 operands: the CPU GEMM reads them as full float32 (TileLang truncates the mantissa to 10 bits)
 tfloat32 = DType("float32")
 
-FLOAT_TYPES = {"float16", "bfloat16", "float32", "float64", "float8_e4m3", "float8_e5m2"}
+FLOAT_TYPES = {"float16", "bfloat16", "float32", "float64", "float8_e4m3", "float8_e5m2", "float4_e2m1"}

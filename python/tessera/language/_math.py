@@ -159,6 +159,8 @@ def max_value(dtype):
     import numpy as np
 
     name = canonical(dtype)
+    if name == "float4_e2m1":
+        return cast(name, 6.0)
     if name in ("float32", "float16", "bfloat16", "float64", "float8_e4m3", "float8_e5m2"):
         import ml_dtypes
         finfo = {"bfloat16": ml_dtypes.finfo(ml_dtypes.bfloat16), "float8_e4m3": ml_dtypes.finfo(ml_dtypes.float8_e4m3fn),

@@ -5,7 +5,7 @@ from .. import _C
 from .._arrays import BITS_CARRIERS, dtype_name, is_torch_tensor, like, to_ref
 from .._errors import InvalidArgumentError
 from ..language._dim_formulas import bind_formulas, check_formulas
-from ._dtypes import numpy_dtype
+from ._dtypes import logical_shape, numpy_dtype, storage_shape
 
 
 def _normalize_out_idx(out_idx, n):
@@ -81,7 +81,7 @@ class JITKernel:
         for p, a in zip(self.params, args_by_param):
             if a is None or not p.is_tensor:
                 continue
-            shape = tuple(a.shape)
+            shape = logical_shape(p.dtype, a.shape)
             for d, dim in enumerate(p.shape):
                 if isinstance(dim, str) and d < len(shape):
                     symbols.setdefault(dim, int(shape[d]))
@@ -112,7 +112,8 @@ class JITKernel:
         outputs = []
         for i in self.out_idx:
             p = self.params[i]
-            out = like(np.empty(self.output_shape(p, symbols), dtype=numpy_dtype(p.dtype)), reference)
+            shape = storage_shape(p.dtype, self.output_shape(p, symbols), f"kernel '{self.name}'", p.name)
+            out = like(np.empty(shape, dtype=numpy_dtype(p.dtype)), reference)
             full[i] = out
             outputs.append(out)
         self.call_all(full)
@@ -131,7 +132,8 @@ class JITKernel:
             if a is None and p.is_tensor:
                 if some_given:
                     symbols.update({d: 0 for d in p.shape if isinstance(d, str) and d not in symbols})
-                filled[i] = np.zeros(self.output_shape(p, symbols, "the absent (None) argument"),
+                shape = self.output_shape(p, symbols, "the absent (None) argument")
+                filled[i] = np.zeros(storage_shape(p.dtype, shape, f"kernel '{self.name}'", p.name),
                                      dtype=numpy_dtype(p.dtype))
         return filled
 
@@ -145,7 +147,8 @@ class JITKernel:
         shapes = tuple(self.output_shape(p, symbols) for p in self._all_params if p.role == "scratch")
         scratch = self._scratch.get(shapes)
         if scratch is None:
-            scratch = [np.zeros(shape, dtype=numpy_dtype(p.dtype))
+            scratch = [np.zeros(storage_shape(p.dtype, shape, f"kernel '{self.name}'", p.name),
+                                dtype=numpy_dtype(p.dtype))
                        for p, shape in zip((p for p in self._all_params if p.role == "scratch"), shapes)]
             self._scratch = {shapes: scratch}
         it_args, it_scratch = iter(args), iter(scratch)

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._arrays import like, to_numpy, torch_module
 from .._errors import InvalidArgumentError
-from ._dtypes import numpy_dtype
+from ._dtypes import PACKED, numpy_dtype, storage_shape
 
 _input_kind = "numpy"
 
@@ -94,6 +94,9 @@ class TensorSupplyType(enum.Enum):
 def supply_tensor(shape, dtype, kind, rng):
     """A random (or constant) numpy array of the given tile-language dtype."""
     dt = numpy_dtype(dtype)
+    if dtype == PACKED:  # random bytes: two float4 codes each, any code a valid value
+        shape = storage_shape(dtype, shape, "Profiler", "input")
+        return np.zeros(shape, dt) if kind == TensorSupplyType.Zero else rng.integers(-128, 128, shape).astype(dt)
     if kind == TensorSupplyType.Zero:
         return np.zeros(shape, dt)
     if kind == TensorSupplyType.One:

@@ -13,6 +13,7 @@ struct KernelBuilder::Frame {
     Stmt stmt;
     Expr let_var, let_value;  // a pending let: the following entries become its body
     Loc loc;
+    Buffer scoped;  // a T.make_tensor buffer: the following entries become its AllocateNode's body
   };
   std::vector<Entry> entries;
   Loc loc;
@@ -59,6 +60,9 @@ Stmt KernelBuilder::close_frame() {
       std::vector<Stmt> body(tail.rbegin(), tail.rend());
       Stmt let = LetStmtNode::make(e.let_var, e.let_value, SeqNode::make(body, e.loc), e.loc);
       tail.assign(1, let);
+    } else if (e.scoped) {
+      std::vector<Stmt> body(tail.rbegin(), tail.rend());
+      tail.assign(1, AllocateNode::make(e.scoped, SeqNode::make(body, e.loc), e.loc));
     } else {
       tail.push_back(e.stmt);
     }
@@ -167,6 +171,29 @@ Buffer KernelBuilder::alloc(const std::string& name, const std::vector<int64_t>&
   for (int64_t d : shape) dims.push_back(make_int(d, loc_));
   Buffer b = make_buffer(name, dtype, scope, dims, loc_);
   kernel->allocs.push_back(b);
+  return b;
+}
+
+Buffer KernelBuilder::tensor_at(const std::string& name, const std::vector<Expr>& shape, DataType dtype, Expr address) {
+  if (stack_->size() == 1) fail_at(loc_, "T.make_tensor('" + name + "'): only inside T.Kernel");
+  if (!address.defined() || !is_int(address.type()))
+    fail_at(loc_, "T.make_tensor('" + name + "'): the address must be an integer (an element of a T.ptr tensor)");
+  const Buffer shaped = make_buffer(name, dtype, Scope::kGlobal, shape, loc_);
+  auto b = std::make_shared<BufferNode>(*shaped);
+  int64_t const_stride = 1;  // the product of the dims so far while they are constants
+  Expr stride;               // else the product as an int64 expression
+  for (size_t d = shape.size(); d-- > 0;) {
+    b->strides[d] = stride.defined() ? stride : IntImmNode::make(DataType::kInt64, const_stride, loc_);
+    int64_t v = 0;
+    if (!stride.defined() && is_const_int(shape[d], &v)) {
+      const_stride *= v;
+    } else {
+      const Expr prev = stride.defined() ? stride : IntImmNode::make(DataType::kInt64, const_stride, loc_);
+      stride = BinaryNode::make(BinOp::kMul, prev, CastNode::make(DataType::kInt64, shape[d], loc_), loc_);
+    }
+  }
+  b->address = let(name + "_address", CastNode::make(DataType::kInt64, address, loc_));
+  top().entries.push_back(Frame::Entry{{}, {}, {}, loc_, b});
   return b;
 }
 

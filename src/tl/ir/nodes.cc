@@ -268,7 +268,8 @@ Stmt SeqNode::make(std::vector<Stmt> stmts, Loc loc) {
 
 Stmt AllocateNode::make(const Buffer& buffer, Stmt body, Loc loc) {
   require(buffer != nullptr && body.defined(), loc, "allocate", "buffer and body are required");
-  require(buffer->scope != Scope::kGlobal, loc, "allocate", "global buffers are kernel parameters");
+  require(buffer->scope != Scope::kGlobal || buffer->address.defined(), loc, "allocate",
+          "global buffers are kernel parameters (or T.make_tensor views)");
   auto n = alloc_stmt<AllocateNode>(loc);
   n->buffer = buffer;
   n->body = std::move(body);

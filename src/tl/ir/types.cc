@@ -31,8 +31,11 @@ constexpr Name kNames[] = {
     {"float64", DataType::kFloat64},
     {"float8_e4m3", DataType::kFloat8E4M3},
     {"float8_e5m2", DataType::kFloat8E5M2},
+    {"float4_e2m1", DataType::kFloat4E2M1},
     {"handle", DataType::kHandle},
     {"float8_e4m3fn", DataType::kFloat8E4M3},
+    {"float4_e2m1fn", DataType::kFloat4E2M1},
+    {"float4_e2m1fn_x2", DataType::kFloat4E2M1},
     {"float", DataType::kFloat32},
     {"half", DataType::kFloat16},
     {"double", DataType::kFloat64},
@@ -80,7 +83,7 @@ DataType type_from_name(std::string_view name) {
     if (name == n.name) return n.type;
   fail(ErrorCode::kInvalidArgument, "tl: unknown dtype '", std::string(name),
        "'; expected one of bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, "
-       "float32, float64, float8_e4m3, float8_e5m2");
+       "float32, float64, float8_e4m3, float8_e5m2, float4_e2m1");
 }
 
 int type_bytes(DataType t) {
@@ -90,6 +93,7 @@ int type_bytes(DataType t) {
     case DataType::kUInt8:
     case DataType::kFloat8E4M3:
     case DataType::kFloat8E5M2:
+    case DataType::kFloat4E2M1:
       return 1;
     case DataType::kInt16:
     case DataType::kUInt16:
@@ -113,6 +117,7 @@ bool is_float(DataType t) {
     case DataType::kFloat64:
     case DataType::kFloat8E4M3:
     case DataType::kFloat8E5M2:
+    case DataType::kFloat4E2M1:
       return true;
     default:
       return false;

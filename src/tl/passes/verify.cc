@@ -84,6 +84,7 @@ class Verifier : public IRVisitor {
     bind(op->var, op->body);
   }
   void visit_Allocate(const AllocateNode* op) override {
+    if (op->buffer->address.defined()) visit(op->buffer->address);
     buffers_.insert(op->buffer.get());
     visit(op->body);
     buffers_.erase(op->buffer.get());

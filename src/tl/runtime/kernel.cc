@@ -42,6 +42,8 @@ std::map<std::string, std::shared_ptr<const Kernel::Impl>>& memory_cache() {
 // set lacks arrive as the type of the same width that carries their bits (int16 / uint16 as float16,
 // uint32 as int32, uint64 as int64; Python's tl layer checks the caller's real dtype first).
 bool dtype_matches(DataType want, DType have) {
+  if (want == DataType::kFloat4E2M1)  // packed FP4 arrives as bytes (two codes each)
+    return have == DType::kF4E2M1 || have == DType::kI8 || have == DType::kU8;
   switch (have) {
     case DType::kF32:
       return want == DataType::kFloat32;
@@ -70,6 +72,20 @@ bool dtype_matches(DataType want, DType have) {
       return want == DataType::kUInt8 || want == DataType::kInt8;  // raw bytes
   }
   return false;
+}
+
+// A packed float4 tensor of bytes (..., n) as the kernel sees it: (..., 2n) codes, the outer strides
+// doubled.
+TensorView view_in_codes(const TensorView& t, const std::string& fn, const std::string& name) {
+  const int last = t.ndim - 1;
+  if (t.shape[last] > 1 && t.strides[last] != 1)
+    fail(ErrorCode::kInvalidArgument, fn, ": argument '", name, "' (packed float4, two codes per byte) must have ",
+         "unit stride in its last dimension, got strides ", t.strides_str());
+  TensorView v = t;
+  for (int d = 0; d < last; ++d) v.strides[d] = 2 * t.strides[d];
+  v.shape[last] = 2 * t.shape[last];
+  v.strides[last] = 1;
+  return v;
 }
 
 std::string param_list(const KernelSignature& sig) {
@@ -146,6 +162,7 @@ void Kernel::operator()(const std::vector<KernelArg>& args) const {
   const size_t n = args.size();
   std::vector<void*> data(n, nullptr);
   std::vector<const int64_t*> strides(n, nullptr);
+  std::vector<TensorView> in_codes(n);  // packed float4 tensors as the kernel indexes them
   std::vector<int64_t> ints(n, 0);
   std::vector<double> floats(n, 0.0);
   std::vector<int64_t> symbols(sig.symbols.size(), -1);
@@ -161,7 +178,9 @@ void Kernel::operator()(const std::vector<KernelArg>& args) const {
       continue;
     }
     if (!a.is_tensor) fail(ErrorCode::kInvalidArgument, fn, ": argument '", p.name, "' must be a tensor, got a scalar");
-    const TensorView& t = a.tensor;
+    const bool packed = p.dtype == DataType::kFloat4E2M1 && a.tensor.ndim > 0;
+    if (packed) in_codes[i] = view_in_codes(a.tensor, fn, p.name);
+    const TensorView& t = packed ? in_codes[i] : a.tensor;
     if (!dtype_matches(p.dtype, t.dtype))
       fail(ErrorCode::kInvalidArgument, fn, ": argument '", p.name, "' must have dtype ", type_name(p.dtype), ", got ",
            dtype_name(t.dtype));

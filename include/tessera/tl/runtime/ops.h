@@ -26,11 +26,16 @@ inline elem_t<V> hreduce(V v, int op) {
 
 template <int kOp, class V>
 inline V combine(V acc, V x) {
-  if constexpr (kOp == kSum) return acc + x;
-  if constexpr (kOp == kAbsSum) return acc + vabs(x);
-  if constexpr (kOp == kMax) return x > acc ? x : acc;
-  if constexpr (kOp == kMin) return x < acc ? x : acc;
-  return vabs(x) > acc ? vabs(x) : acc;  // kAbsMax
+  if constexpr (kOp == kSum)
+    return acc + x;
+  else if constexpr (kOp == kAbsSum)
+    return acc + vabs(x);
+  else if constexpr (kOp == kMax)
+    return x > acc ? x : acc;
+  else if constexpr (kOp == kMin)
+    return x < acc ? x : acc;
+  else
+    return vabs(x) > acc ? vabs(x) : acc;  // kAbsMax
 }
 
 template <int kOp, class V>
@@ -84,6 +89,7 @@ TLRT_REDUCE(bf16, uint16_t, vf)
 TLRT_REDUCE(f16, uint16_t, vf)
 TLRT_REDUCE(e4m3, uint8_t, vf)
 TLRT_REDUCE(e5m2, uint8_t, vf)
+TLRT_REDUCE(e2m1, uint8_t, vf)
 TLRT_REDUCE(i8, int8_t, vi)
 TLRT_REDUCE(u8, uint8_t, vi)
 TLRT_REDUCE(i16, int16_t, vi)

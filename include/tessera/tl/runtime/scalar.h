@@ -111,6 +111,20 @@ inline float decode_e2m1(int32_t code) {
   const float mag = c < 2 ? 0.5f * float(c) : from_bits(((c >> 1) + 126u) << 23) * (1.0f + 0.5f * float(c & 1u));
   return (code & 8) ? -mag : mag;
 }
+// Stored float4 e2m1 values: rounded to nearest even, saturated at +-6 (inf too), NaN -> 0 (e2m1 has
+// no NaN or inf), as tessera's FP4 encoder (tessera/core/dtype.h) and CUDA's satfinite conversion.
+inline float e2m1_to_f32(uint8_t code) {
+  return decode_e2m1(code & 15);
+}
+inline uint8_t f32_to_e2m1(float x) {
+  const uint32_t u = bits(x), sign = (u >> 28) & 0x8u, a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return 0;
+  const uint32_t code = a == 0x7F800000u ? 7u : round_small<1, 1>(a);
+  return uint8_t(sign | (code > 7u ? 7u : code));
+}
+inline float round_e2m1(float x) {
+  return e2m1_to_f32(f32_to_e2m1(x));
+}
 
 // ---- integer helpers (Python semantics: floor division) ----
 // Defined for every divisor, as numpy's integer // and % are: x // 0 = x % 0 = 0, MIN // -1 = MIN

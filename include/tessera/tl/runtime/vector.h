@@ -342,6 +342,21 @@ inline vb enc_e5m2(vf x) {
   const vi mag = (vi)a > int32_t(0x7F800000u) ? 0x7E : (code < 0x7C ? code : 0x7C);
   return convert<vb>(mag | (vi)((u >> 24) & 0x80u));
 }
+// e2m1 codes (one per byte, low nibble): codes 2..7 are 2^((c >> 1) - 1) * (1 + (c & 1) / 2), built
+// from their exponent and mantissa bits; 0 and 1 are 0 and 0.5.
+inline vf dec_e2m1(vb b) {
+  const vi c = convert<vi>(b), m = c & 7;
+  const vf normal = (vf)((((m >> 1) + 126) << 23) | ((m & 1) << 22));
+  const vf value = m < 2 ? __builtin_convertvector(m, vf) * 0.5f : normal;
+  return (vf)((vu)value | (vu)((c & 8) << 28));
+}
+// Past 6 (and inf) the code exceeds 7 and saturates to 7; NaN becomes 0, as in the scalar rule.
+inline vb enc_e2m1(vf x) {
+  const vu u = (vu)x, a = u & 0x7FFFFFFFu;
+  const vi code = small_float_magnitude_code<1, 0>(a);
+  const vi signed_code = (code < 7 ? code : 7) | (vi)((u >> 28) & 0x8u);
+  return convert<vb>((vi)a > int32_t(0x7F800000u) ? 0 : signed_code);
+}
 inline vi dec_i8(vsb x) {
   return convert<vi>(x);
 }
@@ -426,6 +441,7 @@ TLRT_VECTOR_DTYPE(bf16, uint16_t, vh, vf)
 TLRT_VECTOR_DTYPE(f16, uint16_t, vh, vf)
 TLRT_VECTOR_DTYPE(e4m3, uint8_t, vb, vf)
 TLRT_VECTOR_DTYPE(e5m2, uint8_t, vb, vf)
+TLRT_VECTOR_DTYPE(e2m1, uint8_t, vb, vf)
 TLRT_VECTOR_DTYPE(i8, int8_t, vsb, vi)
 TLRT_VECTOR_DTYPE(u8, uint8_t, vb, vi)
 TLRT_VECTOR_DTYPE(i16, int16_t, vs, vi)
@@ -470,6 +486,9 @@ inline vf vround_e4m3(vf x) {
 inline vf vround_e5m2(vf x) {
   return dec_e5m2(enc_e5m2(x));
 }
+inline vf vround_e2m1(vf x) {
+  return dec_e2m1(enc_e2m1(x));
+}
 
 // ---- math (lane-for-lane equal to the scalar versions in scalar.h) ----
 template <class V>
@@ -508,6 +527,12 @@ inline vi vabs(vi x) {
 }
 inline vl vabs(vl x) {
   return x < 0 ? -x : x;
+}
+inline vu vabs(vu x) {
+  return x;
+}
+inline vul vabs(vul x) {
+  return x;
 }
 
 // a * b + c per lane, rounded once where the target has FMA instructions (as tlrt::mad), twice where it

@@ -15,7 +15,7 @@ void CpuEmitter::emit_context() {
   line("bool tl_stream;  // outputs exceed the cache: write them with non-temporal stores");
   for (const Param& p : prog_.params) {
     if (p.buffer) {
-      line(std::string(storage_type(p.buffer->dtype)) + "* " + name_of(p.buffer) + ";");
+      line(global_pointer_type(p.buffer) + " " + name_of(p.buffer) + ";");
       for (size_t d = 0; d + 1 < p.buffer->strides.size(); ++d) line("int64_t " + name_of(p.buffer->strides[d]) + ";");
     } else {
       line(std::string(value_type(p.scalar.type())) + " " + name_of(p.scalar) + ";");
@@ -33,7 +33,7 @@ void CpuEmitter::emit_locals(const std::string& ctx) {
   for (const Param& p : prog_.params) {
     if (p.buffer) {
       const std::string n = name_of(p.buffer);
-      line(std::string(storage_type(p.buffer->dtype)) + "* const " + n + " = " + ctx + "." + n + ";");
+      line(global_pointer_type(p.buffer) + " const " + n + " = " + ctx + "." + n + ";");
       for (size_t d = 0; d + 1 < p.buffer->strides.size(); ++d) {
         const std::string s = name_of(p.buffer->strides[d]);
         line("const int64_t " + s + " = " + ctx + "." + s + ";");
@@ -87,7 +87,10 @@ void CpuEmitter::emit_launch_function() {
     const std::string idx = std::to_string(i);
     if (p.buffer) {
       const std::string n = name_of(p.buffer);
-      line("c." + n + " = static_cast<" + storage_type(p.buffer->dtype) + "*>(tl_args->data[" + idx + "]);");
+      if (p.buffer->dtype == DataType::kFloat4E2M1)
+        line("c." + n + " = tlrt::nibbles{static_cast<uint8_t*>(tl_args->data[" + idx + "]), 0};");
+      else
+        line("c." + n + " = static_cast<" + storage_type(p.buffer->dtype) + "*>(tl_args->data[" + idx + "]);");
       for (size_t d = 0; d + 1 < p.buffer->strides.size(); ++d)
         line("c." + name_of(p.buffer->strides[d]) + " = tl_args->strides[" + idx + "][" + std::to_string(d) + "];");
     } else {

@@ -127,6 +127,8 @@ std::string CpuEmitter::load_at(const Buffer& b, const Expr& offset) {
       return "tlrt::e4m3_to_f32(" + ref + ")";
     case DataType::kFloat8E5M2:
       return "tlrt::e5m2_to_f32(" + ref + ")";
+    case DataType::kFloat4E2M1:
+      return "tlrt::e2m1_to_f32(" + ref + ")";
     case DataType::kInt8:
     case DataType::kInt16:
     case DataType::kUInt8:
@@ -147,6 +149,8 @@ std::string CpuEmitter::encode(DataType buffer_type, const std::string& value, D
       return "tlrt::f32_to_e4m3(float(" + value + "))";
     case DataType::kFloat8E5M2:
       return "tlrt::f32_to_e5m2(float(" + value + "))";
+    case DataType::kFloat4E2M1:
+      return "tlrt::f32_to_e2m1(float(" + value + "))";
     case DataType::kBool:
       return from == DataType::kBool ? value : "((" + value + ") != 0)";
     default:
@@ -166,6 +170,8 @@ std::string CpuEmitter::cast(DataType to, const std::string& v, DataType from) {
       return "tlrt::round_e4m3(float(" + v + "))";
     case DataType::kFloat8E5M2:
       return "tlrt::round_e5m2(float(" + v + "))";
+    case DataType::kFloat4E2M1:
+      return "tlrt::round_e2m1(float(" + v + "))";
     case DataType::kInt8:
     case DataType::kInt16:
     case DataType::kUInt8:

@@ -109,11 +109,17 @@ const char* CpuEmitter::storage_type(DataType t) {
     case DataType::kFloat8E4M3:
       return "uint8_t";
     case DataType::kFloat8E5M2:
+    case DataType::kFloat4E2M1:
       return "uint8_t";
     case DataType::kHandle:
       return "void";
   }
   return "void";
+}
+
+std::string CpuEmitter::global_pointer_type(const Buffer& b) {
+  if (b->dtype == DataType::kFloat4E2M1) return "tlrt::nibbles";
+  return std::string(storage_type(b->dtype)) + "*";
 }
 
 const char* CpuEmitter::dtype_suffix(DataType t) {
@@ -148,6 +154,8 @@ const char* CpuEmitter::dtype_suffix(DataType t) {
       return "e4m3";
     case DataType::kFloat8E5M2:
       return "e5m2";
+    case DataType::kFloat4E2M1:
+      return "e2m1";
     case DataType::kHandle:
       return "handle";
   }

@@ -10,6 +10,7 @@ namespace {
 constexpr int64_t kStackLocalBytes = 4096;
 
 bool in_arena(const Buffer& b) {
+  if (b->scope == Scope::kGlobal) return false;  // T.make_tensor views: memory the caller owns
   return b->scope != Scope::kLocal || b->numel_const() * type_bytes(b->dtype) > kStackLocalBytes;
 }
 
@@ -49,7 +50,12 @@ void CpuEmitter::declare_buffer(const Buffer& b) {
   const std::string comment =
       "  // " + std::string(scope_name(b->scope)) + " " + type_name(b->dtype) + " [" + shape + "]";
   auto it = arena_offset_.find(b.get());
-  if (it != arena_offset_.end()) {
+  if (b->address.defined()) {  // T.make_tensor: a global tensor at a run-time address
+    const std::string at = "reinterpret_cast<" + type + "*>(" + expr(b->address) + ")";
+    const bool packed = b->dtype == DataType::kFloat4E2M1;
+    line(global_pointer_type(b) + " const " + name + " = " + (packed ? "tlrt::nibbles{" + at + ", 0}" : at) + ";" +
+         comment);
+  } else if (it != arena_offset_.end()) {
     line(type + "* const __restrict " + name + " = reinterpret_cast<" + type + "*>(tl_arena + " +
          std::to_string(it->second) + ");" + comment);
   } else {

@@ -192,6 +192,8 @@ std::string CpuEmitter::vconvert(const VExpr& v, DataType to) {
       return "tlrt::vround_e4m3(" + x + ")";
     case DataType::kFloat8E5M2:
       return "tlrt::vround_e5m2(" + x + ")";
+    case DataType::kFloat4E2M1:
+      return "tlrt::vround_e2m1(" + x + ")";
     case DataType::kInt8:
       return "tlrt::dec_i8(tlrt::enc_i8(" + x + "))";
     case DataType::kUInt8:
@@ -483,7 +485,8 @@ bool CpuEmitter::raw_copy(const StoreNode* st, const std::string& mask) {
     value = sel->t;
   }
   const LoadNode* ld = value.as<LoadNode>();
-  if (!ld || ld->buffer->dtype != st->buffer->dtype) return false;
+  // float4 is packed in global tensors and a code per byte on chip: its stored bits differ
+  if (!ld || ld->buffer->dtype != st->buffer->dtype || ld->buffer->dtype == DataType::kFloat4E2M1) return false;
   Expr sbase, dbase;
   int64_t sc = 0, dc = 0;
   if (!linear_in(inline_vector_lets(offset_expr(ld->buffer, ld->indices)), names_vec_var_, &sbase, &sc) || sc != 1 ||

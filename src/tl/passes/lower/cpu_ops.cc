@@ -22,6 +22,8 @@ const char* suffix(DataType t) {
       return "e4m3";
     case DataType::kFloat8E5M2:
       return "e5m2";
+    case DataType::kFloat4E2M1:
+      return "e2m1";
     case DataType::kInt8:
       return "i8";
     case DataType::kUInt8:
@@ -57,7 +59,7 @@ std::string refuse_gemm(const Stmt& s, const Target&) {
     return std::string("the accumulator C must be float32, got ") + type_name(op->c.buffer->dtype);
   for (const Region* r : {&op->a, &op->b}) {
     const DataType t = r->buffer->dtype;
-    if (!is_float(t) || t == DataType::kFloat64)
+    if (!is_float(t) || t == DataType::kFloat64 || t == DataType::kFloat4E2M1)
       return std::string("operand dtype ") + type_name(t) + " (the micro-kernels take float32/16, bfloat16, float8)";
   }
   for (const Region* r : {&op->a, &op->b, &op->c}) {

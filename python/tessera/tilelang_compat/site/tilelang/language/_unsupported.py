@@ -13,11 +13,11 @@ _REASONS = {
                           "barrier_arrive", "mbarrier_wait_parity", "mbarrier_arrive", "tma_copy", "tma_load",
                           "set_max_nreg", "dec_max_nreg", "inc_max_nreg")},
     **{n: "pointers into a buffer (and views of one with another element type) need new IR"
-       for n in ("make_tensor", "ptr", "access_ptr", "address_of", "Ref")},
+       for n in ("access_ptr", "address_of", "Ref")},
     **{n: "calls into CUDA device code / TVM intrinsics have no CPU counterpart"
        for n in ("call_extern", "call_intrin", "import_source", "dp4a", "attr", "evaluate", "comm_reducer",
                  "ptx_mma", "ptx_ldmatrix")},
-    **{n: "the CPU target has no such element type" for n in ("int4", "uint4", "float4_e2m1fn", "float8_e4m3fnuz",
+    **{n: "the CPU target has no such element type" for n in ("int4", "uint4", "float8_e4m3fnuz",
                                                               "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn",
                                                               "float6_e3m2fn")},
 }

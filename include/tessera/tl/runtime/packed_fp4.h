@@ -1,0 +1,100 @@
+// tessera/tl/runtime/packed_fp4.h - global float4 e2m1 tensors: two codes per byte, element 2i in the low
+// nibble (the packing of DeepGEMM's and TileKernels' FP4 tensors).
+//
+// A kernel holds such a tensor as a `nibbles` pointer. Offsets count codes, and `q + k` and `q[k]` behave
+// as they do on a plain pointer, so generated code addresses it like any other tensor; loads take the
+// nibble they address and stores rewrite only theirs. A store rewrites its byte, so two threads must not
+// store the two codes of one byte at the same time: blocks whose tiles start and end on even columns
+// never do.
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/tl/runtime/ops.h"
+#include "tessera/tl/runtime/vector.h"
+
+namespace tlrt {
+
+struct nibbles {
+  uint8_t* p;
+  int64_t o;  // offset of element 0, in codes from p
+
+  struct ref {
+    uint8_t* byte;
+    int shift;
+    operator uint8_t() const { return uint8_t((*byte >> shift) & 15); }
+    ref& operator=(uint8_t code) {
+      *byte = uint8_t((*byte & ~(15 << shift)) | ((code & 15) << shift));
+      return *this;
+    }
+  };
+  nibbles operator+(int64_t k) const { return {p, o + k}; }
+  ref operator[](int64_t k) const {
+    const int64_t i = o + k;  // i >> 1 and i & 1 floor for negative i too
+    return {p + (i >> 1), int(i & 1) * 4};
+  }
+  const uint8_t* first_byte() const { return p + (o >> 1); }
+};
+
+inline vb nibble_codes(nibbles q) {  // VW consecutive codes
+  vb r = {};
+  if ((q.o & 1) == 0) {
+    const uint8_t* s = q.first_byte();
+    for (int k = 0; k < VW / 2; ++k) {
+      r[2 * k] = uint8_t(s[k] & 15);
+      r[2 * k + 1] = uint8_t(s[k] >> 4);
+    }
+    return r;
+  }
+  for (int l = 0; l < VW; ++l) r[l] = q[l];
+  return r;
+}
+inline void store_nibble_codes(nibbles q, vb c) {
+  if ((q.o & 1) == 0) {
+    uint8_t* d = q.p + (q.o >> 1);
+    for (int k = 0; k < VW / 2; ++k) d[k] = uint8_t((c[2 * k] & 15) | (c[2 * k + 1] << 4));
+    return;
+  }
+  for (int l = 0; l < VW; ++l) q[l] = c[l];
+}
+
+// The loads and stores of vector.h's TLRT_VECTOR_DTYPE, for packed tensors. Masked lanes never touch
+// memory: a masked access goes lane by lane.
+inline vf ld_e2m1(nibbles q) {
+  return dec_e2m1(nibble_codes(q));
+}
+inline vf ld_e2m1_m(nibbles q, vm m) {
+  vb r = {};
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) r[l] = q[l];
+  return dec_e2m1(r);
+}
+inline vf ld_e2m1_g(nibbles q, vl off, vm m) {
+  vb r = {};
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) r[l] = q[off[l]];
+  return dec_e2m1(r);
+}
+inline void st_e2m1(nibbles q, vf v) {
+  store_nibble_codes(q, enc_e2m1(v));
+}
+inline void st_e2m1_m(nibbles q, vf v, vm m) {
+  const vb c = enc_e2m1(v);
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) q[l] = c[l];
+}
+inline void st_e2m1_nt(nibbles q, vf v, bool) {
+  store_nibble_codes(q, enc_e2m1(v));
+}
+inline void st_e2m1_s(nibbles q, vl off, vf v, vm m) {
+  const vb c = enc_e2m1(v);
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) q[off[l]] = c[l];
+}
+
+// Region prefetches (ops.h) size rows in codes of one byte each: halve them.
+inline void prefetch_2d(nibbles q, int64_t rows, int64_t row_codes, int64_t stride_codes) {
+  prefetch_2d(q.first_byte(), rows, (row_codes + 1) / 2, stride_codes / 2);
+}
+
+}  // namespace tlrt
