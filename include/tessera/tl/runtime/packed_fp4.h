@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "tessera/tl/runtime/ops.h"
 #include "tessera/tl/runtime/vector.h"
@@ -90,6 +91,34 @@ inline void st_e2m1_s(nibbles q, vl off, vf v, vm m) {
   const vb c = enc_e2m1(v);
   for (int l = 0; l < VW; ++l)
     if (m[l]) q[off[l]] = c[l];
+}
+
+// The raw loads and stores of same-dtype copies (T.copy between an on-chip float4 tile and a packed
+// tensor): the "bits" of a float4 lane are its code, so codes move without a decode and re-encode.
+template <class R>
+inline R raw_load(nibbles q) {
+  static_assert(std::is_same_v<R, vb>, "float4 codes travel as byte vectors");
+  return nibble_codes(q);
+}
+template <class R>
+inline R raw_load_m(nibbles q, vm m) {
+  R r = {};
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) r[l] = q[l];
+  return r;
+}
+template <class R>
+inline void raw_store(nibbles q, R c) {
+  store_nibble_codes(q, c);
+}
+template <class R>
+inline void raw_store_m(nibbles q, R c, vm m) {
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) q[l] = c[l];
+}
+template <class R>
+inline void raw_store_nt(nibbles q, R c, bool) {
+  store_nibble_codes(q, c);
 }
 
 // Region prefetches (ops.h) size rows in codes of one byte each: halve them.

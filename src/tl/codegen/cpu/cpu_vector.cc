@@ -476,6 +476,7 @@ void CpuEmitter::vstmt(const Stmt& s, const std::string& mask) {
 
 // Same-dtype contiguous copies (T.copy between buffers of one dtype) move the stored bits: no decode,
 // no re-rounding. A guarded source (Select(in_bounds, load, 0)) becomes a masked load that reads zeros.
+// float4 moves its codes (packed in global tensors, a byte each on chip: runtime/packed_fp4.h).
 bool CpuEmitter::raw_copy(const StoreNode* st, const std::string& mask) {
   Expr value = st->value, cond;
   if (const SelectNode* sel = value.as<SelectNode>()) {
@@ -485,8 +486,7 @@ bool CpuEmitter::raw_copy(const StoreNode* st, const std::string& mask) {
     value = sel->t;
   }
   const LoadNode* ld = value.as<LoadNode>();
-  // float4 is packed in global tensors and a code per byte on chip: its stored bits differ
-  if (!ld || ld->buffer->dtype != st->buffer->dtype || ld->buffer->dtype == DataType::kFloat4E2M1) return false;
+  if (!ld || ld->buffer->dtype != st->buffer->dtype) return false;
   Expr sbase, dbase;
   int64_t sc = 0, dc = 0;
   if (!linear_in(inline_vector_lets(offset_expr(ld->buffer, ld->indices)), names_vec_var_, &sbase, &sc) || sc != 1 ||
