@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "tessera/core/error.h"
+#include "tessera/tl/expr_ops.h"
 
 namespace tessera::tl {
 
@@ -180,17 +181,10 @@ Buffer KernelBuilder::tensor_at(const std::string& name, const std::vector<Expr>
     fail_at(loc_, "T.make_tensor('" + name + "'): the address must be an integer (an element of a T.ptr tensor)");
   const Buffer shaped = make_buffer(name, dtype, Scope::kGlobal, shape, loc_);
   auto b = std::make_shared<BufferNode>(*shaped);
-  int64_t const_stride = 1;  // the product of the dims so far while they are constants
-  Expr stride;               // else the product as an int64 expression
+  Expr stride = IntImmNode::make(DataType::kInt64, 1, loc_);  // row-major, int64; constants fold
   for (size_t d = shape.size(); d-- > 0;) {
-    b->strides[d] = stride.defined() ? stride : IntImmNode::make(DataType::kInt64, const_stride, loc_);
-    int64_t v = 0;
-    if (!stride.defined() && is_const_int(shape[d], &v)) {
-      const_stride *= v;
-    } else {
-      const Expr prev = stride.defined() ? stride : IntImmNode::make(DataType::kInt64, const_stride, loc_);
-      stride = BinaryNode::make(BinOp::kMul, prev, CastNode::make(DataType::kInt64, shape[d], loc_), loc_);
-    }
+    b->strides[d] = stride;
+    stride = mul(stride, cast(DataType::kInt64, shape[d]));
   }
   b->address = let(name + "_address", CastNode::make(DataType::kInt64, address, loc_));
   top().entries.push_back(Frame::Entry{{}, {}, {}, loc_, b});

@@ -17,8 +17,11 @@
 namespace tlrt {
 
 struct nibbles {
-  uint8_t* p;
-  int64_t o;  // offset of element 0, in codes from p
+  uint8_t* p = nullptr;
+  int64_t o = 0;  // offset of element 0, in codes from p
+
+  nibbles() = default;
+  nibbles(uint8_t* bytes, int64_t codes = 0) : p(bytes), o(codes) {}  // from a tensor's byte address
 
   struct ref {
     uint8_t* byte;
@@ -59,42 +62,9 @@ inline void store_nibble_codes(nibbles q, vb c) {
   for (int l = 0; l < VW; ++l) q[l] = c[l];
 }
 
-// The loads and stores of vector.h's TLRT_VECTOR_DTYPE, for packed tensors. Masked lanes never touch
-// memory: a masked access goes lane by lane.
-inline vf ld_e2m1(nibbles q) {
-  return dec_e2m1(nibble_codes(q));
-}
-inline vf ld_e2m1_m(nibbles q, vm m) {
-  vb r = {};
-  for (int l = 0; l < VW; ++l)
-    if (m[l]) r[l] = q[l];
-  return dec_e2m1(r);
-}
-inline vf ld_e2m1_g(nibbles q, vl off, vm m) {
-  vb r = {};
-  for (int l = 0; l < VW; ++l)
-    if (m[l]) r[l] = q[off[l]];
-  return dec_e2m1(r);
-}
-inline void st_e2m1(nibbles q, vf v) {
-  store_nibble_codes(q, enc_e2m1(v));
-}
-inline void st_e2m1_m(nibbles q, vf v, vm m) {
-  const vb c = enc_e2m1(v);
-  for (int l = 0; l < VW; ++l)
-    if (m[l]) q[l] = c[l];
-}
-inline void st_e2m1_nt(nibbles q, vf v, bool) {
-  store_nibble_codes(q, enc_e2m1(v));
-}
-inline void st_e2m1_s(nibbles q, vl off, vf v, vm m) {
-  const vb c = enc_e2m1(v);
-  for (int l = 0; l < VW; ++l)
-    if (m[l]) q[off[l]] = c[l];
-}
-
-// The raw loads and stores of same-dtype copies (T.copy between an on-chip float4 tile and a packed
-// tensor): the "bits" of a float4 lane are its code, so codes move without a decode and re-encode.
+// The raw loads and stores vector.h's copies and TLRT_VECTOR_DTYPE use, for packed tensors: the "bits"
+// of a float4 lane are its code (a T.copy between an on-chip float4 tile and a packed tensor moves codes
+// without a decode and re-encode). Masked lanes never touch memory: a masked access goes lane by lane.
 template <class R>
 inline R raw_load(nibbles q) {
   static_assert(std::is_same_v<R, vb>, "float4 codes travel as byte vectors");
@@ -105,6 +75,13 @@ inline R raw_load_m(nibbles q, vm m) {
   R r = {};
   for (int l = 0; l < VW; ++l)
     if (m[l]) r[l] = q[l];
+  return r;
+}
+template <class R>
+inline R raw_gather(nibbles q, vl off, vm m) {
+  R r = {};
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) r[l] = q[off[l]];
   return r;
 }
 template <class R>
@@ -119,6 +96,34 @@ inline void raw_store_m(nibbles q, R c, vm m) {
 template <class R>
 inline void raw_store_nt(nibbles q, R c, bool) {
   store_nibble_codes(q, c);
+}
+template <class R>
+inline void raw_scatter(nibbles q, vl off, R c, vm m) {
+  for (int l = 0; l < VW; ++l)
+    if (m[l]) q[off[l]] = c[l];
+}
+
+// TLRT_VECTOR_DTYPE(e2m1, ...) for packed tensors.
+inline vf ld_e2m1(nibbles q) {
+  return dec_e2m1(raw_load<vb>(q));
+}
+inline vf ld_e2m1_m(nibbles q, vm m) {
+  return dec_e2m1(raw_load_m<vb>(q, m));
+}
+inline vf ld_e2m1_g(nibbles q, vl off, vm m) {
+  return dec_e2m1(raw_gather<vb>(q, off, m));
+}
+inline void st_e2m1(nibbles q, vf v) {
+  raw_store(q, enc_e2m1(v));
+}
+inline void st_e2m1_m(nibbles q, vf v, vm m) {
+  raw_store_m(q, enc_e2m1(v), m);
+}
+inline void st_e2m1_nt(nibbles q, vf v, bool stream) {
+  raw_store_nt(q, enc_e2m1(v), stream);
+}
+inline void st_e2m1_s(nibbles q, vl off, vf v, vm m) {
+  raw_scatter(q, off, enc_e2m1(v), m);
 }
 
 // Region prefetches (ops.h) size rows in codes of one byte each: halve them.

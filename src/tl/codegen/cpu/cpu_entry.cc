@@ -87,10 +87,7 @@ void CpuEmitter::emit_launch_function() {
     const std::string idx = std::to_string(i);
     if (p.buffer) {
       const std::string n = name_of(p.buffer);
-      if (p.buffer->dtype == DataType::kFloat4E2M1)
-        line("c." + n + " = tlrt::nibbles{static_cast<uint8_t*>(tl_args->data[" + idx + "]), 0};");
-      else
-        line("c." + n + " = static_cast<" + storage_type(p.buffer->dtype) + "*>(tl_args->data[" + idx + "]);");
+      line("c." + n + " = static_cast<" + storage_type(p.buffer->dtype) + "*>(tl_args->data[" + idx + "]);");
       for (size_t d = 0; d + 1 < p.buffer->strides.size(); ++d)
         line("c." + name_of(p.buffer->strides[d]) + " = tl_args->strides[" + idx + "][" + std::to_string(d) + "];");
     } else {

@@ -51,9 +51,7 @@ void CpuEmitter::declare_buffer(const Buffer& b) {
       "  // " + std::string(scope_name(b->scope)) + " " + type_name(b->dtype) + " [" + shape + "]";
   auto it = arena_offset_.find(b.get());
   if (b->address.defined()) {  // T.make_tensor: a global tensor at a run-time address
-    const std::string at = "reinterpret_cast<" + type + "*>(" + expr(b->address) + ")";
-    const bool packed = b->dtype == DataType::kFloat4E2M1;
-    line(global_pointer_type(b) + " const " + name + " = " + (packed ? "tlrt::nibbles{" + at + ", 0}" : at) + ";" +
+    line(global_pointer_type(b) + " const " + name + " = reinterpret_cast<" + type + "*>(" + expr(b->address) + ");" +
          comment);
   } else if (it != arena_offset_.end()) {
     line(type + "* const __restrict " + name + " = reinterpret_cast<" + type + "*>(tl_arena + " +
