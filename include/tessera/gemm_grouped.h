@@ -73,9 +73,16 @@ void k_grouped_fp8_gemm_nt_contiguous(const ScaledTensor& a, const ScaledTensor&
 // logical column n goes to d column n + floor((n + R) / (L + R)) * M; gap columns are untouched.
 void fp8_gemm_nt_skip_head_mid(const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,
                                std::array<int64_t, 3> head_splits, const Recipe& recipe = {});
-// bf16 einsum: 'bmk,bnk->mn' (fp32 d requires c == d, bf16 d requires no c), 'bhr,hdr->bhd', 'bhd,hdr->bhr'.
+// How the per-head einsums ('bhr,hdr->bhd', 'bhd,hdr->bhr') sum. kOneChain: DeepGEMM's order, each
+// output one fp32 chain over K in order (the same bits on every ISA level and thread count).
+// kFastest: the GEMM dispatcher's kernels (decode GEMVs, bf16 pair products, K blocks), deterministic
+// per level like every GEMM; the model's MLA projections use it.
+enum class EinsumOrder { kOneChain, kFastest };
+
+// bf16 einsum: 'bmk,bnk->mn' (fp32 d requires c == d, bf16 d requires no c; fp32 sums batch by batch),
+// 'bhr,hdr->bhd', 'bhd,hdr->bhr' (summed as `order` says).
 void einsum(const std::string& expr, const TensorView& a, const TensorView& b, const TensorView& d,
-            const TensorView* c = nullptr);
+            const TensorView* c = nullptr, EinsumOrder order = EinsumOrder::kOneChain);
 // FP8 einsum 'bhr,hdr->bhd': a = (x [b,h,r], sf [b,h,ceil(r/128)]), b = (y [h,d,r], sf [h,ceil(d/128),ceil(r/128)]),
 // d = c + x.y when c is given (c may be d). The other expressions raise a not-implemented error.
 void fp8_einsum(const std::string& expr, const ScaledTensor& a, const ScaledTensor& b, const TensorView& d,

@@ -76,8 +76,8 @@ std::vector<GemmProblem> head_problems(const char* fn, bool bhd_out, const Tenso
 
 }  // namespace
 
-void einsum(const std::string& expr, const TensorView& a, const TensorView& b, const TensorView& d,
-            const TensorView* c) {
+void einsum(const std::string& expr, const TensorView& a, const TensorView& b, const TensorView& d, const TensorView* c,
+            EinsumOrder order) {
   const char* fn = "einsum";
   const bool has_c = c && c->data;
   if (expr == "bmk,bnk->mn") {
@@ -133,6 +133,7 @@ void einsum(const std::string& expr, const TensorView& a, const TensorView& b, c
   check_3d(fn, "d", d, {DType::kBF16, DType::kF32});
   TESSERA_CHECK(!has_c, fn, ": '", expr, "' takes no 'c'");
   std::vector<GemmProblem> problems = head_problems(fn, bhd, a, b, d);
+  for (GemmProblem& p : problems) p.k_chain = order == EinsumOrder::kOneChain;
   if (problems.empty()) return;
   if (problems[0].k == 0) {
     for (GemmProblem& p : problems) handle_empty_k(p);

@@ -24,6 +24,7 @@ const char* packed_refusal(const cpu::KernelImpl&, const void* table, const void
   if (!ks) return nullptr;  // the reference
   if (!ks->accepts(p.a.type) || !ks->accepts(p.b.type)) return "refused: operand dtype not supported";
   if (p.group > 0 && p.group % ks->k_align != 0) return "refused: scale group not a multiple of k_align";
+  if (p.k_chain && !ks->k_order_chain) return "refused: the problem asks for one fp32 chain per output in k order";
   return nullptr;
 }
 
@@ -165,6 +166,10 @@ void run_gemm_batch(const GemmProblem* problems, int64_t count) {
     GemmProblem p = problems[i];
     p.stream_d = stream;
     if (p.m == 0 || p.n == 0) continue;
+    if (p.k_chain) {  // the GEMVs sum along K in lanes
+      to_packed(p);
+      continue;
+    }
     if (p.b.type == cpu::GemmSrcType::kE2M1) {
       const Fp4Problem f{&p, nullptr};
       const cpu::KernelChoice c = cpu::choose_kernel(cpu::Slot::kGemvFp4, p.fn, gemv_fp4_problem_refusal, &f);

@@ -67,6 +67,10 @@ struct GemmProblem {
   const char* fn = "gemm";  // public name, for messages and TESSERA_PRINT_PLAN
   // Write D with non-temporal stores (set by run_gemm_batch when the call's whole D is large).
   bool stream_d = false;
+  // Every output is one fp32 FMA chain over k = 0 .. K-1 in order, started from zero (DeepGEMM's
+  // order for its einsums: a single K chain per output). Unscaled problems only. The dispatcher then
+  // takes a kernel set with GemmKernelSet::k_order_chain (or the reference) and the plan one K chunk.
+  bool k_chain = false;
 };
 
 int64_t scale_groups(const GemmProblem& p);

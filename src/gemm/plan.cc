@@ -176,6 +176,10 @@ PackedPlan make_packed_plan(const GemmProblem& p, const cpu::GemmKernelSet& ks, 
   if (p.group > 0) kc = int(std::max<int64_t>(p.group, kc / p.group * p.group));
   kc = int(round_up(kc, plan.lane_order ? 64 : ks.k_align));
   plan.kc = int(std::min<int64_t>(kc, plan.k_pad));
+  if (p.k_chain) {  // one chunk: each output's FMA chain runs over the whole K without a restart
+    plan.kc = int(plan.k_pad);
+    plan.dot_cols = 0;
+  }
 
   // Split the side that gives the shorter per-thread time (per K value): its share of the panels (a
   // thread with one panel more than another sets the pace) plus the duplicated work: splitting y makes

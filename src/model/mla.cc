@@ -54,7 +54,7 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   gemm::einsum(
       "bhr,hdr->bhd", TensorView(q_nope, DType::kBF16, {grows, H, nope}),
       TensorView(const_cast<uint16_t*>(w.kv_b_absorbed.data()), DType::kBF16, {H, lat, nope}, {kvb_head, nope, 1}),
-      TensorView(q_mla, DType::kBF16, {grows, H, lat}, {H * dc, dc, 1}));
+      TensorView(q_mla, DType::kBF16, {grows, H, lat}, {H * dc, dc, 1}), nullptr, gemm::EinsumOrder::kFastest);
   timer.lap(Component::kAttnProjections);
 
   // The indexer reads qr and x_norm and writes its own key cache.
@@ -123,7 +123,7 @@ void mla_forward(ModelState& m, int64_t layer, const StepBatch& batch, const flo
   gemm::einsum("bhr,hdr->bhd", TensorView(o_lat, DType::kBF16, {grows, H, lat}),
                TensorView(const_cast<uint16_t*>(w.kv_b_absorbed.data()) + nope * lat, DType::kBF16, {H, vdim, lat},
                           {kvb_head, lat, 1}),
-               TensorView(o, DType::kF32, {grows, H, vdim}));
+               TensorView(o, DType::kF32, {grows, H, vdim}), nullptr, gemm::EinsumOrder::kFastest);
   linear_forward(w.o_proj, o, rows, out, ue8m0);
   if (positions_out) *positions_out = positions;
   timer.lap(Component::kAttnProjections);

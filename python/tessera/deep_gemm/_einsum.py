@@ -11,7 +11,6 @@ import numpy as np
 from .. import _C
 from .._arrays import optional_ref, to_ref
 from .._errors import ArgumentTypeError, InvalidArgumentError
-from ._einsum_heads import head_einsum
 from ._fp8_einsum import fp8_einsum_bhd_hdr_bhr, fp8_einsum_bhd_bhr_hdr
 from ._gemm import _check_compiled_dims, _pair, _recipe
 
@@ -28,18 +27,13 @@ def einsum(expr, a, b, d, c=None, use_cublaslt=False) -> None:
                      a bfloat16 d needs c None
       'bhr,hdr->bhd' d[b, h] = b[h] @ a[b, h]   (no c)
       'bhd,hdr->bhr' d[b, h] = a[b, h] @ b[h]   (no c)
-    The last dimension of a, b and d must be contiguous. The two per-head expressions sum in float64
-    and round once (see _einsum_heads: the correctly rounded result); 'bmk,bnk->mn' sums in float32,
-    batch by batch. ``use_cublaslt`` selects a GPU library and has no effect (the result is the
-    same). Returns None."""
+    The last dimension of a, b and d must be contiguous. The two per-head expressions sum each output
+    in float32 along one chain over the contracted dimension in order (DeepGEMM's order; the same bits
+    on every ISA level and thread count); 'bmk,bnk->mn' sums in float32, batch by batch.
+    ``use_cublaslt`` selects a GPU library and has no effect (the result is the same). Returns None."""
     fn = "einsum"
     if not isinstance(use_cublaslt, (bool, np.bool_)):
         raise ArgumentTypeError(f"{fn}: argument 'use_cublaslt' must be a bool, got {type(use_cublaslt).__name__}")
-    if expr in ("bhr,hdr->bhd", "bhd,hdr->bhr"):
-        if c is not None:
-            raise InvalidArgumentError(f"{fn}: '{expr}' takes no 'c'")
-        head_einsum(expr, a, b, d)
-        return
     _C.einsum(_check_expr(fn, expr), to_ref(a, fn, "a"), to_ref(b, fn, "b"), to_ref(d, fn, "d", writable=True),
               optional_ref(c, fn, "c"))
 

@@ -168,6 +168,9 @@ struct GemmKernelSet {
                                   int group) = nullptr;
   void (*fold_b_scales)(void* panels, int cols, int nr, int kc, int group, const float* scale,
                         int64_t scale_stride) = nullptr;
+  // The micro-kernels sum every output as one fp32 FMA chain in k order within a K chunk (the fp32
+  // sets, gemm_ukr_f32-inl.h); bf16 pair products (vdpbf16ps, BFMMLA) and tiles do not.
+  bool k_order_chain = false;
 };
 
 // The largest |e| of a 2^e scale that may be folded into fp8 / fp4 operands: e4m3 (2^-9 .. 448) and

@@ -36,7 +36,7 @@ TEST(Einsum, ThreeExpressions) {
   gemm::einsum("bmk,bnk->mn", a.buf.view, b.buf.view, d.view, &d.view);
   EXPECT_LT(calc_diff(f32_values(d), ref), 1e-10);
 
-  // 'bhr,hdr->bhd' and 'bhd,hdr->bhr' with bf16 outputs: exactly the float64 value rounded once here
+  // 'bhr,hdr->bhd' and 'bhd,hdr->bhr' with bf16 outputs, against float64
   Bf16Operand x = random_bf16({B, H, R}, rng), y = random_bf16({H, D, R}, rng), xd = random_bf16({B, H, D}, rng);
   Buffer z = poisoned_bf16({B, H, D}), zr = poisoned_bf16({B, H, R});
   gemm::einsum("bhr,hdr->bhd", x.buf.view, y.buf.view, z.view);
@@ -54,6 +54,52 @@ TEST(Einsum, ThreeExpressions) {
   EXPECT_LT(calc_diff(bf16_values(zr), ref_r), 1e-5);
   EXPECT_TRUE(throws_error([&] { gemm::einsum("bmk,bkn->mn", a.buf.view, b.buf.view, d.view, &d.view); },
                            ErrorCode::kNotImplemented, {"einsum", "bmk,bkn->mn"}));
+}
+
+// DeepGEMM sums the per-head einsums in fp32 along one K chain per output; tessera does the same on
+// every level (bf16 x bf16 products are exact in fp32, so the chain fixes every bit). K is longer than
+// the packed driver's default K block, B = 1 is decode-shaped (the GEMVs would sum along K in lanes),
+// b has a padded row stride, and every thread count gives the same bits.
+TEST(Einsum, HeadExpressionsSumOneFp32ChainPerOutputOnEveryLevel) {
+  Rng rng = Rng::for_current_test();
+  const int64_t H = 2, R = 517, D = 283, R_pad = 531;
+  Bf16Operand y_full = random_bf16({H, D, R_pad}, rng);
+  const TensorView y(y_full.buf.view.data, DType::kBF16, {H, D, R}, {D * R_pad, R_pad, 1});
+  auto yv = [&](int64_t h, int64_t dd, int64_t r) { return float(y_full.values[size_t((h * D + dd) * R_pad + r)]); };
+  for (const int64_t B : {int64_t(1), int64_t(7)}) {
+    Bf16Operand x = random_bf16({B, H, R}, rng), xd = random_bf16({B, H, D}, rng);
+    std::vector<float> chain_d(size_t(B * H * D)), chain_r(size_t(B * H * R));
+    for (int64_t bb = 0; bb < B; ++bb)
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t dd = 0; dd < D; ++dd) {
+          float acc = 0.0f;
+          for (int64_t r = 0; r < R; ++r) acc += float(x.values[size_t((bb * H + h) * R + r)]) * yv(h, dd, r);
+          chain_d[size_t((bb * H + h) * D + dd)] = acc;
+        }
+        for (int64_t r = 0; r < R; ++r) {
+          float acc = 0.0f;
+          for (int64_t dd = 0; dd < D; ++dd) acc += float(xd.values[size_t((bb * H + h) * D + dd)]) * yv(h, dd, r);
+          chain_r[size_t((bb * H + h) * R + r)] = acc;
+        }
+      }
+    for (Isa level : all_isas()) {
+      if (!isa_supported(level)) continue;
+      IsaCapScope cap(level);
+      for (int threads : {1, 2, 3}) {
+        NumThreadsScope scope(threads);
+        Buffer z = poisoned_bf16({B, H, D}), zr = poisoned_bf16({B, H, R}), z32 = poisoned_f32({B, H, D});
+        gemm::einsum("bhr,hdr->bhd", x.buf.view, y, z.view);
+        gemm::einsum("bhd,hdr->bhr", xd.buf.view, y, zr.view);
+        gemm::einsum("bhr,hdr->bhd", x.buf.view, y, z32.view);
+        for (size_t i = 0; i < chain_d.size(); ++i) {
+          ASSERT_EQ(z.data<uint16_t>()[i], f32_to_bf16(chain_d[i])) << isa_name(level) << " B=" << B << " i=" << i;
+          ASSERT_EQ(z32.data<float>()[i], chain_d[i]) << isa_name(level) << " B=" << B << " i=" << i;
+        }
+        for (size_t i = 0; i < chain_r.size(); ++i)
+          ASSERT_EQ(zr.data<uint16_t>()[i], f32_to_bf16(chain_r[i])) << isa_name(level) << " B=" << B << " i=" << i;
+      }
+    }
+  }
 }
 
 TEST(Fp8Einsum, BhrHdrBhdAndOtherExpressionsNotImplemented) {
