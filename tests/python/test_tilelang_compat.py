@@ -169,16 +169,17 @@ def test_thread_role_branches_run_the_sides_the_threads_take(rng):
     np.testing.assert_allclose(f64(high), f64(x[:, 2]) * f64(x[:, 3]), rtol=1e-6)
 
 
-def test_per_thread_values_and_gpu_only_ops_name_the_construct():
+def test_per_thread_values_run_and_gpu_only_ops_name_the_construct():
     @tilelang.jit
     def per_thread(X):
         X: T.Tensor((128,), T.float32)
         with T.Kernel(1, threads=128):
             tid = T.get_thread_binding(0)
-            X[tid] = 1.0
+            X[tid] = T.cast(tid, T.float32) * 2.0
 
-    with pytest.raises(NotImplementedInTessera, match="T.get_thread_binding"):
-        per_thread(np.zeros(128, np.float32))
+    x = np.zeros(128, np.float32)
+    per_thread(x)  # an eager-style kernel is traced again as a per-thread kernel, like a @T.prim_func
+    np.testing.assert_array_equal(x, np.arange(128, dtype=np.float32) * 2)
 
     @tilelang.jit
     def shuffle(X):

@@ -31,11 +31,12 @@ from ._expr import Buffer as BufferProxy
 from ._expr import BufferRef, DynamicDim, Expr, VarBuffer
 from ._kernel import (FragmentBuffer, Kernel, LocalBuffer, ParamInfo, PrimFunc, SharedBuffer, StridedTensor, Tensor,
                       alloc_global, dynamic, macro, prim_func, symbolic)
+from ._allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
 from ._bits import popcount, reinterpret
 from ._extern import call_extern
 from ._reducers import alloc_reducer, finalize_reducer, reducer_init, reducer_update
 from ._threads import (get_lane_idx, get_thread_binding, get_warp_group_idx, get_warp_idx, get_warp_idx_sync,
-                       thread_return)
+                       thread_binding, thread_return)
 from ._pointers import make_tensor, ptr
 from ._views import im2col, reshape, view
 from ._warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp_reduce_bitand, warp_reduce_bitor, warp_reduce_max,

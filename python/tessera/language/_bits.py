@@ -37,9 +37,18 @@ def _pow2(k):
     return result
 
 
-def reinterpret(a, b):
-    """``T.reinterpret(value, dtype)`` (TileLang) or ``reinterpret(dtype, value)`` (TVM's order)."""
+def reinterpret(a, b=None, dtype=None):
+    """``T.reinterpret(value, dtype)`` / ``T.reinterpret(value, dtype=...)`` (TileLang) or
+    ``reinterpret(dtype, value)`` (TVM's order)."""
+    if dtype is not None:
+        a, b = dtype, a
+    if b is None:
+        raise ctx.error("T.reinterpret: give the value and the dtype")
     dtype, value = (a, b) if isinstance(a, (str, DType)) else (b, a)
+    if str(dtype) == "handle":  # a TVM handle, only read as T.attr's value (_allreduce.py)
+        from ._allreduce import HandleToken
+
+        return HandleToken()
     target = canonical(dtype)
     if not isinstance(value, Expr):
         raise ctx.error(f"T.reinterpret: value must be a symbolic integer, got {value!r}")

@@ -25,6 +25,7 @@ from ._dtypes import DType
 from ._expr import DynamicDim
 from ._kernel import PrimFunc, Tensor, declare_scalar, declare_tensor
 from ._rewrite import rewrite
+from ._simt import trace_per_thread_if_needed
 
 
 class DiscoveryDone(Exception):
@@ -165,11 +166,19 @@ def annotated_params(fn):
 # ---------------- the two traces ----------------
 
 def _run(fn, mode, tensor_params, statics, consts):
+    """One eager trace (again as a per-thread kernel where it needs one: _simt.py)."""
+    return trace_per_thread_if_needed(lambda simt, plan: _run_once(fn, mode, tensor_params, statics, consts, simt, plan),
+                                      f"@jit '{fn.__name__}'")
+
+
+def _run_once(fn, mode, tensor_params, statics, consts, simt, plan):
     file, line = fn.__code__.co_filename, fn.__code__.co_firstlineno
     body = rewrite(fn)
     builder = _C.TlBuilder(fn.__name__, file, line)
     trace = ctx.Trace(builder)
     trace.eager = EagerTrace(mode, tensor_params, consts)
+    trace.simt_mode = simt
+    trace.simt_plan = plan
     ctx.push(trace)
     try:
         kwargs = dict(statics)

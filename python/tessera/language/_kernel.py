@@ -10,9 +10,7 @@ from ._dim_formulas import formula_symbols
 from ._dtypes import DType, canonical
 from ._expr import Buffer, DynamicDim, Expr, as_node
 from ._rewrite import rewrite
-from ._simt import MARKER as SIMT_MARKER
-from ._simt import MAX_REPLANS, Plan, Replan
-from .._errors import NotImplementedInTessera
+from ._simt import trace_per_thread_if_needed
 
 
 class Tensor:
@@ -196,21 +194,9 @@ def _annotations(fn):
 
 
 def _trace(fn, name):
-    """Traces fn; a kernel that uses the thread index as a value is traced again as a per-thread
-    (SIMT) kernel (_simt.py), as often as its traces learn more about its structure (Plan)."""
-    try:
-        return _trace_once(fn, name, simt=False)
-    except NotImplementedInTessera as e:
-        if SIMT_MARKER not in str(e):
-            raise
-    plan = Plan()
-    for _ in range(MAX_REPLANS):
-        try:
-            return _trace_once(fn, name, simt=True, plan=plan)
-        except Replan:
-            continue
-    raise NotImplementedInTessera(f"@T.prim_func '{fn.__name__}': the per-thread kernel was traced {MAX_REPLANS} "
-                                  f"times without settling which loops run block-level and what is kept per thread")
+    """Traces fn (again as a per-thread kernel where it needs one: _simt.py)."""
+    return trace_per_thread_if_needed(lambda simt, plan: _trace_once(fn, name, simt, plan),
+                                      f"@T.prim_func '{fn.__name__}'")
 
 
 def _trace_once(fn, name, simt, plan=None):

@@ -38,6 +38,7 @@ writing one element without an atomic) gives the last thread's value here rather
 import re
 
 from . import _context as ctx
+from .._errors import NotImplementedInTessera
 
 MARKER = "T.get_thread_binding: the thread index is only supported"
 MAX_REPLANS = 64
@@ -45,6 +46,24 @@ MAX_REPLANS = 64
 
 class Replan(Exception):  # noqa: N818 - a signal to trace again, not an error
     """The trace met per-thread code that needs another structure; the Plan was extended."""
+
+
+def trace_per_thread_if_needed(trace_once, what):
+    """trace_once(simt, plan) traces a kernel once. A kernel that uses the thread index as a value is
+    traced again as a per-thread kernel, as often as its traces learn more about its structure (Plan)."""
+    try:
+        return trace_once(False, None)
+    except NotImplementedInTessera as e:
+        if MARKER not in str(e):
+            raise
+    plan = Plan()
+    for _ in range(MAX_REPLANS):
+        try:
+            return trace_once(True, plan)
+        except Replan:
+            continue
+    raise NotImplementedInTessera(f"{what}: the per-thread kernel was traced {MAX_REPLANS} times without settling "
+                                  f"which loops run block-level and what is kept per thread")
 
 
 class Plan:

@@ -101,6 +101,25 @@ def get_thread_binding(dim=0):
     return ThreadIndex(int(dim), extents)
 
 
+_THREAD_AXES = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+
+
+def thread_binding(begin, end=None, thread="threadIdx.x", **_ignored):
+    """``T.thread_binding(0, n, thread="threadIdx.x")``: TVM's spelling of T.get_thread_binding(0),
+    for the whole extent n of that T.Kernel thread dimension."""
+    t = ctx.current("T.thread_binding")
+    if thread not in _THREAD_AXES:
+        raise ctx.not_implemented(f"T.thread_binding(thread={thread!r}): only threadIdx.x / .y / .z are supported")
+    dim = _THREAD_AXES[thread]
+    begin, end = (0, begin) if end is None else (begin, end)
+    extents = getattr(t, "kernel_threads", None) or ()
+    extent = extents[dim] if dim < len(extents) else 1
+    if begin != 0 or end != extent:
+        raise ctx.not_implemented(f"T.thread_binding({begin}, {end}, thread={thread!r}): only the whole extent of the "
+                                  f"T.Kernel's thread dimension (0 .. {extent}) is supported")
+    return get_thread_binding(dim)
+
+
 def get_warp_idx(warp_size=32, block_dim=None):
     """The warp of the calling thread (thread index // 32): a per-thread value, so the kernel is a
     per-thread kernel (_simt.py)."""

@@ -81,7 +81,8 @@ def autotune(configs, warmup=25, rep=100, timeout=None, supply_type=TensorSupply
 
     When the caller passes a tuned parameter itself, nothing is tuned: the factory is called with the
     caller's arguments (TileLang does the same). An eager-style kernel (see tessera.tl.eager) is tuned
-    on the tensors of the call, and the call returns the outputs of the fastest config."""
+    on the tensors of the call, and the call returns the outputs of the fastest config; its
+    ``.compile(N=..., ...)`` tunes on the profiler's inputs of those sizes and returns the best kernel."""
     configs = [dict(c) for c in (configs() if callable(configs) else configs)]
     if not configs:
         raise ValueError("autotune: configs must not be empty")
@@ -89,12 +90,8 @@ def autotune(configs, warmup=25, rep=100, timeout=None, supply_type=TensorSupply
     def decorate(factory):
         memo = {}
 
-        @functools.wraps(factory)
-        def tuned(*args, **kwargs):
-            if _given_tunables(factory, configs, args, kwargs):
-                return factory(*args, **kwargs)
-            if isinstance(factory, EagerJIT):
-                return _tune_eager(factory, configs, args, kwargs, warmup, rep, ref_prog, atol, rtol, skip_check)
+        def tune(make_kernel, args, kwargs):
+            """The fastest kernel of make_kernel(config) over the configs (memoized, cached on disk)."""
             key = (args, tuple(sorted(kwargs.items())))
             if key in memo:
                 return memo[key]
@@ -102,7 +99,7 @@ def autotune(configs, warmup=25, rep=100, timeout=None, supply_type=TensorSupply
             if cache_results and os.path.exists(path):
                 with open(path) as f:
                     saved = json.load(f)
-                kernel = _kernel_for(factory, args, kwargs, saved["config"])
+                kernel = make_kernel(saved["config"])
                 kernel.config, kernel.latency, kernel.ref_latency = saved["config"], saved["latency"], saved.get("ref_latency")
                 kernel.autotune_failures = saved.get("failures", [])  # the configs skipped when it was tuned
                 memo[key] = kernel
@@ -110,7 +107,7 @@ def autotune(configs, warmup=25, rep=100, timeout=None, supply_type=TensorSupply
             best, failures, inputs = None, [], None
             for config in configs:
                 try:
-                    kernel = _kernel_for(factory, args, kwargs, config)
+                    kernel = make_kernel(config)
                     profiler = kernel.get_profiler(supply_type)
                     if inputs is None or not cache_input_tensors:
                         inputs = profiler.make_inputs()
@@ -140,10 +137,23 @@ def autotune(configs, warmup=25, rep=100, timeout=None, supply_type=TensorSupply
             memo[key] = kernel
             return kernel
 
-        if isinstance(factory, EagerJIT):
-            tuned.compile = factory.compile
-        else:
-            tuned.compile = tuned
+        @functools.wraps(factory)
+        def tuned(*args, **kwargs):
+            if _given_tunables(factory, configs, args, kwargs):
+                return factory(*args, **kwargs)
+            if isinstance(factory, EagerJIT):
+                return _tune_eager(factory, configs, args, kwargs, warmup, rep, ref_prog, atol, rtol, skip_check)
+            return tune(lambda config: _kernel_for(factory, args, kwargs, config), args, kwargs)
+
+        def compile_eager(*args, **kwargs):
+            """``.compile(N=..., K=...)`` of a tuned eager kernel: tunes the configs on inputs of those
+            sizes (the profiler's) and returns the fastest JITKernel; with a tuned parameter given, that
+            config's kernel untuned."""
+            if _given_tunables(factory, configs, args, kwargs):
+                return factory.compile(*args, **kwargs)
+            return tune(lambda config: factory.compile(*args, **kwargs, **config), args, kwargs)
+
+        tuned.compile = compile_eager if isinstance(factory, EagerJIT) else tuned
         return tuned
 
     return decorate

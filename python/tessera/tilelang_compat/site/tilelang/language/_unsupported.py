@@ -7,16 +7,15 @@ from tessera.language import _context as ctx
 _SIMT = ("a CPU block runs its threads one after another (per-thread kernels are thread loops), so values "
          "cannot pass between the threads of a warp (write the block's work as tile ops / T.Parallel)")
 _REASONS = {
-    **{n: _SIMT for n in ("get_thread_bindings", "thread_binding", "shfl_xor", "shfl_sync", "shfl_down", "shfl_up",
+    **{n: _SIMT for n in ("get_thread_bindings", "shfl_xor", "shfl_sync", "shfl_down", "shfl_up",
                           "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
-                          "tvm_thread_allreduce", "alloc_barrier", "barrier_wait",
+                          "alloc_barrier", "barrier_wait",
                           "barrier_arrive", "mbarrier_wait_parity", "mbarrier_arrive", "tma_copy", "tma_load",
                           "set_max_nreg", "dec_max_nreg", "inc_max_nreg")},
     **{n: "pointers into a buffer (and views of one with another element type) need new IR"
        for n in ("access_ptr", "address_of", "Ref")},
     **{n: "calls into CUDA device code / TVM intrinsics have no CPU counterpart"
-       for n in ("call_extern", "call_intrin", "import_source", "dp4a", "attr", "evaluate", "comm_reducer",
-                 "ptx_mma", "ptx_ldmatrix")},
+       for n in ("call_extern", "call_intrin", "import_source", "dp4a", "ptx_mma", "ptx_ldmatrix")},
     **{n: "the CPU target has no such element type" for n in ("int4", "uint4", "float8_e4m3fnuz",
                                                               "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn",
                                                               "float6_e3m2fn")},
