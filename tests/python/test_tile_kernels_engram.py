@@ -1,4 +1,6 @@
-"""tessera.tile_kernels.engram: engram_hash exact against Python integers, fused_weight exact."""
+"""tessera.tile_kernels.engram: engram_hash exact against Python integers, fused_weight exact, the gate
+forward and backward against float64 references (the backward also against finite differences of
+the float64 forward), grad_w_reduce exact against an in-order float32 sum, determinism."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -34,13 +36,120 @@ def test_fused_weight(rng):
     assert np.array_equal(E.fused_weight(wh, we), wh.astype(np.float32) * we.astype(np.float32))
 
 
-def test_errors_and_missing_names():
+def test_errors():
     with pytest.raises(tessera.InvalidArgumentError, match=r"engram_hash: argument 'vocab_sizes' must be positive"):
         E.engram_hash(np.zeros((2, 3), np.int32), np.ones((1, 3), np.int64), np.zeros((1, 2, 1), np.int32),
                       np.zeros((1, 2), np.int32))
-    for name in E._NOT_IMPLEMENTED:
-        with pytest.raises(tessera.NotImplementedInTessera, match=name):
-            getattr(E, name)
+    x = np.zeros((3, 2, 64), BF16)
+    with pytest.raises(tessera.InvalidArgumentError, match=r"engram_gate_fwd: argument 'v' must have shape \[3, 64\]"):
+        E.engram_gate_fwd(x, x, np.zeros((3, 32), BF16), np.zeros((2, 64), np.float32), 1e-6, 1e-6)
+    with pytest.raises(tessera.InvalidArgumentError, match=r"engram_gate_fwd: argument 'weight_fused' must have dtype"):
+        E.engram_gate_fwd(x, x, np.zeros((3, 64), BF16), np.zeros((2, 64), BF16), 1e-6, 1e-6)
+    g = np.zeros((2, 64), np.float32)
+    with pytest.raises(tessera.InvalidArgumentError, match=r"grad_w_reduce: argument 'grad_weight_embed' is updated"):
+        E.grad_w_reduce(np.zeros((4, 2, 64), np.float32), np.zeros((2, 64), BF16), np.zeros((2, 64), BF16), g,
+                        np.zeros((4, 64), np.float32)[::2])
+
+
+BF16 = ml_dtypes.bfloat16
+EPS, CLAMP = 1e-6, 1e-3
+
+
+def _gate_inputs(rng, tokens, hc, hidden, k_stride=None):
+    x = rng.standard_normal((tokens, hc, hidden)).astype(BF16)
+    kbig = rng.standard_normal((tokens, hc, k_stride or hidden)).astype(BF16)
+    k = kbig[:, :, :hidden]  # a strided view when k_stride is given (TileKernels passes such k)
+    v = rng.standard_normal((tokens, hidden)).astype(BF16)
+    w = (rng.standard_normal((hc, hidden)) * 0.5 + 1).astype(np.float32)
+    return x, k, v, w
+
+
+def _gate_reference(x, k, v, w, eps=EPS, clamp=CLAMP):
+    """float64: (output, raw dot, gate, rstd_x, rstd_k)."""
+    x, k, v, w = (a.astype(np.float64) for a in (x, k, v, w))
+    hidden = x.shape[-1]
+    rx = 1 / np.sqrt((x * x).mean(-1) + eps)
+    rk = 1 / np.sqrt((k * k).mean(-1) + eps)
+    raw = (x * w[None] * k).sum(-1)
+    d = raw * rx * rk * hidden ** -0.5
+    g = 1 / (1 + np.exp(-np.sign(d) * np.sqrt(np.maximum(np.abs(d), clamp))))
+    return x + g[..., None] * v[:, None, :], raw, g, rx, rk
+
+
+@pytest.mark.parametrize("tokens,hc,hidden", [(5, 4, 512), (9, 2, 328)])
+def test_engram_gate_fwd_matches_float64(rng, tokens, hc, hidden):
+    x, k, v, w = _gate_inputs(rng, tokens, hc, hidden, k_stride=hidden + 64)
+    out, dot, gate, rx, rk = E.engram_gate_fwd(x, k, v, w, EPS, CLAMP)
+    want = _gate_reference(x, k, v, w)
+    assert out.dtype == BF16 and out.shape == x.shape
+    np.testing.assert_allclose(out.astype(np.float64), want[0], rtol=2 ** -8, atol=1e-2)
+    for got, ref in zip((dot, gate, rx, rk), want[1:]):
+        assert got.dtype == np.float32 and got.shape == (tokens, hc)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+    again = E.engram_gate_fwd(x, k, v, w, EPS, CLAMP, save_for_backward=False)
+    assert again[1:] == (None, None, None, None) and np.array_equal(again[0].view(np.uint16), out.view(np.uint16))
+
+
+def test_engram_gate_bwd_matches_float64_gradients(rng):
+    tokens, hc, hidden = 7, 3, 256
+    x, k, v, w = _gate_inputs(rng, tokens, hc, hidden)
+    grad_out = rng.standard_normal((tokens, hc, hidden)).astype(BF16)
+    _, dot, gate, rx, rk = E.engram_gate_fwd(x, k, v, w, EPS, CLAMP)
+    gx, gk, gv, gw = E.engram_gate_bwd(grad_out, x, k, v, w, dot, gate, rx, rk, CLAMP)
+    assert gw.shape == (E.GATE_BWD_BLOCKS, hc, hidden) and gw.dtype == np.float32
+    # float64 gradients of sum(grad_out * output) by the chain rule, written out independently
+    X, Kf, V, W, G = (a.astype(np.float64) for a in (x, k, v, w, grad_out))
+    out, raw, g, r_x, r_k = _gate_reference(x, k, v, w)
+    scale = r_x * r_k * hidden ** -0.5
+    d = raw * scale
+    dq = (G * V[:, None, :]).sum(-1) * g * (1 - g)
+    dd = np.where(np.abs(d) < CLAMP, 0.0, dq * 0.5 / np.sqrt(np.abs(d)))
+    ds = dd * scale  # d loss / d raw
+    dscale_x = dd * raw * r_k * hidden ** -0.5  # d loss / d rstd_x
+    dscale_k = dd * raw * r_x * hidden ** -0.5
+    want_gx = G + ds[..., None] * W[None] * Kf - (dscale_x * r_x ** 3 / hidden)[..., None] * X
+    want_gk = ds[..., None] * W[None] * X - (dscale_k * r_k ** 3 / hidden)[..., None] * Kf
+    want_gv = (G * g[..., None]).sum(1)
+    want_gw = (ds[..., None] * X * Kf).sum(0)
+    np.testing.assert_allclose(gx.astype(np.float64), want_gx, rtol=2 ** -7, atol=2e-2)
+    np.testing.assert_allclose(gk.astype(np.float64), want_gk, rtol=2 ** -7, atol=2e-2)
+    np.testing.assert_allclose(gv.astype(np.float64), want_gv, rtol=2 ** -7, atol=2e-2)
+    np.testing.assert_allclose(gw.sum(0), want_gw, rtol=1e-4, atol=1e-3)
+    # the chain rule above against finite differences of the float64 forward, on a few elements
+    def loss(xx):
+        return float((G * _gate_reference(xx, k, v, w)[0]).sum())
+    for idx in [(0, 0, 3), (4, 2, 100), (6, 1, 255)]:
+        h = 1e-4
+        xp, xm = X.copy(), X.copy()
+        xp[idx] += h
+        xm[idx] -= h
+        assert abs((loss(xp) - loss(xm)) / (2 * h) - want_gx[idx]) < 1e-4 * (1 + abs(want_gx[idx]))
+    # bits do not depend on the thread count
+    saved = tessera.num_threads()
+    tessera.set_num_threads(1)
+    try:
+        again = E.engram_gate_bwd(grad_out, x, k, v, w, dot, gate, rx, rk, CLAMP)
+    finally:
+        tessera.set_num_threads(saved)
+    for a, b in zip((gx, gk, gv, gw), again):
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def test_grad_w_reduce_accumulates_in_place(rng):
+    blocks, hc, hidden = 6, 2, 700
+    partial = rng.standard_normal((blocks, hc, hidden)).astype(np.float32)
+    wh = rng.standard_normal((hc, hidden)).astype(BF16)
+    we = rng.standard_normal((hc, hidden)).astype(BF16)
+    gwh = rng.standard_normal((hc, hidden)).astype(np.float32)
+    gwe = rng.standard_normal((hc, hidden)).astype(np.float32)
+    total = np.zeros((hc, hidden), np.float32)
+    for p in range(blocks):
+        total += partial[p]
+    want_h = gwh + total * we.astype(np.float32)
+    want_e = gwe + total * wh.astype(np.float32)
+    assert E.grad_w_reduce(partial, wh, we, gwh, gwe) is None
+    np.testing.assert_array_equal(gwh, want_h)
+    np.testing.assert_array_equal(gwe, want_e)
 
 
 @pytest.mark.parametrize("tokens", [1, 130])

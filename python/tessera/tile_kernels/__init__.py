@@ -13,10 +13,9 @@ out; docs/tile_kernels.md):
   normalize_weight, group_count, aux_fi, mask_indices_by_tp, inplace_unique_group_indices,
   get_fused_mapping, expand_to_fused(_with_sf), reduce_fused).
 - ``transpose``: transpose, batched_transpose.
-- ``engram``: engram_hash, fused_weight.
+- ``engram``: engram_hash, fused_weight, engram_gate_fwd, engram_gate_bwd, grad_w_reduce.
 
-Not implemented: the e5m6 casts, the engram gate (engram_gate_fwd / _bwd, grad_w_reduce) and the mhc
-and modeling packages;
+Not implemented: the e5m6 casts and the mhc and modeling packages;
 those names raise ``tessera.NotImplementedInTessera`` naming the function.
 """
 import importlib
