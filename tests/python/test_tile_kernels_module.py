@@ -17,12 +17,14 @@ def test_submodules_import_like_tilekernels():
 def test_missing_parts_raise_not_implemented_naming_them():
     with pytest.raises(tessera.NotImplementedInTessera, match=r"tessera\.tile_kernels\.mhc"):
         tile_kernels.mhc
-    with pytest.raises(NotImplementedError, match=r"tile_kernels\.modeling"):
-        from tessera.tile_kernels import modeling  # noqa: F401
+    with pytest.raises(NotImplementedError, match=r"tile_kernels\.modeling\.engram"):
+        tile_kernels.modeling.engram
+    with pytest.raises(NotImplementedError, match=r"tile_kernels\.modeling\.mhc\.mhc_pre"):
+        tile_kernels.modeling.mhc.mhc_pre
 
 
 def test_dunder_and_private_lookups_keep_python_semantics():
     assert not hasattr(tile_kernels, "__wrapped__")
     assert getattr(tile_kernels, "__missing_dunder__", None) is None
     assert getattr(tile_kernels, "_missing_private", None) is None
-    assert tile_kernels.__all__ == ["quant", "moe", "transpose", "engram"]
+    assert tile_kernels.__all__ == ["quant", "moe", "transpose", "engram", "modeling"]

@@ -15,14 +15,17 @@ out; docs/tile_kernels.md):
 - ``transpose``: transpose, batched_transpose.
 - ``engram``: engram_hash, fused_weight, engram_gate_fwd, engram_gate_bwd, grad_w_reduce.
 
-Not implemented: the e5m6 casts and the mhc and modeling packages;
+- ``modeling.mhc.ops``: expand_to_mhc, mhc_head_compute_mix, sinkhorn_normalize (forward and, for torch
+  tensors, backward through torch.autograd).
+
+Not implemented: the e5m6 casts, the mhc kernel package and the rest of modeling;
 those names raise ``tessera.NotImplementedInTessera`` naming the function.
 """
 import importlib
 
 from .._errors import NotImplementedInTessera as _NotImplementedInTessera
 
-_SUBMODULES = ("quant", "moe", "transpose", "engram")
+_SUBMODULES = ("quant", "moe", "transpose", "engram", "modeling")
 __all__ = list(_SUBMODULES)
 
 
@@ -35,4 +38,4 @@ def __getattr__(name: str):
         return importlib.import_module(f".{name}", __name__)
     raise _NotImplementedInTessera(
         f"tessera.tile_kernels.{name}: this part of TileKernels is not implemented in tessera yet; "
-        "implemented: quant, moe, transpose and part of engram (docs/tile_kernels.md)")
+        "implemented: quant, moe, transpose, engram and part of modeling (docs/tile_kernels.md)")

@@ -1,0 +1,182 @@
+"""``tessera.tile_kernels.modeling.mhc.ops``: TileKernels' mhc operations, names and arguments as
+there. Torch tensors go through ``torch.autograd.Function``s (forward and backward kernels in the tile
+language); numpy arrays get the forward. Implemented: expand_to_mhc, mhc_head_compute_mix,
+sinkhorn_normalize; the other operations raise ``tessera.NotImplementedInTessera``."""
+import functools
+import numbers
+
+import numpy as np
+
+from ...._errors import NotImplementedInTessera as _NotImplementedInTessera
+from ... import _arrays as A
+from ... import _kernels_mhc as K
+
+__all__ = ["expand_to_mhc", "mhc_head_compute_mix", "sinkhorn_normalize"]
+_NOT_IMPLEMENTED = ("mhc_multilayer_recompute", "mhc_pre_norm_fn", "mhc_post", "mhc_post_bwd", "mhc_post_fwd",
+                    "mhc_pre_apply_mix", "mhc_pre_big_fuse", "mhc_pre_split_mixes")
+
+
+def _contiguous(x):
+    return x if A.is_contiguous(x) else (x.contiguous() if hasattr(x, "contiguous") else np.ascontiguousarray(x))
+
+
+def _needs_grad(*xs):
+    return any(A.is_torch_tensor(x) and x.requires_grad for x in xs)
+
+
+@functools.lru_cache(maxsize=None)
+def _functions():
+    """The autograd Functions (built on first use: torch is optional)."""
+    torch = A.torch_module()
+
+    class ExpandToMHC(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, hidden, mhc_mult, out):
+            return _expand(hidden.detach(), mhc_mult, out)
+
+        @staticmethod
+        def backward(ctx, o_grad):
+            o_grad = _contiguous(o_grad)
+            *lead, mhc_mult, h = o_grad.shape
+            x_grad = torch.empty((*lead, h), dtype=o_grad.dtype)
+            if x_grad.numel():
+                K.expand_bwd(mhc_mult, h).call_all([o_grad.reshape(-1, mhc_mult, h), x_grad.view(-1, h)])
+            return x_grad, None, None
+
+    class HeadComputeMix(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, input_mix, mhc_scale, mhc_base, eps):
+            ctx.save_for_backward(input_mix, mhc_scale, mhc_base)
+            return _head_mix(input_mix.detach(), mhc_scale.detach(), mhc_base.detach(), eps)
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, scale, base = (t.detach() for t in ctx.saved_tensors)
+            mhc_mult = x.shape[-1]
+            x_grad = torch.empty_like(x)
+            scale_partial = torch.zeros((K.PARTIAL_BLOCKS, 1), dtype=torch.float32)
+            base_partial = torch.zeros((K.PARTIAL_BLOCKS, mhc_mult), dtype=torch.float32)
+            if x.numel():
+                K.head_compute_mix_bwd(mhc_mult).call_all(
+                    [_contiguous(grad).view(-1, mhc_mult), x.view(-1, mhc_mult), scale, base,
+                     x_grad.view(-1, mhc_mult), scale_partial, base_partial])
+            return x_grad, _rows_sum(scale_partial).view(scale.shape), _rows_sum(base_partial), None
+
+    class Sinkhorn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, repeat, eps):
+            ctx.save_for_backward(x)
+            ctx.repeat, ctx.eps = repeat, eps
+            return _sinkhorn(x.detach(), repeat, eps)
+
+        @staticmethod
+        def backward(ctx, grad):
+            x = ctx.saved_tensors[0].detach()
+            n = x.shape[-1]
+            x_grad = torch.empty_like(x)
+            if x.numel():
+                K.sinkhorn(n, ctx.repeat, ctx.eps, True).call_all(
+                    [_contiguous(grad).reshape(-1, n, n), x.reshape(-1, n, n), x_grad.view(-1, n, n)])
+            return x_grad, None, None
+
+    return ExpandToMHC, HeadComputeMix, Sinkhorn
+
+
+def _rows_sum(partial):
+    """The partial rows added in order (the same bits for any thread count)."""
+    total = partial[0].clone()
+    for row in partial[1:]:
+        total += row
+    return total
+
+
+def _expand(hidden, mhc_mult, out):
+    h = hidden.shape[-1]
+    if out is None:
+        out = A.alloc(hidden, (*hidden.shape[:-1], mhc_mult, h), "bfloat16")
+    if out.size if isinstance(out, np.ndarray) else out.numel():
+        K.expand_fwd(mhc_mult, h).call_all([hidden.reshape(-1, h), out.reshape(-1, mhc_mult, h)])
+    return out
+
+
+def expand_to_mhc(hidden, mhc_mult, out=None):
+    """out[..., m, :] = hidden[..., :] for m < mhc_mult (bf16, hidden contiguous); the backward sums
+    the mhc_mult copies' gradients in float32, in order."""
+    fn = "expand_to_mhc"
+    A.require_array(fn, "hidden", hidden, ("bfloat16",))
+    mhc_mult = A.require_int(fn, "mhc_mult", mhc_mult, minimum=1)
+    if hidden.ndim < 1 or not A.is_contiguous(hidden):
+        raise A.invalid_argument(fn, "hidden", "must be a contiguous tensor with at least one dimension")
+    want = (*hidden.shape[:-1], mhc_mult, hidden.shape[-1])
+    if out is not None:
+        A.require_array(fn, "out", out, ("bfloat16",))
+        if tuple(out.shape) != want or not A.is_contiguous(out):
+            raise A.invalid_argument(fn, "out", f"must be a contiguous tensor of shape {list(want)}, got "
+                                     f"{list(out.shape)}")
+        A.check_same_kind(fn, hidden=hidden, out=out)
+    if _needs_grad(hidden):
+        return _functions()[0].apply(hidden, mhc_mult, out)
+    return _expand(hidden, mhc_mult, out)
+
+
+def _head_mix(x, scale, base, eps):
+    mhc_mult = x.shape[-1]
+    out = A.alloc(x, x.shape, "float32")
+    if np.prod(x.shape):
+        K.head_compute_mix_fwd(mhc_mult, eps).call_all([x.reshape(-1, mhc_mult), scale, base,
+                                                        out.reshape(-1, mhc_mult)])
+    return out
+
+
+def mhc_head_compute_mix(input_mix, mhc_scale, mhc_base, mhc_pre_eps):
+    """sigmoid(input_mix * mhc_scale + mhc_base) + mhc_pre_eps: input_mix float32 [a, b, mhc_mult],
+    mhc_scale float32 [1], mhc_base float32 [mhc_mult]. The backward gives all three gradients; the
+    scale's and base's sums over tokens are added per block of tokens, then over the blocks in order."""
+    fn = "mhc_head_compute_mix"
+    A.require_array(fn, "input_mix", input_mix, ("float32",), ndim=3)
+    mhc_mult = int(input_mix.shape[-1])
+    A.require_array(fn, "mhc_scale", mhc_scale, ("float32",), ndim=1)
+    A.require_array(fn, "mhc_base", mhc_base, ("float32",), ndim=1)
+    if tuple(mhc_scale.shape) != (1,):
+        raise A.invalid_argument(fn, "mhc_scale", f"must have shape [1], got {list(mhc_scale.shape)}")
+    if tuple(mhc_base.shape) != (mhc_mult,):
+        raise A.invalid_argument(fn, "mhc_base", f"must have shape [{mhc_mult}], got {list(mhc_base.shape)}")
+    if isinstance(mhc_pre_eps, bool) or not isinstance(mhc_pre_eps, numbers.Real):
+        raise A.ArgumentTypeError(f"{fn}: argument 'mhc_pre_eps' must be a float, got {type(mhc_pre_eps).__name__}")
+    A.check_same_kind(fn, input_mix=input_mix, mhc_scale=mhc_scale, mhc_base=mhc_base)
+    args = (_contiguous(input_mix), _contiguous(mhc_scale), _contiguous(mhc_base), float(mhc_pre_eps))
+    if _needs_grad(input_mix, mhc_scale, mhc_base):
+        return _functions()[1].apply(*args)
+    return _head_mix(*args)
+
+
+def _sinkhorn(x, repeat, eps):
+    n = x.shape[-1]
+    out = A.alloc(x, x.shape, "float32")
+    if np.prod(x.shape):
+        K.sinkhorn(n, repeat, eps, False).call_all([x.reshape(-1, n, n), out.reshape(-1, n, n)])
+    return out
+
+
+def sinkhorn_normalize(x, repeat=10, eps=1e-6):
+    """Sinkhorn normalisation of the last two dimensions (float32 [..., n, n]): softmax over the last
+    dimension plus eps, a column normalisation, then repeat - 1 rounds of row and column
+    normalisations, each dividing by (sum + eps); TileKernels' sinkhorn_normalize_ref."""
+    fn = "sinkhorn_normalize"
+    A.require_array(fn, "x", x, ("float32",))
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise A.invalid_argument(fn, "x", f"must end in a square matrix [..., n, n], got shape {list(x.shape)}")
+    repeat = A.require_int(fn, "repeat", repeat, minimum=1)
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise A.ArgumentTypeError(f"{fn}: argument 'eps' must be a float, got {type(eps).__name__}")
+    x = _contiguous(x)
+    if _needs_grad(x):
+        return _functions()[2].apply(x, repeat, float(eps))
+    return _sinkhorn(x, repeat, float(eps))
+
+
+def __getattr__(name: str):
+    if name in _NOT_IMPLEMENTED:
+        raise _NotImplementedInTessera(f"tessera.tile_kernels.modeling.mhc.ops.{name} is not implemented in tessera "
+                                       "yet (docs/tile_kernels.md lists what is)")
+    raise AttributeError(f"module 'tessera.tile_kernels.modeling.mhc.ops' has no attribute '{name}'")

@@ -1,0 +1,107 @@
+"""tessera.tile_kernels.modeling.mhc.ops: expand_to_mhc, mhc_head_compute_mix and sinkhorn_normalize,
+forward against float64 references (exact where the operation is a copy), backward through
+torch.autograd against float64 gradients (torch's autograd of a float64 reference written here), odd
+sizes, bitwise across thread counts; the names not implemented raise."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tessera
+from tessera.tile_kernels.modeling.mhc import ops
+
+torch = pytest.importorskip("torch")
+BF16 = ml_dtypes.bfloat16
+
+
+def sinkhorn64(x, repeat, eps):
+    x = x - x.max(-1, keepdims=True)
+    p = np.exp(x) / np.exp(x).sum(-1, keepdims=True) + eps
+    p = p / (p.sum(-2, keepdims=True) + eps)
+    for _ in range(repeat - 1):
+        p = p / (p.sum(-1, keepdims=True) + eps)
+        p = p / (p.sum(-2, keepdims=True) + eps)
+    return p
+
+
+def sinkhorn_torch64(x, repeat, eps):
+    p = x.softmax(-1) + eps
+    p = p / (p.sum(-2, keepdim=True) + eps)
+    for _ in range(repeat - 1):
+        p = p / (p.sum(-1, keepdim=True) + eps)
+        p = p / (p.sum(-2, keepdim=True) + eps)
+    return p
+
+
+def same_bits(a, b):
+    return np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 300), (7, 64)])
+def test_expand_to_mhc_copies_and_sums_gradients(rng, shape):
+    x = rng.standard_normal(shape).astype(BF16)
+    out = ops.expand_to_mhc(x, 4)
+    assert out.shape == (*shape[:-1], 4, shape[-1]) and all(same_bits(out[..., m, :], x) for m in range(4))
+    xt = torch.from_numpy(x.view(np.uint16).astype(np.int16)).view(torch.bfloat16).requires_grad_()
+    y = ops.expand_to_mhc(xt, 3)
+    grad = torch.randn(y.shape, generator=torch.Generator().manual_seed(1)).bfloat16()
+    y.backward(grad)
+    want = grad.double().sum(-2)
+    torch.testing.assert_close(xt.grad.double(), want, rtol=2 ** -7, atol=1e-2)
+    poisoned = np.full((*shape[:-1], 2, shape[-1]), np.nan, BF16)
+    assert ops.expand_to_mhc(x, 2, out=poisoned) is poisoned and same_bits(poisoned[..., 1, :], x)
+
+
+def test_head_compute_mix_forward_and_gradients(rng):
+    a, b, m = 5, 37, 4
+    x = rng.standard_normal((a, b, m)).astype(np.float32)
+    scale = rng.standard_normal(1).astype(np.float32)
+    base = rng.standard_normal(m).astype(np.float32)
+    got = ops.mhc_head_compute_mix(x, scale, base, 1e-2)
+    want = 1 / (1 + np.exp(-(x.astype(np.float64) * scale[0] + base))) + 1e-2
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+    leaves = [torch.from_numpy(t).requires_grad_() for t in (x, scale, base)]
+    out = ops.mhc_head_compute_mix(*leaves, 1e-2)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(2))
+    out.backward(g)
+    refs = [torch.from_numpy(t).double().requires_grad_() for t in (x, scale, base)]
+    (torch.sigmoid(refs[0] * refs[1] + refs[2]) + 1e-2).backward(g.double())
+    for leaf, ref in zip(leaves, refs):
+        torch.testing.assert_close(leaf.grad.double(), ref.grad, rtol=1e-4, atol=1e-5)
+    first = [leaf.grad.clone() for leaf in leaves]
+    saved = tessera.num_threads()
+    tessera.set_num_threads(1)
+    try:
+        for leaf in leaves:
+            leaf.grad = None
+        ops.mhc_head_compute_mix(*leaves, 1e-2).backward(g)
+    finally:
+        tessera.set_num_threads(saved)
+    assert all(same_bits(f.numpy(), leaf.grad.numpy()) for f, leaf in zip(first, leaves))
+
+
+@pytest.mark.parametrize("n,repeat", [(4, 10), (3, 1), (5, 4)])
+def test_sinkhorn_forward_and_gradient(rng, n, repeat):
+    x = (rng.standard_normal((2, 19, n, n)) * 2).astype(np.float32)
+    got = ops.sinkhorn_normalize(x, repeat=repeat, eps=1e-6)
+    np.testing.assert_allclose(got, sinkhorn64(x.astype(np.float64), repeat, 1e-6), rtol=2e-5, atol=1e-6)
+    xt = torch.from_numpy(x).requires_grad_()
+    y = ops.sinkhorn_normalize(xt, repeat, 1e-6)
+    g = torch.randn(y.shape, generator=torch.Generator().manual_seed(3))
+    y.backward(g)
+    ref = torch.from_numpy(x).double().requires_grad_()
+    sinkhorn_torch64(ref, repeat, 1e-6).backward(g.double())
+    torch.testing.assert_close(xt.grad.double(), ref.grad, rtol=1e-3, atol=2e-5)
+
+
+def test_errors_and_names_not_implemented():
+    with pytest.raises(tessera.InvalidArgumentError, match=r"sinkhorn_normalize: argument 'x' must end in a square"):
+        ops.sinkhorn_normalize(np.zeros((2, 3, 4), np.float32))
+    with pytest.raises(tessera.InvalidArgumentError, match=r"mhc_head_compute_mix: argument 'mhc_base' must have"):
+        ops.mhc_head_compute_mix(np.zeros((1, 2, 4), np.float32), np.zeros(1, np.float32), np.zeros(3, np.float32),
+                                 0.0)
+    with pytest.raises(tessera.InvalidArgumentError, match=r"expand_to_mhc: argument 'out' must be"):
+        ops.expand_to_mhc(np.zeros((2, 8), BF16), 2, out=np.zeros((2, 3, 8), BF16))
+    for name in ops._NOT_IMPLEMENTED:
+        with pytest.raises(tessera.NotImplementedInTessera, match=name):
+            getattr(ops, name)
