@@ -1,4 +1,5 @@
-"""tessera.tile_kernels.modeling.mhc.ops: expand_to_mhc, mhc_head_compute_mix and sinkhorn_normalize,
+"""tessera.tile_kernels.modeling.mhc.ops: expand_to_mhc, mhc_head_compute_mix, mhc_pre_apply_mix and
+sinkhorn_normalize,
 forward against float64 references (exact where the operation is a copy), backward through
 torch.autograd against float64 gradients (torch's autograd of a float64 reference written here), odd
 sizes, bitwise across thread counts; the names not implemented raise."""
@@ -78,6 +79,26 @@ def test_head_compute_mix_forward_and_gradients(rng):
     finally:
         tessera.set_num_threads(saved)
     assert all(same_bits(f.numpy(), leaf.grad.numpy()) for f, leaf in zip(first, leaves))
+
+
+def test_pre_apply_mix_forward_and_gradients(rng):
+    a, b, m, h = 3, 7, 4, 200
+    x = rng.standard_normal((a, b, m, h)).astype(BF16)
+    mix = rng.standard_normal((a, b, m, 1)).astype(np.float32)
+    got = ops.mhc_pre_apply_mix(x, mix)
+    want = (x.astype(np.float64) * mix).sum(-2)
+    assert got.dtype == BF16 and got.shape == (a, b, h)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2 ** -8, atol=1e-2)
+    xt = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).requires_grad_()
+    mt = torch.from_numpy(mix).requires_grad_()
+    out = ops.mhc_pre_apply_mix(xt, mt)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(4)).bfloat16()
+    out.backward(g)
+    xr = torch.from_numpy(x.astype(np.float64)).requires_grad_()
+    mr = torch.from_numpy(mix.astype(np.float64)).requires_grad_()
+    (xr * mr).sum(-2).backward(g.double())
+    torch.testing.assert_close(xt.grad.double(), xr.grad, rtol=2 ** -7, atol=1e-2)
+    torch.testing.assert_close(mt.grad.double(), mr.grad, rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.parametrize("n,repeat", [(4, 10), (3, 1), (5, 4)])

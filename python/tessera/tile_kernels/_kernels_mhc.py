@@ -195,3 +195,47 @@ def sinkhorn(n: int, repeat: int, eps: float, backward: bool):
                     x_grad[b * rows + r, i, j] = p[r, i, j] * (g[r, i, j] - gp)
 
     return tl_compile(bwd)
+
+
+@kernel_cache
+def pre_apply_mix_fwd(mhc_mult: int, hidden: int):
+    """o[i, :] = the float32 sum over m (in order) of mix[i, m] * x[i, m, :], rounded to bf16."""
+    tokens = T.dynamic("num_tokens")
+
+    @T.prim_func
+    def main(x: T.Tensor((tokens, mhc_mult, hidden), "bfloat16"), mix: T.Tensor((tokens, mhc_mult), "float32"),
+             o: T.Tensor((tokens, hidden), "bfloat16")):
+        with T.Kernel(tokens, threads=128) as i:
+            acc = T.alloc_fragment((hidden,), "float32")
+            T.clear(acc)
+            for m in T.serial(mhc_mult):
+                for j in T.Parallel(hidden):
+                    acc[j] += mix[i, m] * T.cast(x[i, m, j], "float32")
+            for j in T.Parallel(hidden):
+                o[i, j] = T.cast(acc[j], "bfloat16")
+
+    return tl_compile(main)
+
+
+@kernel_cache
+def pre_apply_mix_bwd(mhc_mult: int, hidden: int):
+    """x_grad[i, m, :] += mix[i, m] * o_grad[i, :] (bf16, in place) and mix_grad[i, m] = the float32
+    sum over the hidden dimension of x[i, m, :] * o_grad[i, :]."""
+    tokens = T.dynamic("num_tokens")
+
+    @T.prim_func
+    def main(o_grad: T.Tensor((tokens, hidden), "bfloat16"), x: T.Tensor((tokens, mhc_mult, hidden), "bfloat16"),
+             mix: T.Tensor((tokens, mhc_mult), "float32"), x_grad: T.Tensor((tokens, mhc_mult, hidden), "bfloat16"),
+             mix_grad: T.Tensor((tokens, mhc_mult), "float32")):
+        with T.Kernel(tokens, threads=128) as i:
+            terms = T.alloc_fragment((mhc_mult, hidden), "float32")
+            sums = T.alloc_fragment((mhc_mult,), "float32")
+            for m, j in T.Parallel(mhc_mult, hidden):
+                g = T.cast(o_grad[i, j], "float32")
+                terms[m, j] = T.cast(x[i, m, j], "float32") * g
+                x_grad[i, m, j] = T.cast(T.cast(x_grad[i, m, j], "float32") + mix[i, m] * g, "bfloat16")
+            T.reduce_sum(terms, sums, dim=1)
+            for m in T.Parallel(mhc_mult):
+                mix_grad[i, m] = sums[m]
+
+    return tl_compile(main)

@@ -1,7 +1,7 @@
 """``tessera.tile_kernels.modeling.mhc.ops``: TileKernels' mhc operations, names and arguments as
 there. Torch tensors go through ``torch.autograd.Function``s (forward and backward kernels in the tile
 language); numpy arrays get the forward. Implemented: expand_to_mhc, mhc_head_compute_mix,
-sinkhorn_normalize; the other operations raise ``tessera.NotImplementedInTessera``."""
+mhc_pre_apply_mix, sinkhorn_normalize; the other operations raise ``tessera.NotImplementedInTessera``."""
 import functools
 import numbers
 
@@ -11,9 +11,9 @@ from ...._errors import NotImplementedInTessera as _NotImplementedInTessera
 from ... import _arrays as A
 from ... import _kernels_mhc as K
 
-__all__ = ["expand_to_mhc", "mhc_head_compute_mix", "sinkhorn_normalize"]
+__all__ = ["expand_to_mhc", "mhc_head_compute_mix", "mhc_pre_apply_mix", "sinkhorn_normalize"]
 _NOT_IMPLEMENTED = ("mhc_multilayer_recompute", "mhc_pre_norm_fn", "mhc_post", "mhc_post_bwd", "mhc_post_fwd",
-                    "mhc_pre_apply_mix", "mhc_pre_big_fuse", "mhc_pre_split_mixes")
+                    "mhc_pre_big_fuse", "mhc_pre_split_mixes")
 
 
 def _contiguous(x):
@@ -79,7 +79,25 @@ def _functions():
                     [_contiguous(grad).reshape(-1, n, n), x.reshape(-1, n, n), x_grad.view(-1, n, n)])
             return x_grad, None, None
 
-    return ExpandToMHC, HeadComputeMix, Sinkhorn
+    class PreApplyMix(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, mix, out):
+            ctx.save_for_backward(x, mix)
+            return _pre_apply_mix(x.detach(), mix.detach(), out)
+
+        @staticmethod
+        def backward(ctx, o_grad):
+            x, mix = (t.detach() for t in ctx.saved_tensors)
+            *_, mhc_mult, h = x.shape
+            x_grad = torch.zeros_like(x)
+            mix_grad = torch.empty(mix.shape, dtype=torch.float32)
+            if x.numel():
+                K.pre_apply_mix_bwd(mhc_mult, h).call_all(
+                    [_contiguous(o_grad).reshape(-1, h), x.reshape(-1, mhc_mult, h), mix.reshape(-1, mhc_mult),
+                     x_grad.view(-1, mhc_mult, h), mix_grad.view(-1, mhc_mult)])
+            return x_grad, mix_grad, None
+
+    return ExpandToMHC, HeadComputeMix, Sinkhorn, PreApplyMix
 
 
 def _rows_sum(partial):
@@ -148,6 +166,41 @@ def mhc_head_compute_mix(input_mix, mhc_scale, mhc_base, mhc_pre_eps):
     if _needs_grad(input_mix, mhc_scale, mhc_base):
         return _functions()[1].apply(*args)
     return _head_mix(*args)
+
+
+def _pre_apply_mix(x, mix, out):
+    *_, mhc_mult, h = x.shape
+    if out is None:
+        out = A.alloc(x, (*x.shape[:-2], h), "bfloat16")
+    if np.prod(x.shape):
+        K.pre_apply_mix_fwd(mhc_mult, h).call_all([x.reshape(-1, mhc_mult, h), mix.reshape(-1, mhc_mult),
+                                                   out.reshape(-1, h)])
+    return out
+
+
+def mhc_pre_apply_mix(x, mix, out=None):
+    """out[..., :] = sum over m of mix[..., m, 0] * x[..., m, :], summed in float32 in m order and
+    rounded to bf16: x bf16 [..., mhc_mult, hidden] (contiguous), mix float32 [..., mhc_mult, 1]. The
+    backward gives x's gradient (mix times the output's gradient, bf16) and mix's (float32 sums over
+    the hidden dimension)."""
+    fn = "mhc_pre_apply_mix"
+    A.require_array(fn, "x", x, ("bfloat16",))
+    A.require_array(fn, "mix", mix, ("float32",), last_contiguous=False)
+    if x.ndim < 2 or not A.is_contiguous(x):
+        raise A.invalid_argument(fn, "x", "must be a contiguous tensor [..., mhc_mult, hidden]")
+    lead, mhc_mult, h = tuple(x.shape[:-2]), int(x.shape[-2]), int(x.shape[-1])
+    if tuple(mix.shape) != (*lead, mhc_mult, 1):
+        raise A.invalid_argument(fn, "mix", f"must have shape {[*lead, mhc_mult, 1]}, got {list(mix.shape)}")
+    if out is not None:
+        A.require_array(fn, "out", out, ("bfloat16",))
+        if tuple(out.shape) != (*lead, h) or not A.is_contiguous(out):
+            raise A.invalid_argument(fn, "out", f"must be a contiguous tensor of shape {[*lead, h]}, got "
+                                     f"{list(out.shape)}")
+    A.check_same_kind(fn, x=x, mix=mix, out=out)
+    mix = _contiguous(mix)
+    if _needs_grad(x, mix):
+        return _functions()[3].apply(x, mix, out)
+    return _pre_apply_mix(x, mix, out)
 
 
 def _sinkhorn(x, repeat, eps):
