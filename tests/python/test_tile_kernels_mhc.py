@@ -1,5 +1,5 @@
-"""tessera.tile_kernels.modeling.mhc.ops: expand_to_mhc, mhc_head_compute_mix, mhc_pre_apply_mix and
-sinkhorn_normalize,
+"""tessera.tile_kernels.modeling.mhc.ops: expand_to_mhc, mhc_head_compute_mix, mhc_pre_apply_mix,
+mhc_pre_split_mixes, mhc_post and sinkhorn_normalize,
 forward against float64 references (exact where the operation is a copy), backward through
 torch.autograd against float64 gradients (torch's autograd of a float64 reference written here), odd
 sizes, bitwise across thread counts; the names not implemented raise."""
@@ -99,6 +99,60 @@ def test_pre_apply_mix_forward_and_gradients(rng):
     (xr * mr).sum(-2).backward(g.double())
     torch.testing.assert_close(xt.grad.double(), xr.grad, rtol=2 ** -7, atol=1e-2)
     torch.testing.assert_close(mt.grad.double(), mr.grad, rtol=1e-4, atol=1e-3)
+
+
+def test_pre_split_mixes_forward_and_gradients(rng):
+    a, b, n = 3, 41, 4
+    width = 2 * n + n * n
+    x = rng.standard_normal((a, b, width)).astype(np.float32)
+    scale = rng.standard_normal(3).astype(np.float32)
+    base = rng.standard_normal(width).astype(np.float32)
+    pre, post, comb = ops.mhc_pre_split_mixes(x, scale, base, n, 2.0, 1e-2)
+    full = np.concatenate([np.repeat(scale[0], n), np.repeat(scale[1], n), np.repeat(scale[2], n * n)])
+    z = x.astype(np.float64) * full + base
+    sig = 1 / (1 + np.exp(-z))
+    np.testing.assert_allclose(pre, (sig[..., :n] + 1e-2)[..., None], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(post, (sig[..., n:2 * n] * 2.0)[..., None], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(comb, z[..., 2 * n:].reshape(a, b, n, n), rtol=1e-6, atol=1e-6)
+
+    leaves = [torch.from_numpy(t).requires_grad_() for t in (x, scale, base)]
+    outs = ops.mhc_pre_split_mixes(*leaves, n, 2.0, 1e-2)
+    gen = torch.Generator().manual_seed(5)
+    grads = [torch.randn(o.shape, generator=gen) for o in outs]
+    torch.autograd.backward(outs, grads)
+    xr, sr, br = (torch.from_numpy(t).double().requires_grad_() for t in (x, scale, base))
+    zr = xr * torch.cat([sr[0].expand(n), sr[1].expand(n), sr[2].expand(n * n)]) + br
+    refs = ((zr[..., :n].sigmoid() + 1e-2).unsqueeze(-1), (zr[..., n:2 * n].sigmoid() * 2.0).unsqueeze(-1),
+            zr[..., 2 * n:].view(a, b, n, n))
+    torch.autograd.backward(refs, [g.double() for g in grads])
+    for leaf, ref in zip(leaves, (xr, sr, br)):
+        torch.testing.assert_close(leaf.grad.double(), ref.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("h", [300, 1100])
+def test_post_forward_and_gradients(rng, h):
+    a, b, n = 2, 5, 4
+    x = rng.standard_normal((a, b, h)).astype(BF16)
+    res = rng.standard_normal((a, b, n, h)).astype(BF16)
+    post = rng.standard_normal((a, b, n, 1)).astype(np.float32)
+    comb = rng.standard_normal((a, b, n, n)).astype(np.float32)
+    got = ops.mhc_post(x, res, post, comb)
+    want = x.astype(np.float64)[:, :, None, :] * post + np.einsum("abmn,abmc->abnc", comb, res.astype(np.float64))
+    assert got.dtype == BF16 and got.shape == (a, b, n, h)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2 ** -8, atol=2e-2)
+
+    def bf16_tensor(v):
+        return torch.from_numpy(v.view(np.int16)).view(torch.bfloat16).requires_grad_()
+
+    leaves = [bf16_tensor(x), bf16_tensor(res), torch.from_numpy(post).requires_grad_(),
+              torch.from_numpy(comb).requires_grad_()]
+    out = ops.mhc_post(*leaves)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(6)).bfloat16()
+    out.backward(g)
+    refs = [torch.from_numpy(v.astype(np.float64)).requires_grad_() for v in (x, res, post, comb)]
+    (refs[0].unsqueeze(-2) * refs[2] + torch.einsum("abmn,abmc->abnc", refs[3], refs[1])).backward(g.double())
+    for leaf, ref, tol in zip(leaves, refs, (2e-2, 2e-2, 1e-3, 1e-3)):
+        torch.testing.assert_close(leaf.grad.double(), ref.grad, rtol=2 ** -7, atol=tol)
 
 
 @pytest.mark.parametrize("n,repeat", [(4, 10), (3, 1), (5, 4)])

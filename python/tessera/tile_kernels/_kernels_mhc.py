@@ -239,3 +239,154 @@ def pre_apply_mix_bwd(mhc_mult: int, hidden: int):
                 mix_grad[i, m] = sums[m]
 
     return tl_compile(main)
+
+
+@kernel_cache
+def pre_split_mixes_fwd(mhc_mult: int, post_mult: float, eps: float):
+    """z = x * scale[segment] + base over the 2n + n^2 mixes of a token (segments: n pre, n post, n^2
+    combination): pre = sigmoid(z) + eps, post = sigmoid(z) * post_mult, comb = z."""
+    tokens = T.dynamic("num_tokens")
+    n = mhc_mult
+    width = 2 * n + n * n
+    rows = 32
+
+    @T.prim_func
+    def main(x: T.Tensor((tokens, width), "float32"), scale: T.Tensor((3,), "float32"),
+             base: T.Tensor((width,), "float32"), pre: T.Tensor((tokens, n), "float32"),
+             post: T.Tensor((tokens, n), "float32"), comb: T.Tensor((tokens, n * n), "float32")):
+        with T.Kernel(T.ceildiv(tokens, rows), threads=128) as b:
+            for i, j in T.Parallel(rows, n):
+                t = b * rows + i
+                if t < tokens:
+                    pre[t, j] = T.sigmoid(x[t, j] * scale[0] + base[j]) + eps
+                    post[t, j] = T.sigmoid(x[t, n + j] * scale[1] + base[n + j]) * post_mult
+            for i, j in T.Parallel(rows, n * n):
+                t = b * rows + i
+                if t < tokens:
+                    comb[t, j] = x[t, 2 * n + j] * scale[2] + base[2 * n + j]
+
+    return tl_compile(main)
+
+
+@kernel_cache
+def pre_split_mixes_bwd(mhc_mult: int, post_mult: float):
+    """dz = the gradient through each segment's function (sigmoid' for pre and post, post_mult for
+    post, 1 for comb); x_grad = dz * scale[segment]. Block b's contiguous run of tokens adds sum(dz * x)
+    per segment to scale_partial[b] and dz to base_partial[b] (token order)."""
+    tokens = T.dynamic("num_tokens")
+    n = mhc_mult
+    width = 2 * n + n * n
+    blocks = PARTIAL_BLOCKS
+
+    def segment(j):
+        return T.if_then_else(j < n, 0, T.if_then_else(j < 2 * n, 1, 2))
+
+    @T.prim_func
+    def main(pre_grad: T.Tensor((tokens, n), "float32"), post_grad: T.Tensor((tokens, n), "float32"),
+             comb_grad: T.Tensor((tokens, n * n), "float32"), x: T.Tensor((tokens, width), "float32"),
+             scale: T.Tensor((3,), "float32"), base: T.Tensor((width,), "float32"),
+             x_grad: T.Tensor((tokens, width), "float32"), scale_partial: T.Tensor((blocks, 3), "float32"),
+             base_partial: T.Tensor((blocks, width), "float32")):
+        with T.Kernel(blocks, threads=128) as b:
+            acc_base = T.alloc_fragment((width,), "float32")
+            acc_scale = T.alloc_fragment((width,), "float32")
+            dz = T.alloc_fragment((width,), "float32")
+            T.clear(acc_base)
+            T.clear(acc_scale)
+            per_block = T.ceildiv(tokens, blocks)
+            for t in T.serial(T.min(per_block * b, tokens), T.min(per_block * (b + 1), tokens)):
+                for j in T.Parallel(width):
+                    sc = scale[segment(j)]
+                    s = T.sigmoid(x[t, j] * sc + base[j])
+                    g = T.if_then_else(j < n, pre_grad[t, T.min(j, n - 1)] * s * (1.0 - s),
+                                       T.if_then_else(j < 2 * n,
+                                                      post_grad[t, T.min(T.max(j - n, 0), n - 1)] * post_mult * s
+                                                      * (1.0 - s),
+                                                      comb_grad[t, T.min(T.max(j - 2 * n, 0), n * n - 1)]))
+                    dz[j] = g
+                    x_grad[t, j] = g * sc
+                    acc_base[j] += g
+                    acc_scale[j] += g * x[t, j]
+            for c in range(3):
+                lo, hi = (0, n) if c == 0 else ((n, 2 * n) if c == 1 else (2 * n, width))
+                total = acc_scale[lo]
+                for j in range(lo + 1, hi):
+                    total = total + acc_scale[j]
+                scale_partial[b, c] = total
+            for j in T.Parallel(width):
+                base_partial[b, j] = acc_base[j]
+
+    return tl_compile(main)
+
+
+@kernel_cache
+def post_fwd(mhc_mult: int, hidden: int):
+    """out[i, n, :] = x[i, :] * post[i, n] + sum over m (in order) of comb[i, m, n] * residual[i, m, :],
+    in float32, rounded to bf16."""
+    tokens = T.dynamic("num_tokens")
+    n = mhc_mult
+
+    @T.prim_func
+    def main(x: T.Tensor((tokens, hidden), "bfloat16"), residual: T.Tensor((tokens, n, hidden), "bfloat16"),
+             post: T.Tensor((tokens, n), "float32"), comb: T.Tensor((tokens, n, n), "float32"),
+             out: T.Tensor((tokens, n, hidden), "bfloat16")):
+        with T.Kernel(tokens, threads=128) as i:
+            for o, j in T.Parallel(n, hidden):
+                acc = T.cast(x[i, j], "float32") * post[i, o]
+                for m in range(n):
+                    acc = acc + comb[i, m, o] * T.cast(residual[i, m, j], "float32")
+                out[i, o, j] = T.cast(acc, "bfloat16")
+
+    return tl_compile(main)
+
+
+@kernel_cache
+def post_bwd(mhc_mult: int, hidden: int):
+    """For d_o [tokens, n, hidden]: d_x = sum over n of d_o * post; d_residual[m] = sum over n of
+    comb[m, n] * d_o[n] (both bf16); d_post[n] = sum over hidden of d_o[n] * x and d_comb[m, n] = sum
+    over hidden of d_o[n] * residual[m] (float32, hidden in chunks of 512, the chunks added in order)."""
+    tokens = T.dynamic("num_tokens")
+    n = mhc_mult
+    chunk = min(512, hidden)
+    sums = n * n + n  # d_comb (m, n) entries, then d_post's
+
+    @T.prim_func
+    def main(d_o: T.Tensor((tokens, n, hidden), "bfloat16"), x: T.Tensor((tokens, hidden), "bfloat16"),
+             residual: T.Tensor((tokens, n, hidden), "bfloat16"), post: T.Tensor((tokens, n), "float32"),
+             comb: T.Tensor((tokens, n, n), "float32"), d_x: T.Tensor((tokens, hidden), "bfloat16"),
+             d_residual: T.Tensor((tokens, n, hidden), "bfloat16"), d_post: T.Tensor((tokens, n), "float32"),
+             d_comb: T.Tensor((tokens, n, n), "float32")):
+        with T.Kernel(tokens, threads=128) as i:
+            terms = T.alloc_fragment((sums, chunk), "float32")
+            part = T.alloc_fragment((sums,), "float32")
+            total = T.alloc_fragment((sums,), "float32")
+            T.clear(total)
+            for j in T.Parallel(hidden):
+                acc = T.cast(d_o[i, 0, j], "float32") * post[i, 0]
+                for o in range(1, n):
+                    acc = acc + T.cast(d_o[i, o, j], "float32") * post[i, o]
+                d_x[i, j] = T.cast(acc, "bfloat16")
+            for m, j in T.Parallel(n, hidden):
+                acc = comb[i, m, 0] * T.cast(d_o[i, 0, j], "float32")
+                for o in range(1, n):
+                    acc = acc + comb[i, m, o] * T.cast(d_o[i, o, j], "float32")
+                d_residual[i, m, j] = T.cast(acc, "bfloat16")
+            for c in T.serial(T.ceildiv(hidden, chunk)):
+                for s, j in T.Parallel(sums, chunk):
+                    col = c * chunk + j
+                    live = col < hidden
+                    safe = T.min(col, hidden - 1)
+                    o = T.if_then_else(s < n * n, s % n, s - n * n)
+                    g = T.cast(d_o[i, o, safe], "float32")
+                    other = T.if_then_else(s < n * n, T.cast(residual[i, T.min(s // n, n - 1), safe], "float32"),
+                                           T.cast(x[i, safe], "float32"))
+                    terms[s, j] = T.if_then_else(live, g * other, 0.0)
+                T.reduce_sum(terms, part, dim=1)
+                for s in T.Parallel(sums):
+                    total[s] += part[s]
+            for m, o in T.Parallel(n, n):
+                d_comb[i, m, o] = total[m * n + o]
+            for o in T.Parallel(n):
+                d_post[i, o] = total[n * n + o]
+
+    return tl_compile(main)

@@ -1,7 +1,8 @@
 """``tessera.tile_kernels.modeling.mhc.ops``: TileKernels' mhc operations, names and arguments as
 there. Torch tensors go through ``torch.autograd.Function``s (forward and backward kernels in the tile
 language); numpy arrays get the forward. Implemented: expand_to_mhc, mhc_head_compute_mix,
-mhc_pre_apply_mix, sinkhorn_normalize; the other operations raise ``tessera.NotImplementedInTessera``."""
+mhc_pre_apply_mix, mhc_pre_split_mixes, mhc_post (with mhc_post_fwd / mhc_post_bwd), sinkhorn_normalize;
+the other operations raise ``tessera.NotImplementedInTessera``."""
 import functools
 import numbers
 
@@ -11,9 +12,9 @@ from ...._errors import NotImplementedInTessera as _NotImplementedInTessera
 from ... import _arrays as A
 from ... import _kernels_mhc as K
 
-__all__ = ["expand_to_mhc", "mhc_head_compute_mix", "mhc_pre_apply_mix", "sinkhorn_normalize"]
-_NOT_IMPLEMENTED = ("mhc_multilayer_recompute", "mhc_pre_norm_fn", "mhc_post", "mhc_post_bwd", "mhc_post_fwd",
-                    "mhc_pre_big_fuse", "mhc_pre_split_mixes")
+__all__ = ["expand_to_mhc", "mhc_head_compute_mix", "mhc_post", "mhc_post_bwd", "mhc_post_fwd", "mhc_pre_apply_mix",
+           "mhc_pre_split_mixes", "sinkhorn_normalize"]
+_NOT_IMPLEMENTED = ("mhc_multilayer_recompute", "mhc_pre_norm_fn", "mhc_pre_big_fuse")
 
 
 def _contiguous(x):
@@ -97,7 +98,40 @@ def _functions():
                      x_grad.view(-1, mhc_mult, h), mix_grad.view(-1, mhc_mult)])
             return x_grad, mix_grad, None
 
-    return ExpandToMHC, HeadComputeMix, Sinkhorn, PreApplyMix
+    class PreSplitMixes(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, scale, base, mhc_mult, post_mult, eps):
+            ctx.save_for_backward(x, scale, base)
+            ctx.mhc_mult, ctx.post_mult = mhc_mult, post_mult
+            return _pre_split_mixes(x.detach(), scale.detach(), base.detach(), mhc_mult, post_mult, eps)
+
+        @staticmethod
+        def backward(ctx, pre_grad, post_grad, comb_grad):
+            x, scale, base = (t.detach() for t in ctx.saved_tensors)
+            n, width = ctx.mhc_mult, x.shape[-1]
+            x_grad = torch.empty_like(x)
+            scale_partial = torch.zeros((K.PARTIAL_BLOCKS, 3), dtype=torch.float32)
+            base_partial = torch.zeros((K.PARTIAL_BLOCKS, width), dtype=torch.float32)
+            grads = [torch.zeros(shape, dtype=torch.float32) if g is None else _contiguous(g)
+                     for g, shape in ((pre_grad, (*x.shape[:-1], n, 1)), (post_grad, (*x.shape[:-1], n, 1)),
+                                      (comb_grad, (*x.shape[:-1], n, n)))]
+            if x.numel():
+                K.pre_split_mixes_bwd(n, ctx.post_mult).call_all(
+                    [grads[0].reshape(-1, n), grads[1].reshape(-1, n), grads[2].reshape(-1, n * n),
+                     x.reshape(-1, width), scale, base, x_grad.view(-1, width), scale_partial, base_partial])
+            return x_grad, _rows_sum(scale_partial), _rows_sum(base_partial), None, None, None
+
+    class Post(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, residual, post, comb, out):
+            ctx.save_for_backward(x, residual, post, comb)
+            return mhc_post_fwd(x.detach(), residual.detach(), post.detach(), comb.detach(), out)
+
+        @staticmethod
+        def backward(ctx, d_o):
+            return (*mhc_post_bwd(*(t.detach() for t in ctx.saved_tensors), d_o), None)
+
+    return ExpandToMHC, HeadComputeMix, Sinkhorn, PreApplyMix, PreSplitMixes, Post
 
 
 def _rows_sum(partial):
@@ -201,6 +235,107 @@ def mhc_pre_apply_mix(x, mix, out=None):
     if _needs_grad(x, mix):
         return _functions()[3].apply(x, mix, out)
     return _pre_apply_mix(x, mix, out)
+
+
+def _pre_split_mixes(x, scale, base, n, post_mult, eps):
+    lead, width = tuple(x.shape[:-1]), x.shape[-1]
+    pre = A.alloc(x, (*lead, n, 1), "float32")
+    post = A.alloc(x, (*lead, n, 1), "float32")
+    comb = A.alloc(x, (*lead, n, n), "float32")
+    if np.prod(x.shape):
+        K.pre_split_mixes_fwd(n, post_mult, eps).call_all(
+            [x.reshape(-1, width), scale, base, pre.reshape(-1, n), post.reshape(-1, n), comb.reshape(-1, n * n)])
+    return pre, post, comb
+
+
+def mhc_pre_split_mixes(input_mixes, mhc_scale, mhc_base, mhc_mult, mhc_post_mult_value, mhc_pre_eps):
+    """The three mixes of a token from its 2n + n^2 inputs (n = mhc_mult): z = input_mixes *
+    mhc_scale[segment] + mhc_base (segments n, n, n^2); returns pre = sigmoid(z) + mhc_pre_eps and
+    post = sigmoid(z) * mhc_post_mult_value, both [a, b, n, 1], and comb = z as [a, b, n, n] (float32).
+    input_mixes float32 [a, b, 2n + n^2], mhc_scale [3], mhc_base [2n + n^2]. The backward gives the
+    three inputs' gradients (scale and base summed per block of tokens, then the blocks in order)."""
+    fn = "mhc_pre_split_mixes"
+    A.require_array(fn, "input_mixes", input_mixes, ("float32",), ndim=3)
+    n = A.require_int(fn, "mhc_mult", mhc_mult, minimum=1)
+    width = 2 * n + n * n
+    if input_mixes.shape[-1] != width:
+        raise A.invalid_argument(fn, "input_mixes", f"must have 2 * mhc_mult + mhc_mult^2 = {width} mixes in its last "
+                                 f"dimension, got shape {list(input_mixes.shape)}")
+    A.require_array(fn, "mhc_scale", mhc_scale, ("float32",), ndim=1)
+    A.require_array(fn, "mhc_base", mhc_base, ("float32",), ndim=1)
+    if tuple(mhc_scale.shape) != (3,):
+        raise A.invalid_argument(fn, "mhc_scale", f"must have shape [3], got {list(mhc_scale.shape)}")
+    if tuple(mhc_base.shape) != (width,):
+        raise A.invalid_argument(fn, "mhc_base", f"must have shape [{width}], got {list(mhc_base.shape)}")
+    for arg, v in (("mhc_post_mult_value", mhc_post_mult_value), ("mhc_pre_eps", mhc_pre_eps)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise A.ArgumentTypeError(f"{fn}: argument '{arg}' must be a float, got {type(v).__name__}")
+    A.check_same_kind(fn, input_mixes=input_mixes, mhc_scale=mhc_scale, mhc_base=mhc_base)
+    args = (_contiguous(input_mixes), _contiguous(mhc_scale), _contiguous(mhc_base), n, float(mhc_post_mult_value),
+            float(mhc_pre_eps))
+    if _needs_grad(*args[:3]):
+        return _functions()[4].apply(*args)
+    return _pre_split_mixes(*args)
+
+
+def _post_args(fn, x, residual, post_layer_mix, comb_res_mix):
+    A.require_array(fn, "residual", residual, ("bfloat16",), ndim=4)
+    a, b, n, h = (int(d) for d in residual.shape)
+    for arg, t, dt, shape in (("x", x, "bfloat16", (a, b, h)), ("post_layer_mix", post_layer_mix, "float32", (a, b, n, 1)),
+                              ("comb_res_mix", comb_res_mix, "float32", (a, b, n, n))):
+        A.require_array(fn, arg, t, (dt,), last_contiguous=False)
+        if tuple(t.shape) != shape:
+            raise A.invalid_argument(fn, arg, f"must have shape {list(shape)}, got {list(t.shape)}")
+    A.check_same_kind(fn, x=x, residual=residual, post_layer_mix=post_layer_mix, comb_res_mix=comb_res_mix)
+    return (a, b, n, h), [_contiguous(t) for t in (x, residual, post_layer_mix, comb_res_mix)]
+
+
+def mhc_post_fwd(x, residual, post_layer_mix, comb_res_mix, out=None):
+    """out[a, b, n, :] = x[a, b, :] * post_layer_mix[a, b, n, 0] + sum over m of comb_res_mix[a, b, m, n] *
+    residual[a, b, m, :], in float32 (x's term first, then m in order), rounded to bf16. x bf16 [a, b, h],
+    residual bf16 [a, b, mhc, h], post_layer_mix float32 [a, b, mhc, 1], comb_res_mix float32
+    [a, b, mhc, mhc]."""
+    fn = "mhc_post_fwd"
+    (a, b, n, h), (x, residual, post, comb) = _post_args(fn, x, residual, post_layer_mix, comb_res_mix)
+    if out is None:
+        out = A.alloc(residual, (a, b, n, h), "bfloat16")
+    else:
+        A.require_array(fn, "out", out, ("bfloat16",))
+        if tuple(out.shape) != (a, b, n, h) or not A.is_contiguous(out):
+            raise A.invalid_argument(fn, "out", f"must be a contiguous tensor of shape {[a, b, n, h]}")
+    if a * b * n * h:
+        K.post_fwd(n, h).call_all([x.reshape(-1, h), residual.reshape(-1, n, h), post.reshape(-1, n),
+                                   comb.reshape(-1, n, n), out.reshape(-1, n, h)])
+    return out
+
+
+def mhc_post_bwd(x, residual, post_layer_mix, comb_res_mix, d_o, fuse_grad_acc=True):
+    """The gradients of mhc_post_fwd for d_o (bf16 [a, b, mhc, h]): (d_x bf16, d_residual bf16, d_post_layer_mix
+    float32, d_comb_res_mix float32), shaped as their inputs. ``fuse_grad_acc`` (TileKernels hands
+    d_residual to mhc_pre_apply_mix's backward through the residual's storage) has no effect: the
+    gradients are returned and autograd adds them."""
+    fn = "mhc_post_bwd"
+    (a, b, n, h), (x, residual, post, comb) = _post_args(fn, x, residual, post_layer_mix, comb_res_mix)
+    A.require_array(fn, "d_o", d_o, ("bfloat16",), last_contiguous=False)
+    if tuple(d_o.shape) != (a, b, n, h):
+        raise A.invalid_argument(fn, "d_o", f"must have shape {[a, b, n, h]}, got {list(d_o.shape)}")
+    d_x = A.alloc(residual, (a, b, h), "bfloat16")
+    d_res = A.alloc(residual, (a, b, n, h), "bfloat16")
+    d_post = A.alloc(residual, (a, b, n, 1), "float32")
+    d_comb = A.alloc(residual, (a, b, n, n), "float32")
+    if a * b * n * h:
+        K.post_bwd(n, h).call_all([_contiguous(d_o).reshape(-1, n, h), x.reshape(-1, h), residual.reshape(-1, n, h),
+                                   post.reshape(-1, n), comb.reshape(-1, n, n), d_x.reshape(-1, h),
+                                   d_res.reshape(-1, n, h), d_post.reshape(-1, n), d_comb.reshape(-1, n, n)])
+    return d_x, d_res, d_post, d_comb
+
+
+def mhc_post(x, residual, post_layer_mix, comb_res_mix, out=None):
+    """mhc_post_fwd, with mhc_post_bwd as its backward for torch tensors that need gradients."""
+    if _needs_grad(x, residual, post_layer_mix, comb_res_mix):
+        _post_args("mhc_post", x, residual, post_layer_mix, comb_res_mix)
+        return _functions()[5].apply(x, residual, post_layer_mix, comb_res_mix, out)
+    return mhc_post_fwd(x, residual, post_layer_mix, comb_res_mix, out)
 
 
 def _sinkhorn(x, repeat, eps):
