@@ -1,5 +1,5 @@
 """tessera.tile_kernels.modeling.mhc.ops: expand_to_mhc, mhc_head_compute_mix, mhc_pre_apply_mix,
-mhc_pre_split_mixes, mhc_post and sinkhorn_normalize,
+mhc_pre_norm_fn, mhc_pre_split_mixes, mhc_post and sinkhorn_normalize,
 forward against float64 references (exact where the operation is a copy), backward through
 torch.autograd against float64 gradients (torch's autograd of a float64 reference written here), odd
 sizes, bitwise across thread counts; the names not implemented raise."""
@@ -153,6 +153,38 @@ def test_post_forward_and_gradients(rng, h):
     (refs[0].unsqueeze(-2) * refs[2] + torch.einsum("abmn,abmc->abnc", refs[3], refs[1])).backward(g.double())
     for leaf, ref, tol in zip(leaves, refs, (2e-2, 2e-2, 1e-3, 1e-3)):
         torch.testing.assert_close(leaf.grad.double(), ref.grad, rtol=2 ** -7, atol=tol)
+
+
+@pytest.mark.parametrize("with_weight", [False, True])
+def test_pre_norm_fn_forward_and_gradients(rng, with_weight):
+    a, b, n, h = 2, 19, 4, 72  # K = 288: a partial 256-wide step
+    m3 = 2 * n + n * n
+    x = rng.standard_normal((a, b, n, h)).astype(BF16)
+    fn = rng.standard_normal((m3, n * h)).astype(np.float32) * 0.1
+    normw = (rng.standard_normal(n * h) * 0.1 + 1).astype(np.float32) if with_weight else None
+    got = ops.mhc_pre_norm_fn(x, fn, normw, 1e-6)
+    xf = x.astype(np.float64).reshape(a, b, n * h)
+    f64 = fn.astype(np.float64) * (normw if with_weight else 1.0)
+    want = (xf @ f64.T) / np.sqrt((xf * xf).mean(-1, keepdims=True) + 1e-6)
+    assert got.shape == (a, b, m3) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+    xt = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).requires_grad_()
+    ft = torch.from_numpy(fn).requires_grad_()
+    wt = torch.from_numpy(normw).requires_grad_() if with_weight else None
+    out = ops.mhc_pre_norm_fn(xt, ft, wt, 1e-6)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(7))
+    out.backward(g)
+    xr = torch.from_numpy(x.astype(np.float64)).requires_grad_()
+    fr = torch.from_numpy(fn.astype(np.float64)).requires_grad_()
+    wr = torch.from_numpy(normw.astype(np.float64)).requires_grad_() if with_weight else None
+    flat = xr.reshape(a, b, n * h)
+    fw = fr * wr if with_weight else fr
+    ((flat @ fw.T) * torch.rsqrt(flat.square().mean(-1, keepdim=True) + 1e-6)).backward(g.double())
+    torch.testing.assert_close(xt.grad.double(), xr.grad, rtol=2 ** -7, atol=1e-2)
+    torch.testing.assert_close(ft.grad.double(), fr.grad, rtol=1e-4, atol=1e-3)
+    if with_weight:
+        torch.testing.assert_close(wt.grad.double(), wr.grad, rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.parametrize("n,repeat", [(4, 10), (3, 1), (5, 4)])

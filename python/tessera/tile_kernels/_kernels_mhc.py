@@ -390,3 +390,168 @@ def post_bwd(mhc_mult: int, hidden: int):
                 d_post[i, o] = total[n * n + o]
 
     return tl_compile(main)
+
+
+# ---- mhc_pre_norm_fn: out = (x . fn^T) * rsqrt(sum(x^2) / K + eps) per token (x bf16 [T, K], fn float32) ----
+
+_NORM_ROWS = 64  # tokens per block (16: 1.8x the forward time at 1024 x 28672 x 24)
+_NORM_K = 256  # K values per step
+
+
+@kernel_cache
+def pre_norm_fn_fwd(mhc3: int, k_total: int, eps: float):
+    """out[t] = mul[t] * rsqrt(sqrsum[t] / K + eps) with mul = x[t] . fn^T (float32 T.gemm over K steps
+    of 256, in order) and sqrsum = sum of x[t]^2 (per step, steps added in order); mul and sqrsum are
+    written too (the backward's inputs)."""
+    tokens = T.dynamic("num_tokens")
+    rows, kc = _NORM_ROWS, _NORM_K
+
+    @T.prim_func
+    def main(x: T.Tensor((tokens, k_total), "bfloat16"), fn: T.Tensor((mhc3, k_total), "float32"),
+             out: T.Tensor((tokens, mhc3), "float32"), mul: T.Tensor((tokens, mhc3), "float32"),
+             sqrsum: T.Tensor((tokens,), "float32")):
+        with T.Kernel(T.ceildiv(tokens, rows), threads=128) as b:
+            xs = T.alloc_shared((rows, kc), "float32")
+            fs = T.alloc_shared((mhc3, kc), "float32")
+            sq = T.alloc_fragment((rows, kc), "float32")
+            acc = T.alloc_fragment((rows, mhc3), "float32")
+            part = T.alloc_fragment((rows,), "float32")
+            ssum = T.alloc_fragment((rows,), "float32")
+            T.clear(acc)
+            T.clear(ssum)
+            for c in T.serial(T.ceildiv(k_total, kc)):
+                for i, j in T.Parallel(rows, kc):
+                    live = (b * rows + i < tokens) & (c * kc + j < k_total)
+                    v = T.if_then_else(live, T.cast(x[T.min(b * rows + i, tokens - 1), T.min(c * kc + j, k_total - 1)],
+                                                    "float32"), 0.0)
+                    xs[i, j] = v
+                    sq[i, j] = v * v
+                for n, j in T.Parallel(mhc3, kc):
+                    fs[n, j] = T.if_then_else(c * kc + j < k_total, fn[n, T.min(c * kc + j, k_total - 1)], 0.0)
+                T.gemm(xs, fs, acc, transpose_B=True)
+                T.reduce_sum(sq, part, dim=1)
+                for i in T.Parallel(rows):
+                    ssum[i] += part[i]
+            for i, n in T.Parallel(rows, mhc3):
+                t = b * rows + i
+                if t < tokens:
+                    out[t, n] = acc[i, n] * T.rsqrt(ssum[i] / k_total + eps)
+                    mul[t, n] = acc[i, n]
+            for i in T.Parallel(rows):
+                if b * rows + i < tokens:
+                    sqrsum[b * rows + i] = ssum[i]
+
+    return tl_compile(main)
+
+
+@kernel_cache
+def pre_norm_fn_bwd_x(mhc3: int, k_total: int, eps: float):
+    """With r = rsqrt(sqrsum / K + eps): d_mul = grad * r, d_sqrsum = -sum(grad * mul) * r^3 / (2K);
+    x_grad = d_mul . fn + 2 d_sqrsum x (rounded to bf16; added to x_grad_in, which may be zeros), and
+    d_mul is written for the weight gradient."""
+    tokens = T.dynamic("num_tokens")
+    rows, kc = _NORM_ROWS, _NORM_K
+
+    @T.prim_func
+    def main(grad: T.Tensor((tokens, mhc3), "float32"), mul: T.Tensor((tokens, mhc3), "float32"),
+             sqrsum: T.Tensor((tokens,), "float32"), x: T.Tensor((tokens, k_total), "bfloat16"),
+             fn: T.Tensor((mhc3, k_total), "float32"), x_grad: T.Tensor((tokens, k_total), "bfloat16"),
+             d_mul: T.Tensor((tokens, mhc3), "float32")):
+        with T.Kernel(T.ceildiv(tokens, rows), threads=128) as b:
+            dm = T.alloc_shared((rows, mhc3), "float32")
+            fs = T.alloc_shared((mhc3, kc), "float32")
+            acc = T.alloc_fragment((rows, kc), "float32")
+            ds = T.alloc_fragment((rows,), "float32")
+            for i in T.Parallel(rows):
+                t = T.min(b * rows + i, tokens - 1)
+                r = T.rsqrt(sqrsum[t] / k_total + eps)
+                dot = grad[t, 0] * mul[t, 0]
+                for n in range(1, mhc3):
+                    dot = dot + grad[t, n] * mul[t, n]
+                ds[i] = T.if_then_else(b * rows + i < tokens, -0.5 * dot * r * r * r / k_total, 0.0)
+            for i, n in T.Parallel(rows, mhc3):
+                t = T.min(b * rows + i, tokens - 1)
+                live = b * rows + i < tokens
+                dm[i, n] = T.if_then_else(live, grad[t, n] * T.rsqrt(sqrsum[t] / k_total + eps), 0.0)
+                if live:
+                    d_mul[t, n] = dm[i, n]
+            for c in T.serial(T.ceildiv(k_total, kc)):
+                for n, j in T.Parallel(mhc3, kc):
+                    fs[n, j] = T.if_then_else(c * kc + j < k_total, fn[n, T.min(c * kc + j, k_total - 1)], 0.0)
+                T.gemm(dm, fs, acc, clear_accum=True)
+                for i, j in T.Parallel(rows, kc):
+                    t = b * rows + i
+                    col = c * kc + j
+                    if t < tokens and col < k_total:
+                        x_grad[t, col] = T.cast(T.cast(x_grad[t, col], "float32") + acc[i, j]
+                                                + 2.0 * ds[i] * T.cast(x[t, col], "float32"), "bfloat16")
+
+    return tl_compile(main)
+
+
+@kernel_cache
+def pre_norm_fn_bwd_fn(mhc3: int, k_total: int):
+    """fn_grad[:, chunk] = d_mul^T . x[:, chunk], the tokens in blocks of _NORM_ROWS in order."""
+    tokens = T.dynamic("num_tokens")
+    rows, kc = _NORM_ROWS, _NORM_K
+
+    @T.prim_func
+    def main(d_mul: T.Tensor((tokens, mhc3), "float32"), x: T.Tensor((tokens, k_total), "bfloat16"),
+             fn_grad: T.Tensor((mhc3, k_total), "float32")):
+        with T.Kernel(T.ceildiv(k_total, kc), threads=128) as c:
+            dm = T.alloc_shared((rows, mhc3), "float32")
+            xs = T.alloc_shared((rows, kc), "float32")
+            acc = T.alloc_fragment((mhc3, kc), "float32")
+            T.clear(acc)
+            for tb in T.serial(T.ceildiv(tokens, rows)):
+                for i, n in T.Parallel(rows, mhc3):
+                    dm[i, n] = T.if_then_else(tb * rows + i < tokens, d_mul[T.min(tb * rows + i, tokens - 1), n], 0.0)
+                for i, j in T.Parallel(rows, kc):
+                    live = (tb * rows + i < tokens) & (c * kc + j < k_total)
+                    xs[i, j] = T.if_then_else(live, T.cast(x[T.min(tb * rows + i, tokens - 1),
+                                                             T.min(c * kc + j, k_total - 1)], "float32"), 0.0)
+                T.gemm(dm, xs, acc, transpose_A=True)
+            for n, j in T.Parallel(mhc3, kc):
+                if c * kc + j < k_total:
+                    fn_grad[n, c * kc + j] = acc[n, j]
+
+    return tl_compile(main)
+
+
+@kernel_cache
+def fn_normw_merge(m: int, k_total: int):
+    """out = fn * normw (per column)."""
+
+    @T.prim_func
+    def main(fn: T.Tensor((m, k_total), "float32"), normw: T.Tensor((k_total,), "float32"),
+             out: T.Tensor((m, k_total), "float32")):
+        with T.Kernel(m, threads=128) as i:
+            for j in T.Parallel(k_total):
+                out[i, j] = fn[i, j] * normw[j]
+
+    return tl_compile(main)
+
+
+@kernel_cache
+def fn_normw_merge_bwd(m: int, k_total: int):
+    """fn_grad = g * normw; normw_grad = the sum over rows (in order) of g * fn."""
+    cols = 512
+
+    @T.prim_func
+    def main(fn: T.Tensor((m, k_total), "float32"), normw: T.Tensor((k_total,), "float32"),
+             g: T.Tensor((m, k_total), "float32"), fn_grad: T.Tensor((m, k_total), "float32"),
+             normw_grad: T.Tensor((k_total,), "float32")):
+        with T.Kernel(T.ceildiv(k_total, cols), threads=128) as c:
+            acc = T.alloc_fragment((cols,), "float32")
+            T.clear(acc)
+            for i in T.serial(m):
+                for j in T.Parallel(cols):
+                    col = c * cols + j
+                    if col < k_total:
+                        fn_grad[i, col] = g[i, col] * normw[col]
+                        acc[j] += g[i, col] * fn[i, col]
+            for j in T.Parallel(cols):
+                if c * cols + j < k_total:
+                    normw_grad[c * cols + j] = acc[j]
+
+    return tl_compile(main)

@@ -1,6 +1,6 @@
 """``tessera.tile_kernels.modeling.mhc``: the manifold-constrained hyper-connection operations of
 TileKernels. ``ops`` has expand_to_mhc, mhc_head_compute_mix, mhc_pre_apply_mix,
-mhc_pre_split_mixes, mhc_post (and its halves) and sinkhorn_normalize; the other
+mhc_pre_norm_fn, mhc_pre_split_mixes, mhc_post (and its halves) and sinkhorn_normalize; the other
 operations and the functional layer (expand_from_embedding, mhc_pre, mhc_head) raise
 ``tessera.NotImplementedInTessera``."""
 import importlib

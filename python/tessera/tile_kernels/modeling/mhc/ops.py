@@ -1,8 +1,8 @@
 """``tessera.tile_kernels.modeling.mhc.ops``: TileKernels' mhc operations, names and arguments as
 there. Torch tensors go through ``torch.autograd.Function``s (forward and backward kernels in the tile
 language); numpy arrays get the forward. Implemented: expand_to_mhc, mhc_head_compute_mix,
-mhc_pre_apply_mix, mhc_pre_split_mixes, mhc_post (with mhc_post_fwd / mhc_post_bwd), sinkhorn_normalize;
-the other operations raise ``tessera.NotImplementedInTessera``."""
+mhc_pre_apply_mix, mhc_pre_norm_fn, mhc_pre_split_mixes, mhc_post (with mhc_post_fwd / mhc_post_bwd),
+sinkhorn_normalize; the other operations raise ``tessera.NotImplementedInTessera``."""
 import functools
 import numbers
 
@@ -13,8 +13,8 @@ from ... import _arrays as A
 from ... import _kernels_mhc as K
 
 __all__ = ["expand_to_mhc", "mhc_head_compute_mix", "mhc_post", "mhc_post_bwd", "mhc_post_fwd", "mhc_pre_apply_mix",
-           "mhc_pre_split_mixes", "sinkhorn_normalize"]
-_NOT_IMPLEMENTED = ("mhc_multilayer_recompute", "mhc_pre_norm_fn", "mhc_pre_big_fuse")
+           "mhc_pre_norm_fn", "mhc_pre_split_mixes", "sinkhorn_normalize"]
+_NOT_IMPLEMENTED = ("mhc_multilayer_recompute", "mhc_pre_big_fuse")
 
 
 def _contiguous(x):
@@ -131,7 +131,46 @@ def _functions():
         def backward(ctx, d_o):
             return (*mhc_post_bwd(*(t.detach() for t in ctx.saved_tensors), d_o), None)
 
-    return ExpandToMHC, HeadComputeMix, Sinkhorn, PreApplyMix, PreSplitMixes, Post
+    class NormwMerge(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, fn, normw):
+            ctx.save_for_backward(fn, normw)
+            out = torch.empty_like(fn)
+            K.fn_normw_merge(*fn.shape).call_all([fn.detach(), normw.detach(), out])
+            return out
+
+        @staticmethod
+        def backward(ctx, g):
+            fn, normw = (t.detach() for t in ctx.saved_tensors)
+            fn_grad, normw_grad = torch.empty_like(fn), torch.empty_like(normw)
+            K.fn_normw_merge_bwd(*fn.shape).call_all([fn, normw, _contiguous(g), fn_grad, normw_grad])
+            return fn_grad, normw_grad
+
+    class PreNormFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, fn, eps):
+            out, mul, sqrsum = _pre_norm_fn(x.detach(), fn.detach(), eps)
+            ctx.save_for_backward(x, fn, mul, sqrsum)
+            ctx.eps = eps
+            return out
+
+        @staticmethod
+        def backward(ctx, g):
+            x, fn, mul, sqrsum = (t.detach() for t in ctx.saved_tensors)
+            mhc3, k_total = fn.shape
+            x2 = x.reshape(-1, k_total)
+            x_grad = torch.zeros_like(x)
+            d_mul = torch.empty_like(mul)
+            fn_grad = torch.empty_like(fn)
+            if x2.shape[0]:
+                K.pre_norm_fn_bwd_x(mhc3, k_total, ctx.eps).call_all(
+                    [_contiguous(g).reshape(-1, mhc3), mul, sqrsum, x2, fn, x_grad.view(-1, k_total), d_mul])
+                K.pre_norm_fn_bwd_fn(mhc3, k_total).call_all([d_mul, x2, fn_grad])
+            else:
+                fn_grad.zero_()
+            return x_grad, fn_grad, None
+
+    return ExpandToMHC, HeadComputeMix, Sinkhorn, PreApplyMix, PreSplitMixes, Post, NormwMerge, PreNormFn
 
 
 def _rows_sum(partial):
@@ -336,6 +375,57 @@ def mhc_post(x, residual, post_layer_mix, comb_res_mix, out=None):
         _post_args("mhc_post", x, residual, post_layer_mix, comb_res_mix)
         return _functions()[5].apply(x, residual, post_layer_mix, comb_res_mix, out)
     return mhc_post_fwd(x, residual, post_layer_mix, comb_res_mix, out)
+
+
+def _pre_norm_fn(x, fn, eps):
+    mhc3, k_total = fn.shape
+    lead = tuple(x.shape[:-2])
+    x2 = x.reshape(-1, k_total)
+    out = A.alloc(x, (*lead, mhc3), "float32")
+    mul = A.alloc(x, (x2.shape[0], mhc3), "float32")
+    sqrsum = A.alloc(x, (x2.shape[0],), "float32")
+    if x2.shape[0]:
+        K.pre_norm_fn_fwd(mhc3, k_total, eps).call_all([x2, fn, out.reshape(-1, mhc3), mul, sqrsum])
+    return out, mul, sqrsum
+
+
+def mhc_pre_norm_fn(residual, mhc_fn, mhc_norm_weight, mhc_norm_eps, fuse_grad_acc=True, n_splits=16):
+    """The mixes of each token from its RMS-normalised residual: out[..., n] = (x . fn[n]) *
+    rsqrt(mean(x^2) + mhc_norm_eps) with x = residual[...] flattened over (mhc_mult, hidden) and
+    fn = mhc_fn * mhc_norm_weight (when given). residual bf16 [..., mhc_mult, hidden] (contiguous),
+    mhc_fn float32 [mhc_mult3, mhc_mult * hidden], mhc_norm_weight float32 [mhc_mult * hidden] or None;
+    out float32 [..., mhc_mult3]. Sums in float32 (TileKernels rounds fn to TF32 for its tensor cores;
+    here it stays float32). ``fuse_grad_acc`` and ``n_splits`` (GPU scheduling) have no effect."""
+    fn_name = "mhc_pre_norm_fn"
+    A.require_array(fn_name, "residual", residual, ("bfloat16",))
+    if residual.ndim < 2 or not A.is_contiguous(residual):
+        raise A.invalid_argument(fn_name, "residual", "must be a contiguous tensor [..., mhc_mult, hidden]")
+    k_total = int(residual.shape[-1]) * int(residual.shape[-2])
+    A.require_array(fn_name, "mhc_fn", mhc_fn, ("float32",), ndim=2)
+    if mhc_fn.shape[1] != k_total:
+        raise A.invalid_argument(fn_name, "mhc_fn", f"must have shape [mhc_mult3, {k_total}] (mhc_mult * hidden), got "
+                                 f"{list(mhc_fn.shape)}")
+    if mhc_norm_weight is not None:
+        A.require_array(fn_name, "mhc_norm_weight", mhc_norm_weight, ("float32",), ndim=1)
+        if tuple(mhc_norm_weight.shape) != (k_total,):
+            raise A.invalid_argument(fn_name, "mhc_norm_weight", f"must have shape [{k_total}], got "
+                                     f"{list(mhc_norm_weight.shape)}")
+    if isinstance(mhc_norm_eps, bool) or not isinstance(mhc_norm_eps, numbers.Real):
+        raise A.ArgumentTypeError(f"{fn_name}: argument 'mhc_norm_eps' must be a float, got "
+                                  f"{type(mhc_norm_eps).__name__}")
+    A.check_same_kind(fn_name, residual=residual, mhc_fn=mhc_fn, mhc_norm_weight=mhc_norm_weight)
+    eps = float(mhc_norm_eps)
+    fn = _contiguous(mhc_fn)
+    if _needs_grad(residual, mhc_fn, mhc_norm_weight):
+        functions = _functions()
+        if mhc_norm_weight is not None:
+            fn = functions[6].apply(fn, _contiguous(mhc_norm_weight))
+        return functions[7].apply(residual, fn, eps)
+    if mhc_norm_weight is not None:
+        merged = A.alloc(fn, fn.shape, "float32")
+        K.fn_normw_merge(*fn.shape).call_all([fn, _contiguous(mhc_norm_weight), merged])
+        fn = merged
+    return _pre_norm_fn(residual, fn, eps)[0]
 
 
 def _sinkhorn(x, repeat, eps):
