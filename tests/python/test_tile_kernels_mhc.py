@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tessera
+from tessera.tile_kernels.modeling import mhc
 from tessera.tile_kernels.modeling.mhc import ops
 
 torch = pytest.importorskip("torch")
@@ -199,6 +200,44 @@ def test_sinkhorn_forward_and_gradient(rng, n, repeat):
     ref = torch.from_numpy(x).double().requires_grad_()
     sinkhorn_torch64(ref, repeat, 1e-6).backward(g.double())
     torch.testing.assert_close(xt.grad.double(), ref.grad, rtol=1e-3, atol=2e-5)
+
+
+def test_mhc_pre_and_head_compose_the_operations(rng):
+    a, b, n, h = 2, 9, 4, 64
+    m3 = 2 * n + n * n
+    x = rng.standard_normal((a, b, n, h)).astype(BF16)
+    fn = (rng.standard_normal((m3, n * h)) * 0.1).astype(np.float32)
+    scale = rng.standard_normal(3).astype(np.float32)
+    base = rng.standard_normal(m3).astype(np.float32)
+    xt, ft, st, bt = (torch.from_numpy(v.view(np.int16)).view(torch.bfloat16) if v.dtype == BF16
+                      else torch.from_numpy(v) for v in (x, fn, scale, base))
+    with torch.no_grad():  # inference: mhc_pre_big_fuse
+        fused_in, (fused_post, fused_comb) = mhc.mhc_pre(xt, ft, st, bt, post_mult_value=2.0)
+    leaves = [t.clone().requires_grad_() for t in (xt, ft, st, bt)]
+    layer_in, (post, comb) = mhc.mhc_pre(*leaves, post_mult_value=2.0)
+    for u, v in ((fused_in, layer_in), (fused_post, post), (fused_comb, comb)):
+        assert torch.equal(u.view(torch.int16) if u.dtype == torch.bfloat16 else u,
+                           (v.view(torch.int16) if v.dtype == torch.bfloat16 else v).detach())
+    # float64 composition of the references
+    xf = x.astype(np.float64)
+    flat = xf.reshape(a, b, n * h)
+    mixes = (flat @ fn.astype(np.float64).T) / np.sqrt((flat * flat).mean(-1, keepdims=True) + 1e-6)
+    full = np.concatenate([np.repeat(scale[0], n), np.repeat(scale[1], n), np.repeat(scale[2], n * n)])
+    z = mixes * full + base
+    pre = 1 / (1 + np.exp(-z[..., :n])) + 1e-6
+    np.testing.assert_allclose(comb.detach().numpy(), sinkhorn64(z[..., 2 * n:].reshape(a, b, n, n), 10, 1e-6),
+                               rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(layer_in.detach().float().numpy(), (xf * pre[..., None]).sum(-2), rtol=2 ** -7,
+                               atol=2e-2)
+    (layer_in.float().sum() + post.sum() + comb.sum()).backward()
+    assert all(leaf.grad is not None and torch.isfinite(leaf.grad.float()).all() for leaf in leaves)
+    head_fn = fn[:n]
+    out = mhc.mhc_head(x, head_fn, scale[:1], base[:n])
+    mix = 1 / (1 + np.exp(-((flat @ head_fn.astype(np.float64).T) / np.sqrt((flat * flat).mean(-1, keepdims=True)
+                                                                              + 1e-6) * scale[0] + base[:n]))) + 1e-6
+    np.testing.assert_allclose(out.astype(np.float64), (xf * mix[..., None]).sum(-2), rtol=2 ** -7, atol=2e-2)
+    emb = np.ascontiguousarray(x[:, :, 0])
+    np.testing.assert_array_equal(mhc.expand_from_embedding(emb, 3)[:, :, 2].view(np.int16), emb.view(np.int16))
 
 
 def test_errors_and_names_not_implemented():

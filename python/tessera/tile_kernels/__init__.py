@@ -14,12 +14,12 @@ out; docs/tile_kernels.md):
   get_fused_mapping, expand_to_fused(_with_sf), reduce_fused).
 - ``transpose``: transpose, batched_transpose.
 - ``engram``: engram_hash, fused_weight, engram_gate_fwd, engram_gate_bwd, grad_w_reduce.
-- ``modeling.mhc.ops``: expand_to_mhc, mhc_head_compute_mix, mhc_pre_apply_mix, mhc_pre_norm_fn,
-  mhc_pre_split_mixes,
-  mhc_post (+ mhc_post_fwd / mhc_post_bwd), sinkhorn_normalize
-  (forward and, for torch tensors, backward through torch.autograd).
+- ``modeling.mhc``: expand_from_embedding, mhc_pre, mhc_head and ``ops`` (expand_to_mhc,
+  mhc_head_compute_mix, mhc_pre_apply_mix, mhc_pre_norm_fn, mhc_pre_split_mixes, mhc_post (+ _fwd /
+  _bwd), sinkhorn_normalize, mhc_pre_big_fuse): forward and, for torch tensors, backward through
+  torch.autograd.
 
-Not implemented: the e5m6 casts, the mhc kernel package and the rest of modeling;
+Not implemented: the e5m6 casts, the mhc kernel package, mhc_multilayer_recompute and modeling.engram;
 those names raise ``tessera.NotImplementedInTessera`` naming the function.
 """
 import importlib

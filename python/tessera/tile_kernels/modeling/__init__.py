@@ -1,7 +1,6 @@
-"""``tessera.tile_kernels.modeling``: TileKernels' modeling wrappers. So far ``modeling.mhc.ops`` has
-expand_to_mhc, mhc_head_compute_mix, mhc_pre_apply_mix, mhc_pre_norm_fn, mhc_pre_split_mixes,
-mhc_post and sinkhorn_normalize (docs/tile_kernels.md); the engram
-wrappers and the other mhc operations raise ``tessera.NotImplementedInTessera``."""
+"""``tessera.tile_kernels.modeling``: TileKernels' modeling wrappers: ``modeling.mhc`` (the functional
+layer and every operation but mhc_multilayer_recompute; docs/tile_kernels.md); ``modeling.engram``
+raises ``tessera.NotImplementedInTessera``."""
 import importlib
 
 from ..._errors import NotImplementedInTessera as _NotImplementedInTessera

@@ -1,8 +1,8 @@
 """``tessera.tile_kernels.modeling.mhc.ops``: TileKernels' mhc operations, names and arguments as
 there. Torch tensors go through ``torch.autograd.Function``s (forward and backward kernels in the tile
 language); numpy arrays get the forward. Implemented: expand_to_mhc, mhc_head_compute_mix,
-mhc_pre_apply_mix, mhc_pre_norm_fn, mhc_pre_split_mixes, mhc_post (with mhc_post_fwd / mhc_post_bwd),
-sinkhorn_normalize; the other operations raise ``tessera.NotImplementedInTessera``."""
+mhc_pre_apply_mix, mhc_pre_big_fuse, mhc_pre_norm_fn, mhc_pre_split_mixes, mhc_post (with mhc_post_fwd /
+mhc_post_bwd), sinkhorn_normalize; mhc_multilayer_recompute raises ``tessera.NotImplementedInTessera``."""
 import functools
 import numbers
 
@@ -13,8 +13,8 @@ from ... import _arrays as A
 from ... import _kernels_mhc as K
 
 __all__ = ["expand_to_mhc", "mhc_head_compute_mix", "mhc_post", "mhc_post_bwd", "mhc_post_fwd", "mhc_pre_apply_mix",
-           "mhc_pre_norm_fn", "mhc_pre_split_mixes", "sinkhorn_normalize"]
-_NOT_IMPLEMENTED = ("mhc_multilayer_recompute", "mhc_pre_big_fuse")
+           "mhc_pre_big_fuse", "mhc_pre_norm_fn", "mhc_pre_split_mixes", "sinkhorn_normalize"]
+_NOT_IMPLEMENTED = ("mhc_multilayer_recompute",)
 
 
 def _contiguous(x):
@@ -426,6 +426,27 @@ def mhc_pre_norm_fn(residual, mhc_fn, mhc_norm_weight, mhc_norm_eps, fuse_grad_a
         K.fn_normw_merge(*fn.shape).call_all([fn, _contiguous(mhc_norm_weight), merged])
         fn = merged
     return _pre_norm_fn(residual, fn, eps)[0]
+
+
+def mhc_pre_big_fuse(residual, fn, mhc_scale, mhc_base, rms_eps, mhc_pre_eps, mhc_sinkhorn_eps, mhc_post_mult_value,
+                     sinkhorn_repeat, n_splits=16):
+    """The inference path of an mhc pre step, TileKernels' fused kernel: mixes = mhc_pre_norm_fn(residual,
+    fn, None, rms_eps), (pre, post, comb) = mhc_pre_split_mixes(...), comb = sinkhorn_normalize(comb),
+    layer_input = mhc_pre_apply_mix(residual, pre). Returns (post [..., mhc, 1], comb [..., mhc, mhc],
+    layer_input bf16 [..., hidden]). Here the steps run as the separate forward kernels, without
+    gradients."""
+    def forward(t):
+        return t.detach() if A.is_torch_tensor(t) else t
+
+    residual, fn, mhc_scale, mhc_base = (forward(t) for t in (residual, fn, mhc_scale, mhc_base))
+    A.require_array("mhc_pre_big_fuse", "residual", residual, ("bfloat16",))
+    if residual.ndim < 2:
+        raise A.invalid_argument("mhc_pre_big_fuse", "residual", "must be a tensor [..., mhc_mult, hidden]")
+    n = int(residual.shape[-2])
+    mixes = mhc_pre_norm_fn(residual, fn, None, rms_eps, n_splits=n_splits)
+    pre, post, comb = mhc_pre_split_mixes(mixes, mhc_scale, mhc_base, n, mhc_post_mult_value, mhc_pre_eps)
+    comb = sinkhorn_normalize(comb, repeat=sinkhorn_repeat, eps=mhc_sinkhorn_eps)
+    return post, comb, mhc_pre_apply_mix(residual, pre)
 
 
 def _sinkhorn(x, repeat, eps):
