@@ -2,7 +2,8 @@
 mhc_pre_norm_fn, mhc_pre_split_mixes, mhc_post and sinkhorn_normalize,
 forward against float64 references (exact where the operation is a copy), backward through
 torch.autograd against float64 gradients (torch's autograd of a float64 reference written here), odd
-sizes, bitwise across thread counts; the names not implemented raise."""
+sizes, bitwise across thread counts; the functional layer and the multilayer recompute against the
+operations they compose."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -240,7 +241,29 @@ def test_mhc_pre_and_head_compose_the_operations(rng):
     np.testing.assert_array_equal(mhc.expand_from_embedding(emb, 3)[:, :, 2].view(np.int16), emb.view(np.int16))
 
 
-def test_errors_and_names_not_implemented():
+@pytest.mark.parametrize("posts_short", [False, True])
+def test_multilayer_recompute_matches_the_layer_by_layer_operations(rng, posts_short):
+    a, b, n, h, layers = 2, 3, 4, 96, 3
+    posts = layers - 1 if posts_short else layers
+    res0 = rng.standard_normal((a, b, n, h)).astype(BF16)
+    pre = [rng.standard_normal((a, b, n, 1)).astype(np.float32) for _ in range(layers)]
+    outs = [rng.standard_normal((a, b, h)).astype(BF16) for _ in range(posts)]
+    post = [rng.standard_normal((a, b, n, 1)).astype(np.float32) for _ in range(posts)]
+    comb = [rng.standard_normal((a, b, n, n)).astype(np.float32) for _ in range(posts)]
+    layer_in = [np.full((a, b, h), np.nan, BF16) for _ in range(layers)]
+    residual = [np.full((a, b, n, h), np.nan, BF16) for _ in range(posts)]
+    assert ops.mhc_multilayer_recompute(res0, pre, outs, post, comb, layer_in, residual) is None
+    res = res0
+    for layer in range(layers):  # the same steps, one operation at a time: the same bits
+        assert same_bits(layer_in[layer], ops.mhc_pre_apply_mix(res, pre[layer]))
+        if layer < posts:
+            res = ops.mhc_post(outs[layer], res, post[layer], comb[layer])
+            assert same_bits(residual[layer], res)
+    with pytest.raises(tessera.InvalidArgumentError, match=r"mhc_multilayer_recompute: argument 'layer_output_list'"):
+        ops.mhc_multilayer_recompute(res0, pre, outs[:1], post[:1], comb[:1], layer_in, residual[:1])
+
+
+def test_errors():
     with pytest.raises(tessera.InvalidArgumentError, match=r"sinkhorn_normalize: argument 'x' must end in a square"):
         ops.sinkhorn_normalize(np.zeros((2, 3, 4), np.float32))
     with pytest.raises(tessera.InvalidArgumentError, match=r"mhc_head_compute_mix: argument 'mhc_base' must have"):
@@ -248,6 +271,3 @@ def test_errors_and_names_not_implemented():
                                  0.0)
     with pytest.raises(tessera.InvalidArgumentError, match=r"expand_to_mhc: argument 'out' must be"):
         ops.expand_to_mhc(np.zeros((2, 8), BF16), 2, out=np.zeros((2, 3, 8), BF16))
-    for name in ops._NOT_IMPLEMENTED:
-        with pytest.raises(tessera.NotImplementedInTessera, match=name):
-            getattr(ops, name)

@@ -19,8 +19,6 @@ def test_missing_parts_raise_not_implemented_naming_them():
         tile_kernels.mhc
     with pytest.raises(NotImplementedError, match=r"tile_kernels\.modeling\.engram"):
         tile_kernels.modeling.engram
-    with pytest.raises(NotImplementedError, match=r"tile_kernels\.modeling\.mhc\.ops\.mhc_multilayer_recompute"):
-        tile_kernels.modeling.mhc.ops.mhc_multilayer_recompute
 
 
 def test_dunder_and_private_lookups_keep_python_semantics():

@@ -16,10 +16,10 @@ out; docs/tile_kernels.md):
 - ``engram``: engram_hash, fused_weight, engram_gate_fwd, engram_gate_bwd, grad_w_reduce.
 - ``modeling.mhc``: expand_from_embedding, mhc_pre, mhc_head and ``ops`` (expand_to_mhc,
   mhc_head_compute_mix, mhc_pre_apply_mix, mhc_pre_norm_fn, mhc_pre_split_mixes, mhc_post (+ _fwd /
-  _bwd), sinkhorn_normalize, mhc_pre_big_fuse): forward and, for torch tensors, backward through
-  torch.autograd.
+  _bwd), sinkhorn_normalize, mhc_pre_big_fuse, mhc_multilayer_recompute): forward and, for torch
+  tensors, backward through torch.autograd.
 
-Not implemented: the e5m6 casts, the mhc kernel package, mhc_multilayer_recompute and modeling.engram;
+Not implemented: the e5m6 casts, the mhc kernel package and modeling.engram;
 those names raise ``tessera.NotImplementedInTessera`` naming the function.
 """
 import importlib

@@ -1,6 +1,6 @@
 """``tessera.tile_kernels.modeling``: TileKernels' modeling wrappers: ``modeling.mhc`` (the functional
-layer and every operation but mhc_multilayer_recompute; docs/tile_kernels.md); ``modeling.engram``
-raises ``tessera.NotImplementedInTessera``."""
+layer and every operation; docs/tile_kernels.md); ``modeling.engram`` raises
+``tessera.NotImplementedInTessera``."""
 import importlib
 
 from ..._errors import NotImplementedInTessera as _NotImplementedInTessera

@@ -1,6 +1,5 @@
 """``tessera.tile_kernels.modeling.mhc``: the manifold-constrained hyper-connection layer of TileKernels:
-``expand_from_embedding``, ``mhc_pre`` and ``mhc_head`` (functional.py) over the operations in ``ops``
-(every one but mhc_multilayer_recompute, which raises ``tessera.NotImplementedInTessera``)."""
+``expand_from_embedding``, ``mhc_pre`` and ``mhc_head`` (functional.py) over the operations in ``ops``."""
 from . import ops
 from .functional import expand_from_embedding, mhc_head, mhc_pre
 

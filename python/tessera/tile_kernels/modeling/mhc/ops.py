@@ -2,19 +2,18 @@
 there. Torch tensors go through ``torch.autograd.Function``s (forward and backward kernels in the tile
 language); numpy arrays get the forward. Implemented: expand_to_mhc, mhc_head_compute_mix,
 mhc_pre_apply_mix, mhc_pre_big_fuse, mhc_pre_norm_fn, mhc_pre_split_mixes, mhc_post (with mhc_post_fwd /
-mhc_post_bwd), sinkhorn_normalize; mhc_multilayer_recompute raises ``tessera.NotImplementedInTessera``."""
+mhc_post_bwd), sinkhorn_normalize and mhc_multilayer_recompute."""
 import functools
 import numbers
 
 import numpy as np
 
-from ...._errors import NotImplementedInTessera as _NotImplementedInTessera
 from ... import _arrays as A
 from ... import _kernels_mhc as K
 
-__all__ = ["expand_to_mhc", "mhc_head_compute_mix", "mhc_post", "mhc_post_bwd", "mhc_post_fwd", "mhc_pre_apply_mix",
-           "mhc_pre_big_fuse", "mhc_pre_norm_fn", "mhc_pre_split_mixes", "sinkhorn_normalize"]
-_NOT_IMPLEMENTED = ("mhc_multilayer_recompute",)
+__all__ = ["expand_to_mhc", "mhc_head_compute_mix", "mhc_multilayer_recompute", "mhc_post", "mhc_post_bwd",
+           "mhc_post_fwd", "mhc_pre_apply_mix", "mhc_pre_big_fuse", "mhc_pre_norm_fn", "mhc_pre_split_mixes",
+           "sinkhorn_normalize"]
 
 
 def _contiguous(x):
@@ -449,6 +448,60 @@ def mhc_pre_big_fuse(residual, fn, mhc_scale, mhc_base, rms_eps, mhc_pre_eps, mh
     return post, comb, mhc_pre_apply_mix(residual, pre)
 
 
+def mhc_multilayer_recompute(initial_residual, pre_mix_list, layer_output_list, post_mix_list, comb_mix_list,
+                             layer_input_list, residual_list):
+    """Recomputes the mhc streams of consecutive layers from the first residual (activation
+    checkpointing): with res = initial_residual, for each layer l, layer_input_list[l] =
+    mhc_pre_apply_mix(res, pre_mix_list[l]) and, while there is a post step (len(layer_output_list) is
+    the number of layers or one fewer), residual_list[l] = res = mhc_post_fwd(layer_output_list[l], res,
+    post_mix_list[l], comb_mix_list[l]). The outputs are written in place (contiguous); the sums are
+    those of mhc_pre_apply_mix and mhc_post_fwd, so the bits are theirs. Returns None. (TileKernels fuses
+    the layers into one kernel over pointer tables; here each layer's two kernels run in turn.)"""
+    fn = "mhc_multilayer_recompute"
+    lists = {"pre_mix_list": pre_mix_list, "layer_output_list": layer_output_list, "post_mix_list": post_mix_list,
+             "comb_mix_list": comb_mix_list, "layer_input_list": layer_input_list, "residual_list": residual_list}
+    for arg, v in lists.items():
+        if not isinstance(v, (list, tuple)):
+            raise A.ArgumentTypeError(f"{fn}: argument '{arg}' must be a list of tensors, got {type(v).__name__}")
+    layers, posts = len(pre_mix_list), len(layer_output_list)
+    if layers == 0 or len(layer_input_list) != layers:
+        raise A.invalid_argument(fn, "layer_input_list", f"must have one tensor per layer ({layers}, >= 1), got "
+                                 f"{len(layer_input_list)}")
+    if posts not in (layers, layers - 1) or not len(post_mix_list) == len(comb_mix_list) == len(residual_list) == posts:
+        raise A.invalid_argument(fn, "layer_output_list", f"the post lists (layer_output, post_mix, comb_mix, residual) "
+                                 f"must all have num_layers ({layers}) or num_layers - 1 tensors, got {posts}, "
+                                 f"{len(post_mix_list)}, {len(comb_mix_list)}, {len(residual_list)}")
+    A.require_array(fn, "initial_residual", initial_residual, ("bfloat16",))
+    if initial_residual.ndim < 2:
+        raise A.invalid_argument(fn, "initial_residual", "must be a tensor [..., mhc_mult, hidden]")
+    lead, n, h = tuple(initial_residual.shape[:-2]), int(initial_residual.shape[-2]), int(initial_residual.shape[-1])
+    tokens = int(np.prod(lead))
+    specs = {"pre_mix_list": ("float32", n), "layer_output_list": ("bfloat16", h), "post_mix_list": ("float32", n),
+             "comb_mix_list": ("float32", n * n), "layer_input_list": ("bfloat16", h),
+             "residual_list": ("bfloat16", n * h)}
+    for arg, v in lists.items():
+        dtype, per_token = specs[arg]
+        for i, t in enumerate(v):
+            A.require_array(fn, f"{arg}[{i}]", t, (dtype,))
+            if int(np.prod(t.shape)) != tokens * per_token or not A.is_contiguous(t):
+                raise A.invalid_argument(fn, f"{arg}[{i}]", f"must be a contiguous tensor of {tokens} x {per_token} "
+                                         f"elements, got shape {list(t.shape)}")
+            A.check_same_kind(fn, initial_residual=initial_residual, **{f"{arg}[{i}]": t})
+    if not tokens * n * h:
+        return None
+    res = _contiguous(initial_residual).reshape(tokens, n, h)
+    for layer in range(layers):
+        K.pre_apply_mix_fwd(n, h).call_all([res, pre_mix_list[layer].reshape(tokens, n),
+                                            layer_input_list[layer].reshape(tokens, h)])
+        if layer < posts:
+            out = residual_list[layer].reshape(tokens, n, h)
+            K.post_fwd(n, h).call_all([layer_output_list[layer].reshape(tokens, h), res,
+                                       post_mix_list[layer].reshape(tokens, n), comb_mix_list[layer].reshape(tokens, n, n),
+                                       out])
+            res = out
+    return None
+
+
 def _sinkhorn(x, repeat, eps):
     n = x.shape[-1]
     out = A.alloc(x, x.shape, "float32")
@@ -472,10 +525,3 @@ def sinkhorn_normalize(x, repeat=10, eps=1e-6):
     if _needs_grad(x):
         return _functions()[2].apply(x, repeat, float(eps))
     return _sinkhorn(x, repeat, float(eps))
-
-
-def __getattr__(name: str):
-    if name in _NOT_IMPLEMENTED:
-        raise _NotImplementedInTessera(f"tessera.tile_kernels.modeling.mhc.ops.{name} is not implemented in tessera "
-                                       "yet (docs/tile_kernels.md lists what is)")
-    raise AttributeError(f"module 'tessera.tile_kernels.modeling.mhc.ops' has no attribute '{name}'")
