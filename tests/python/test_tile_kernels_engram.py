@@ -169,3 +169,28 @@ def test_engram_hash_of_wrapping_products_and_extreme_sizes(rng, tokens):
     want = [[[int(h[l, t, n]) % int(vocab[l, n, e]) for n in range(max_ngram - 1) for e in range(tables)]
              for t in range(tokens)] for l in range(layers)]
     assert np.array_equal(got, np.array(want, np.int64).astype(np.int32))
+
+
+def test_engram_gate_autograd_matches_float64(rng):
+    torch = pytest.importorskip("torch")
+    from tessera.tile_kernels.modeling.engram import engram_gate
+
+    def bf16(shape, scale=1.0, shift=0.0):
+        return (torch.from_numpy(rng.standard_normal(shape) * scale + shift).float().bfloat16()).requires_grad_()
+
+    x, k = bf16((2, 3, 4, 256)), bf16((2, 3, 4, 256))
+    v = bf16((2, 3, 256))
+    wh, we = bf16((4, 256), 0.1, 1.0), bf16((4, 256), 0.1, 1.0)
+    out = engram_gate(x, k, v, wh, we, CLAMP, EPS)
+    assert out.shape == x.shape and out.dtype == torch.bfloat16
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(8)).bfloat16()
+    out.backward(g)
+    refs = [t.detach().double().requires_grad_() for t in (x, k, v, wh, we)]
+    X, Kr, V, WH, WE = refs
+    rx = torch.rsqrt(X.square().mean(-1) + EPS)
+    rk = torch.rsqrt(Kr.square().mean(-1) + EPS)
+    d = (X * WH * Kr * WE).sum(-1) * rx * rk * 256 ** -0.5
+    gate = torch.sigmoid(d.abs().clamp_min(CLAMP).sqrt() * d.sign())
+    (X + gate.unsqueeze(-1) * V.unsqueeze(-2)).backward(g.double())
+    for got, ref, tol in zip((x, k, v, wh, we), refs, (2e-2, 2e-2, 2e-2, 5e-2, 5e-2)):
+        torch.testing.assert_close(got.grad.double(), ref.grad, rtol=2 ** -6, atol=tol)

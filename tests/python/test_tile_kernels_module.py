@@ -17,8 +17,7 @@ def test_submodules_import_like_tilekernels():
 def test_missing_parts_raise_not_implemented_naming_them():
     with pytest.raises(tessera.NotImplementedInTessera, match=r"tessera\.tile_kernels\.mhc"):
         tile_kernels.mhc
-    with pytest.raises(NotImplementedError, match=r"tile_kernels\.modeling\.engram"):
-        tile_kernels.modeling.engram
+    assert inspect.ismodule(tile_kernels.modeling.engram) and inspect.ismodule(tile_kernels.modeling.mhc)
 
 
 def test_dunder_and_private_lookups_keep_python_semantics():

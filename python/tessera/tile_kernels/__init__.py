@@ -18,8 +18,9 @@ out; docs/tile_kernels.md):
   mhc_head_compute_mix, mhc_pre_apply_mix, mhc_pre_norm_fn, mhc_pre_split_mixes, mhc_post (+ _fwd /
   _bwd), sinkhorn_normalize, mhc_pre_big_fuse, mhc_multilayer_recompute): forward and, for torch
   tensors, backward through torch.autograd.
+- ``modeling.engram``: engram_gate / EngramGateFn (torch autograd).
 
-Not implemented: the e5m6 casts, the mhc kernel package and modeling.engram;
+Not implemented: the e5m6 casts and the mhc kernel package (its operations are in modeling.mhc.ops);
 those names raise ``tessera.NotImplementedInTessera`` naming the function.
 """
 import importlib

@@ -1,17 +1,13 @@
 """``tessera.tile_kernels.modeling``: TileKernels' modeling wrappers: ``modeling.mhc`` (the functional
-layer and every operation; docs/tile_kernels.md); ``modeling.engram`` raises
-``tessera.NotImplementedInTessera``."""
+layer and every operation) and ``modeling.engram`` (the gate's autograd Function); docs/tile_kernels.md."""
 import importlib
 
-from ..._errors import NotImplementedInTessera as _NotImplementedInTessera
-
-__all__ = ["mhc"]
+__all__ = ["engram", "mhc"]
 
 
 def __getattr__(name: str):
     if name.startswith("_"):
         raise AttributeError(name)
-    if name == "mhc":
-        return importlib.import_module(".mhc", __name__)
-    raise _NotImplementedInTessera(f"tessera.tile_kernels.modeling.{name} is not implemented in tessera yet "
-                                   "(docs/tile_kernels.md lists what is)")
+    if name in __all__:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tessera.tile_kernels.modeling' has no attribute '{name}'")
