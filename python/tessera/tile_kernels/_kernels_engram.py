@@ -4,6 +4,7 @@ backward, the weight-gradient reduction)."""
 from .. import language as T
 from ..tl import compile as tl_compile
 from ._kernel_cache import kernel_cache
+from ._kernels_mhc import block_tokens
 
 
 @kernel_cache
@@ -128,8 +129,7 @@ def engram_gate_bwd(hc_mult: int, hidden: int, clamp_value: float, blocks: int):
             ds = T.alloc_fragment((hc_mult,), "float32")
             gv = T.alloc_fragment((hidden,), "float32")
             T.clear(acc_w)
-            per_block = T.ceildiv(tokens, blocks)
-            for t in T.serial(T.min(per_block * b, tokens), T.min(per_block * (b + 1), tokens)):
+            for t in block_tokens(tokens, blocks, b):
                 for h, j in T.Parallel(hc_mult, hidden):
                     terms[h, j] = T.cast(grad_out[t, h, j], "float32") * T.cast(v[t, j], "float32")
                 T.reduce_sum(terms, dl_dg, dim=1)

@@ -9,6 +9,12 @@ from ._kernel_cache import kernel_cache
 PARTIAL_BLOCKS = 32
 
 
+def block_tokens(tokens, blocks, b):
+    """The tokens of block b of `blocks` (contiguous runs of ceil(tokens / blocks)), as a serial loop."""
+    per_block = T.ceildiv(tokens, blocks)
+    return T.serial(T.min(per_block * b, tokens), T.min(per_block * (b + 1), tokens))
+
+
 @kernel_cache
 def expand_fwd(mhc_mult: int, hidden: int):
     """o[i, m, :] = x[i, :] for every m (bf16)."""
@@ -80,8 +86,7 @@ def head_compute_mix_bwd(mhc_mult: int):
             dz = T.alloc_fragment((mhc_mult,), "float32")
             T.clear(acc_base)
             T.clear(acc_scale)
-            per_block = T.ceildiv(tokens, blocks)
-            for t in T.serial(T.min(per_block * b, tokens), T.min(per_block * (b + 1), tokens)):
+            for t in block_tokens(tokens, blocks, b):
                 for j in T.Parallel(mhc_mult):
                     s = T.sigmoid(x[t, j] * scale[0] + base[j])
                     dz[j] = grad[t, j] * s * (1.0 - s)
@@ -293,8 +298,7 @@ def pre_split_mixes_bwd(mhc_mult: int, post_mult: float):
             dz = T.alloc_fragment((width,), "float32")
             T.clear(acc_base)
             T.clear(acc_scale)
-            per_block = T.ceildiv(tokens, blocks)
-            for t in T.serial(T.min(per_block * b, tokens), T.min(per_block * (b + 1), tokens)):
+            for t in block_tokens(tokens, blocks, b):
                 for j in T.Parallel(width):
                     sc = scale[segment(j)]
                     s = T.sigmoid(x[t, j] * sc + base[j])
