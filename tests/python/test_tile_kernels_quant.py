@@ -262,12 +262,13 @@ def test_bad_input_raises_named_error(rng, call, match):
         call(x)
 
 
-def test_not_implemented_names_raise():
-    for name in Q._NOT_IMPLEMENTED:
-        with pytest.raises(tessera.NotImplementedInTessera, match=name):
-            getattr(Q, name)
-    with pytest.raises(tessera.NotImplementedInTessera, match="e5m6"):
-        Q.per_token_cast(np.zeros((2, 128), np.float32), "e5m6", 128)
+def test_e5m6_format_only_where_tilekernels_takes_it(rng):
+    x = rng.standard_normal((3, 128)).astype(np.float32)
+    data, sf = Q.per_token_cast(x, "e5m6", 128)
+    want = Q.per_token_cast_to_e5m6(x, 128)
+    assert np.array_equal(data, want[0]) and np.array_equal(sf, want[1])
+    with pytest.raises(tessera.InvalidArgumentError, match="per_block_cast: argument 'fmt' 'e5m6' is only"):
+        Q.per_block_cast(x, "e5m6", (32, 32))
 
 
 _DETERMINISM = """

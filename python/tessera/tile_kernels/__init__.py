@@ -8,7 +8,8 @@ out; docs/tile_kernels.md):
   per_token_cast_back, per_channel_cast, per_channel_cast_and_transpose, per_channel_cast_fused, the
   SwiGLU casts (swiglu_forward_and_per_token_cast, swiglu_backward_and_per_token_cast,
   swiglu_forward_and_per_channel_cast_and_transpose) and unpack_from_e2m1fn_x2; the three SF layouts
-  (row-major float32, TMA-aligned column-major, packed UE8M0) and round_sf.
+  (row-major float32, TMA-aligned column-major, packed UE8M0) and round_sf; the e5m6 casts
+  (per_token_cast_to_e5m6, cast_back_e5m6).
 - ``moe``: every routing function (topk_gate, top2_sum_gate, topk_sum_and_topk_group_idx,
   normalize_weight, group_count, aux_fi, mask_indices_by_tp, inplace_unique_group_indices,
   get_fused_mapping, expand_to_fused(_with_sf), reduce_fused).
@@ -20,7 +21,7 @@ out; docs/tile_kernels.md):
   tensors, backward through torch.autograd.
 - ``modeling.engram``: engram_gate / EngramGateFn (torch autograd).
 
-Not implemented: the e5m6 casts and the mhc kernel package (its operations are in modeling.mhc.ops);
+Not implemented: the mhc kernel package (its operations are in modeling.mhc.ops);
 those names raise ``tessera.NotImplementedInTessera`` naming the function.
 """
 import importlib

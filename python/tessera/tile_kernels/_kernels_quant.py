@@ -511,3 +511,62 @@ def swiglu_backward_per_token_cast(hidden: int, npc: int, round_sf: bool, clamp:
                     weight_grad[b * 1024 + i] = 0.0
 
     return _compile(main)
+
+
+# ---- e5m6 (12-bit codes, eight packed in three 32-bit words; _tl_numerics.e5m6_code) ----
+
+@kernel_cache
+def per_token_cast_e5m6(hidden: int, in_dtype: str, round_sf: bool, sf_layout: str):
+    """One factor per token (TileKernels requires num_per_channels == hidden): x [tokens, hidden] ->
+    words int32 [tokens, hidden / 8 * 3] and the factors."""
+    tokens = T.dynamic("num_tokens")
+    rows = max(1, min(8, _TOKEN_TILE_ELEMS // hidden))
+    groups = hidden // 8
+    sf_ann = T.Tensor(L.sf_param_shape(sf_layout, tokens, 1, T.dynamic("sf_cols")), L.storage_dtype(sf_layout))
+
+    @T.prim_func
+    def main(x: T.Tensor((tokens, hidden), TL_DTYPE[in_dtype]), out: T.Tensor((tokens, groups * 3), "int32"),
+             sf: sf_ann):
+        with T.Kernel(T.ceildiv(tokens, rows), threads=128) as bm:
+            frag = T.alloc_fragment((rows, hidden), "float32")
+            amax = T.alloc_fragment((rows,), "float32")
+            inv = T.alloc_fragment((rows,), "float32")
+            r0 = bm * rows
+            T.copy(x[r0, 0], frag)
+            T.reduce_absmax(frag, amax, dim=1)
+            for i in T.serial(rows):
+                if r0 + i < tokens:
+                    s, s_inv, byte = N.sf_and_inv(amax[i], "e5m6", round_sf)
+                    L.store_sf(sf, sf_layout, r0 + i, 0, s, byte)
+                    inv[i] = s_inv
+            for i, g in T.Parallel(rows, groups):
+                if r0 + i < tokens:
+                    words = N.pack_e5m6([N.e5m6_code(frag[i, 8 * g + j] * inv[i]) for j in range(8)])
+                    for w in range(3):
+                        out[r0 + i, 3 * g + w] = words[w]
+
+    return _compile(main)
+
+
+@kernel_cache
+def cast_back_e5m6(hidden: int, bt: int, bc: int, sf_layout: str, out_dtype: str):
+    """words int32 [tokens, hidden / 8 * 3] and factors of bt x bc blocks -> value * factor."""
+    tokens = T.dynamic("num_tokens")
+    groups = hidden // 8
+    sf_ann = T.Tensor(L.sf_param_shape(sf_layout, T.dynamic("x_sf_rows"), L.ceil_div(hidden, bc),
+                                       T.dynamic("x_sf_cols")), L.storage_dtype(sf_layout))
+    rows = 4
+
+    @T.prim_func
+    def main(x: T.Tensor((tokens, groups * 3), "int32"), x_sf: sf_ann, out: T.Tensor((tokens, hidden),
+                                                                                      TL_DTYPE[out_dtype])):
+        with T.Kernel(T.ceildiv(tokens, rows), threads=128) as bm:
+            for i, g in T.Parallel(rows, groups):
+                r = bm * rows + i
+                if r < tokens:
+                    codes = N.unpack_e5m6([x[r, 3 * g + w] for w in range(3)])
+                    for j in range(8):
+                        scale = L.load_sf(x_sf, sf_layout, r // bt, (8 * g + j) // bc)
+                        out[r, 8 * g + j] = N.e5m6_value(codes[j]) * scale
+
+    return _compile(main)

@@ -90,3 +90,59 @@ def e2m1_code(v):
 
 def e2m1_value(code):
     return T.decode_e2m1(code)
+
+
+# ---- e5m6: 12-bit codes (sign, 5 exponent bits, 6 mantissa bits: the top 12 bits of a binary16) ----
+E5M6_MAX = 65024.0
+CLAMP_MIN["e5m6"] = 1e-4
+MAX_CODE["e5m6"] = E5M6_MAX
+
+
+def _let(name, value):
+    """value bound once (the expressions below use it several times; inlined, they grow exponentially)."""
+    from ..language._bits import _let as let
+
+    return let(name, value)
+
+
+def e5m6_code(v):
+    """TileKernels' e5m6 code (int32, 0..4095) of a float32 v: v's binary16 bits with the 13 dropped
+    mantissa bits truncated (subnormals by a shift, overflow to infinity, NaN to 0x7FFF), keeping the top
+    12 bits, then adding one where (lowest kept bit + v's 17 low float32 bits) > 0x10000."""
+    bits = _let("e56_bits", T.reinterpret(v, "int32"))
+    sign = _let("e56_sign", (bits >> 16) & 0x8000)
+    exp = _let("e56_exp", (bits >> 23) & 255)
+    mant = _let("e56_mant", bits & 0x7FFFFF)
+    normal = sign | ((exp - 112) << 10) | (mant >> 13)
+    sub_shift = T.min(T.max(126 - exp, 0), 31)  # (113 - exp) + 13, for exp in [103, 112]
+    subnormal = sign | ((mant | 0x800000) >> sub_shift)
+    special = sign | T.if_then_else((exp == 255) & (mant != 0), 0x7FFF, 0x7C00)
+    half = T.if_then_else(exp < 103, sign,
+                          T.if_then_else(exp <= 112, subnormal, T.if_then_else(exp <= 142, normal, special)))
+    code = _let("e56_code", half >> 4)
+    up = T.if_then_else((code & 1) + (bits & 0x1FFFF) > 0x10000, 1, 0)
+    return _let("e56_rounded", (code + up) & 0xFFF)
+
+
+def e5m6_value(code):
+    """The float32 value of a 12-bit e5m6 code (int32): its binary16 with four zero bits below."""
+    half = T.cast((code & 0xFFF) << 4, "int16")
+    return T.cast(T.reinterpret(half, "float16"), "float32")
+
+
+def pack_e5m6(c):
+    """Eight codes (int32) -> three 32-bit words (int32 bit patterns), TileKernels' packing: w0 = c0 c1
+    c2[11:4], w1 = c2[3:0] c3 c4 c5[11:8], w2 = c5[7:0] c6 c7 (most significant first)."""
+    u = [_let("e56_u", T.cast(x, "uint32")) for x in c]
+    w0 = (u[0] << 20) | (u[1] << 8) | (u[2] >> 4)
+    w1 = ((u[2] & 15) << 28) | (u[3] << 16) | (u[4] << 4) | (u[5] >> 8)
+    w2 = ((u[5] & 255) << 24) | (u[6] << 12) | u[7]
+    return [T.cast(w, "int32") for w in (w0, w1, w2)]
+
+
+def unpack_e5m6(w):
+    """Three words (int32 bit patterns) -> the eight codes (int32)."""
+    u = [_let("e56_w", T.cast(x, "uint32")) for x in w]
+    codes = [u[0] >> 20, (u[0] >> 8) & 0xFFF, ((u[0] & 255) << 4) | (u[1] >> 28), (u[1] >> 16) & 0xFFF,
+             (u[1] >> 4) & 0xFFF, ((u[1] & 15) << 8) | (u[2] >> 24), (u[2] >> 12) & 0xFFF, u[2] & 0xFFF]
+    return [T.cast(c, "int32") for c in codes]

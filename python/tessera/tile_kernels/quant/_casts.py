@@ -10,7 +10,6 @@ import numpy as np
 from .. import _arrays as A
 from .. import _kernels_quant as K
 from .. import _sf_layout as L
-from ..._errors import NotImplementedInTessera
 
 _PLAIN = ("bfloat16", "float32")
 _QUANTIZED = ("float8_e4m3fn", "int8", "uint8")
@@ -18,7 +17,8 @@ _QUANTIZED = ("float8_e4m3fn", "int8", "uint8")
 
 def _check_fmt(fn, fmt, allowed=("e4m3", "e2m1")):
     if fmt == "e5m6" and "e5m6" not in allowed:
-        raise NotImplementedInTessera(f"{fn}: fmt 'e5m6' is not implemented in tessera.tile_kernels")
+        raise A.invalid_argument(fn, "fmt", "'e5m6' is only for per_token_cast / per_token_cast_to_e5m6 (plain "
+                                 "input, one factor per token), as in TileKernels")
     return A.require_choice(fn, "fmt", fmt, allowed)
 
 
@@ -102,7 +102,14 @@ def _per_token(fn, x, fmt, num_per_channels, x_block_size, col, round_sf, packed
 def per_token_cast(x, fmt, num_per_channels, x_block_size=None, use_tma_aligned_col_major_sf=False,
                    round_sf=False, use_packed_ue8m0=False):
     """Casts x [tokens, hidden] (bf16 / fp32, or a (codes, sf) pair with ``x_block_size``) to FP8 / FP4
-    with one factor per 1 x num_per_channels block; returns (codes, sf)."""
+    with one factor per 1 x num_per_channels block; returns (codes, sf). fmt 'e5m6' is
+    per_token_cast_to_e5m6 (plain input only)."""
+    if fmt == "e5m6":
+        from ._e5m6 import per_token_cast_to_e5m6
+
+        if x_block_size is not None:
+            raise A.invalid_argument("per_token_cast", "x_block_size", "must be None with fmt 'e5m6'")
+        return per_token_cast_to_e5m6(x, num_per_channels, use_tma_aligned_col_major_sf, round_sf, use_packed_ue8m0)
     return _per_token("per_token_cast", x, fmt, num_per_channels, x_block_size, use_tma_aligned_col_major_sf,
                       round_sf, use_packed_ue8m0, "cast")
 
@@ -174,7 +181,9 @@ def cast_back(x, fmt, x_block_size, x_special_fmt=None):
     A.require_choice(fn, "fmt", fmt, ("bf16", "fp32"))
     if x_special_fmt is not None:
         if x_special_fmt == "e5m6":
-            raise NotImplementedInTessera(f"{fn}: x_special_fmt 'e5m6' is not implemented in tessera.tile_kernels")
+            from ._e5m6 import cast_back_e5m6
+
+            return cast_back_e5m6(x, fmt, x_block_size)
         raise A.invalid_argument(fn, "x_special_fmt", f"must be None or 'e5m6', got {x_special_fmt!r}")
     if not isinstance(x, tuple) or len(x) != 2:
         raise A.ArgumentTypeError(f"{fn}: argument 'x' must be a (data, sf) tuple, got {type(x).__name__}")

@@ -1,11 +1,13 @@
 """``tessera.tile_kernels.modeling.engram``: TileKernels' autograd wrapper of the Engram gate
 (``engram_gate``, ``EngramGateFn``) over tessera.tile_kernels.engram's kernels. Needs torch."""
-from ..._arrays import torch_module
 from ...engram import engram_gate_bwd, engram_gate_fwd, fused_weight, grad_w_reduce
 
-__all__ = ["EngramGateFn", "engram_gate"]
+try:
+    import torch as _torch
+except ImportError as e:  # TileKernels' wrapper is a torch.autograd.Function
+    raise ImportError("tessera.tile_kernels.modeling.engram needs torch (pip install torch)") from e
 
-_torch = torch_module()
+__all__ = ["EngramGateFn", "engram_gate"]
 
 
 class EngramGateFn(_torch.autograd.Function):
