@@ -26,7 +26,7 @@ def _needs_grad(*xs):
 
 @functools.lru_cache(maxsize=None)
 def _functions():
-    """The autograd Functions (built on first use: torch is optional)."""
+    """The autograd Functions by class name (built on first use: torch is optional)."""
     torch = A.torch_module()
 
     class ExpandToMHC(torch.autograd.Function):
@@ -169,7 +169,8 @@ def _functions():
                 fn_grad.zero_()
             return x_grad, fn_grad, None
 
-    return ExpandToMHC, HeadComputeMix, Sinkhorn, PreApplyMix, PreSplitMixes, Post, NormwMerge, PreNormFn
+    return {f.__name__: f for f in (ExpandToMHC, HeadComputeMix, Sinkhorn, PreApplyMix, PreSplitMixes, Post,
+                                     NormwMerge, PreNormFn)}
 
 
 def _rows_sum(partial):
@@ -205,7 +206,7 @@ def expand_to_mhc(hidden, mhc_mult, out=None):
                                      f"{list(out.shape)}")
         A.check_same_kind(fn, hidden=hidden, out=out)
     if _needs_grad(hidden):
-        return _functions()[0].apply(hidden, mhc_mult, out)
+        return _functions()["ExpandToMHC"].apply(hidden, mhc_mult, out)
     return _expand(hidden, mhc_mult, out)
 
 
@@ -236,7 +237,7 @@ def mhc_head_compute_mix(input_mix, mhc_scale, mhc_base, mhc_pre_eps):
     A.check_same_kind(fn, input_mix=input_mix, mhc_scale=mhc_scale, mhc_base=mhc_base)
     args = (_contiguous(input_mix), _contiguous(mhc_scale), _contiguous(mhc_base), float(mhc_pre_eps))
     if _needs_grad(input_mix, mhc_scale, mhc_base):
-        return _functions()[1].apply(*args)
+        return _functions()["HeadComputeMix"].apply(*args)
     return _head_mix(*args)
 
 
@@ -271,7 +272,7 @@ def mhc_pre_apply_mix(x, mix, out=None):
     A.check_same_kind(fn, x=x, mix=mix, out=out)
     mix = _contiguous(mix)
     if _needs_grad(x, mix):
-        return _functions()[3].apply(x, mix, out)
+        return _functions()["PreApplyMix"].apply(x, mix, out)
     return _pre_apply_mix(x, mix, out)
 
 
@@ -312,7 +313,7 @@ def mhc_pre_split_mixes(input_mixes, mhc_scale, mhc_base, mhc_mult, mhc_post_mul
     args = (_contiguous(input_mixes), _contiguous(mhc_scale), _contiguous(mhc_base), n, float(mhc_post_mult_value),
             float(mhc_pre_eps))
     if _needs_grad(*args[:3]):
-        return _functions()[4].apply(*args)
+        return _functions()["PreSplitMixes"].apply(*args)
     return _pre_split_mixes(*args)
 
 
@@ -372,7 +373,7 @@ def mhc_post(x, residual, post_layer_mix, comb_res_mix, out=None):
     """mhc_post_fwd, with mhc_post_bwd as its backward for torch tensors that need gradients."""
     if _needs_grad(x, residual, post_layer_mix, comb_res_mix):
         _post_args("mhc_post", x, residual, post_layer_mix, comb_res_mix)
-        return _functions()[5].apply(x, residual, post_layer_mix, comb_res_mix, out)
+        return _functions()["Post"].apply(x, residual, post_layer_mix, comb_res_mix, out)
     return mhc_post_fwd(x, residual, post_layer_mix, comb_res_mix, out)
 
 
@@ -418,8 +419,8 @@ def mhc_pre_norm_fn(residual, mhc_fn, mhc_norm_weight, mhc_norm_eps, fuse_grad_a
     if _needs_grad(residual, mhc_fn, mhc_norm_weight):
         functions = _functions()
         if mhc_norm_weight is not None:
-            fn = functions[6].apply(fn, _contiguous(mhc_norm_weight))
-        return functions[7].apply(residual, fn, eps)
+            fn = functions["NormwMerge"].apply(fn, _contiguous(mhc_norm_weight))
+        return functions["PreNormFn"].apply(residual, fn, eps)
     if mhc_norm_weight is not None:
         merged = A.alloc(fn, fn.shape, "float32")
         K.fn_normw_merge(*fn.shape).call_all([fn, _contiguous(mhc_norm_weight), merged])
@@ -523,5 +524,5 @@ def sinkhorn_normalize(x, repeat=10, eps=1e-6):
         raise A.ArgumentTypeError(f"{fn}: argument 'eps' must be a float, got {type(eps).__name__}")
     x = _contiguous(x)
     if _needs_grad(x):
-        return _functions()[2].apply(x, repeat, float(eps))
+        return _functions()["Sinkhorn"].apply(x, repeat, float(eps))
     return _sinkhorn(x, repeat, float(eps))
